@@ -1,0 +1,100 @@
+"""Layer 2: decode raw messages into the unified change log; unusable ones to quarantine."""
+
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetIn,
+    AssetOut,
+    AssetsDefinition,
+    BackfillPolicy,
+    MetadataValue,
+    Output,
+    multi_asset,
+)
+from pyspark.sql import DataFrame, functions as F
+
+from cdc_assets.defs.check_results import contract_check
+from cdc_assets.defs.source_build import CHANGE_LOG, QUARANTINE, RAW, SourceBuild
+from cdc_assets.lib.changelog_schema import CHANGE_LOG_COLUMNS, QUARANTINE_COLUMNS, REJECT_DETAIL, REJECT_REASON
+from cdc_assets.lib.metadata import counts_table
+from cdc_assets.lib.validation import ChangeLogModel, validate
+
+SCHEMA_CHECK = "change_log_contract"
+QUARANTINE_CHECK = "nothing_quarantined"
+
+
+def build_change_log(b: SourceBuild) -> AssetsDefinition:
+    log_key, quarantine_key = b.key(CHANGE_LOG), b.key(QUARANTINE)
+
+    @multi_asset(
+        name=f"{b.source.name}__decode",
+        ins={"raw_messages": AssetIn(key=b.key(RAW))},
+        outs={
+            "change_log": AssetOut(
+                key=log_key, io_manager_key="parquet_io_manager", kinds={"spark", "parquet"},
+                tags=b.tags, description="Every decoded event of the window in the one change-log schema "
+                "(docs/architecture.md): rows, DDL and watermarks, with lineage.",
+            ),
+            "quarantine": AssetOut(
+                key=quarantine_key, io_manager_key="parquet_io_manager", kinds={"spark", "parquet"},
+                tags=b.tags, description="Messages (or single events of a batch) that could not be used: "
+                "reason code, detail, raw key/value bytes and lineage.",
+            ),
+        },
+        partitions_def=b.partitions_def,
+        backfill_policy=BackfillPolicy.multi_run(1),
+        group_name=b.group,
+        check_specs=[
+            AssetCheckSpec(SCHEMA_CHECK, asset=log_key,
+                           description="pandera ChangeLogModel + row invariants, failing counts in metadata"),
+            AssetCheckSpec(QUARANTINE_CHECK, asset=quarantine_key,
+                           description="warns when the window quarantined anything"),
+        ],
+    )
+    def decode(context: AssetExecutionContext, raw_messages: DataFrame):
+        decoded = b.decoder().decode(raw_messages).persist()
+        try:
+            by_kind = {
+                f"{r.kind}": int(r.n)
+                for r in decoded.groupBy(
+                    F.coalesce(F.concat(F.lit("quarantined:"), F.col(REJECT_REASON)), F.col("event_kind")).alias("kind")
+                ).agg(F.count(F.lit(1)).alias("n")).collect()
+            }
+            events = decoded.where(F.col(REJECT_REASON).isNull()).select(*CHANGE_LOG_COLUMNS)
+            rejected = decoded.where(F.col(REJECT_REASON).isNotNull()).select(
+                *[F.col(REJECT_REASON).alias("reason") if c == "reason" else
+                  F.col(REJECT_DETAIL).alias("detail") if c == "detail" else F.col(c)
+                  for c in QUARANTINE_COLUMNS]
+            )
+            reasons = {k.split(":", 1)[1]: v for k, v in by_kind.items() if k.startswith("quarantined:")}
+            kinds = {k: v for k, v in by_kind.items() if not k.startswith("quarantined:")}
+            quarantined = sum(reasons.values())
+            outcome = validate(ChangeLogModel, events)
+            yield Output(
+                events, output_name="change_log",
+                metadata={
+                    "events": sum(kinds.values()),
+                    "row_events": kinds.get("row", 0),
+                    "ddl_events": kinds.get("ddl", 0),
+                    "watermark_events": kinds.get("watermark", 0),
+                    "quarantined": quarantined,
+                },
+            )
+            yield Output(
+                rejected, output_name="quarantine",
+                metadata={"quarantined": quarantined,
+                          "by_reason": MetadataValue.md(counts_table(reasons, ("reason", "messages")))},
+            )
+            yield contract_check(log_key, SCHEMA_CHECK, outcome)
+            yield AssetCheckResult(
+                asset_key=quarantine_key, check_name=QUARANTINE_CHECK, passed=quarantined == 0,
+                severity=AssetCheckSeverity.WARN,
+                metadata={"quarantined": quarantined, "by_reason": MetadataValue.json(reasons)},
+            )
+        finally:
+            decoded.unpersist()
+
+    return decode

@@ -1,0 +1,45 @@
+"""Build the Definitions: one group of assets, checks, jobs and a schedule per source."""
+
+from __future__ import annotations
+
+from dagster import Definitions, in_process_executor
+
+from cdc_assets.defs.automation import build_hourly_schedules, build_jobs
+from cdc_assets.defs.change_log.assets import build_change_log
+from cdc_assets.defs.change_table.assets import build_change_table
+from cdc_assets.defs.landing.assets import build_landed_dump
+from cdc_assets.defs.partitions import window_partitions
+from cdc_assets.defs.raw.assets import build_raw_messages
+from cdc_assets.defs.resources import SparkParquetIOManager, WarehouseResource, make_pyspark_resource
+from cdc_assets.defs.snapshots.assets import build_snapshots
+from cdc_assets.defs.source_build import SourceBuild
+from cdc_assets.lib.settings import Settings
+
+
+def source_builds(settings: Settings) -> list[SourceBuild]:
+    partitions_def = window_partitions(settings)
+    return [SourceBuild(settings, s, partitions_def) for s in settings.sources]
+
+
+def build_definitions(settings: Settings) -> Definitions:
+    assets, jobs, schedules = [], [], []
+    for b in source_builds(settings):
+        assets += [build_landed_dump(b), build_raw_messages(b), build_change_log(b),
+                   build_change_table(b), build_snapshots(b)]
+        windows_job, land_job = build_jobs(b)
+        jobs += [windows_job, land_job]
+        schedules += build_hourly_schedules(b, windows_job, land_job)
+    pyspark = make_pyspark_resource(settings)
+    warehouse = WarehouseResource(root=str(settings.warehouse))
+    return Definitions(
+        assets=assets,
+        jobs=jobs,
+        schedules=schedules,
+        resources={
+            "pyspark": pyspark,
+            "warehouse": warehouse,
+            "parquet_io_manager": SparkParquetIOManager(warehouse=warehouse, pyspark=pyspark),
+        },
+        # One Spark driver per run: steps share its session in one process.
+        executor=in_process_executor,
+    )

@@ -1,0 +1,61 @@
+"""Layer 0: land new dump files into per-window folders (unpartitioned, incremental)."""
+
+
+from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, MetadataValue, asset
+from dagster_pyspark import PySparkResource
+
+from cdc_assets.defs.partitions import partition_key_for_ms
+from cdc_assets.defs.resources import WarehouseResource
+from cdc_assets.defs.source_build import LANDED, SourceBuild
+from cdc_assets.lib.landing import land
+from cdc_assets.lib.metadata import watermark_table
+from cdc_assets.lib.tso import tso_to_datetime
+
+
+def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
+    @asset(
+        key=b.key(LANDED),
+        group_name=b.group,
+        kinds={"spark", "parquet"},
+        tags=b.tags,
+        description=(
+            f"New files of the `{b.source.protocol}` dump at {b.source.input_path}, landed into "
+            "per-window folders. Idempotent: a file already landed (same content) is skipped."
+        ),
+    )
+    def landed_dump(
+        context: AssetExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource
+    ) -> MaterializeResult:
+        if not b.dump_root.exists():
+            raise FileNotFoundError(f"dump folder {b.dump_root} does not exist (source {b.source.name!r})")
+        result = land(
+            pyspark.spark_session,
+            dump_root=b.dump_root,
+            layout=b.layout(),
+            decoder=b.decoder(),
+            landing_root=warehouse.landing_root(b.source.name),
+            window_ms=b.settings.window_ms,
+        )
+        state = result.state
+        wm = state.global_watermark_ts()
+        complete = state.complete_windows(b.settings.window_ms)
+        context.log.info(
+            f"landed {result.new_files} new file(s), {result.messages} message(s); "
+            f"skipped {result.skipped_files}; {len(complete)} complete window(s)"
+        )
+        return MaterializeResult(
+            metadata={
+                "new_files": result.new_files,
+                "skipped_files": result.skipped_files,
+                "messages_landed": result.messages,
+                "global_watermark_ts": wm if wm is not None else -1,
+                "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
+                "complete_windows": len(complete),
+                "latest_complete_window": (
+                    partition_key_for_ms(b.partitions_def, complete[-1]) if complete else "none"
+                ),
+                "kafka_partitions": MetadataValue.md(watermark_table(state)),
+            }
+        )
+
+    return landed_dump

@@ -1,0 +1,44 @@
+"""Everything the asset builders of one source need (one set of assets per source)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagster import AssetKey, TimeWindowPartitionsDefinition
+
+from cdc_assets.lib.codecs import Decoder, get_decoder
+from cdc_assets.lib.layouts import detect_layout
+from cdc_assets.lib.settings import Settings, SourceConfig
+
+LANDED, RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS = (
+    "landed_dump", "raw_messages", "change_log", "quarantine", "change_table", "snapshots",
+)
+
+
+@dataclass(frozen=True)
+class SourceBuild:
+    settings: Settings
+    source: SourceConfig
+    partitions_def: TimeWindowPartitionsDefinition
+
+    @property
+    def group(self) -> str:
+        return self.source.name
+
+    def key(self, layer: str) -> AssetKey:
+        return AssetKey([self.source.name, layer])
+
+    def decoder(self) -> Decoder:
+        return get_decoder(self.source.protocol, self.source.options)
+
+    @property
+    def dump_root(self) -> Path:
+        return Path(self.source.input_path)
+
+    def layout(self) -> str:
+        return detect_layout(self.dump_root) if self.source.layout == "auto" else self.source.layout
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return {"protocol": self.source.protocol}

@@ -1,0 +1,25 @@
+"""Protocol registry: protocol name -> decoder class. Adding a protocol = one module + one line."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cdc_assets.lib.codecs.base import Decoder
+from cdc_assets.lib.codecs.canal_json import CanalJsonDecoder
+
+DECODERS: dict[str, type[Decoder]] = {
+    CanalJsonDecoder.name: CanalJsonDecoder,
+}
+
+
+def get_decoder(protocol: str, options: Mapping[str, str] | None = None) -> Decoder:
+    try:
+        decoder_cls = DECODERS[protocol]
+    except KeyError:
+        raise ValueError(
+            f"unknown protocol {protocol!r}; known protocols: {', '.join(sorted(DECODERS))}"
+        ) from None
+    return decoder_cls(options)
+
+
+__all__ = ["DECODERS", "Decoder", "get_decoder"]

@@ -1,0 +1,47 @@
+"""The one small interface every protocol decoder implements (like TiCDC's codec package)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import ClassVar
+
+from pyspark.sql import DataFrame
+
+
+class Decoder(ABC):
+    """Turns raw Kafka messages (`RAW_MESSAGE_SCHEMA`) into change-log events.
+
+    Decoders are pure DataFrame -> DataFrame transformations: no Spark actions, no I/O.
+    """
+
+    #: Protocol name, as in TiCDC's sink URI (`canal-json`, `open-protocol`, ...).
+    name: ClassVar[str]
+    #: Options this decoder understands (TiCDC's option names), with their defaults.
+    default_options: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(self, options: Mapping[str, str] | None = None):
+        unknown = set(options or {}) - set(self.default_options)
+        if unknown:
+            raise ValueError(
+                f"{self.name}: unknown option(s) {sorted(unknown)}; "
+                f"known: {sorted(self.default_options)}"
+            )
+        self.options = {**self.default_options, **(options or {})}
+
+    @abstractmethod
+    def route(self, raw: DataFrame) -> DataFrame:
+        """Add `routing_ms` (long: the physical time that picks the message's window) and
+        `watermark_ts` (long, null unless the message carries a watermark / resolved ts).
+
+        Must be cheap: it runs when a dump is landed, before full decoding.
+        """
+
+    @abstractmethod
+    def decode(self, raw: DataFrame) -> DataFrame:
+        """Return `DECODED_COLUMNS`: the change-log columns, the raw `key` / `value`, and
+        `_reject_reason` / `_reject_detail`.
+
+        A row with a non-null `_reject_reason` is quarantined; it must still carry the
+        lineage columns so the raw message can be found again.
+        """

@@ -1,0 +1,27 @@
+"""Column helpers shared by the JSON decoders."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, functions as F
+
+from cdc_assets.lib.changelog_schema import LINEAGE_FIELDS
+
+
+def lineage_columns() -> list[str]:
+    return [f.name for f in LINEAGE_FIELDS]
+
+
+def value_text() -> Column:
+    """The Kafka value as text (invalid UTF-8 is caught separately by `is_valid_utf8`)."""
+    return F.col("value").cast("string")
+
+
+def invalid_json_reason() -> tuple[Column, Column]:
+    """Tell malformed JSON apart from well-formed JSON of an unexpected shape."""
+    malformed = F.try_parse_json(value_text()).isNull()
+    return (
+        F.when(malformed, F.lit("invalid_json")).otherwise(F.lit("unexpected_shape")),
+        F.when(malformed, F.lit("the value is not valid JSON")).otherwise(
+            F.lit("valid JSON, but a field has an unexpected type for this protocol")
+        ),
+    )

@@ -1,0 +1,157 @@
+"""A seeded simulated upstream (TiDB -> TiCDC -> Kafka) that writes topic dumps plus the
+true table states a consumer must reproduce. Pure Python + pyarrow; deterministic per seed.
+
+    workload (what happened in TiDB) -> encoder (how the protocol writes it)
+        -> kafka (partitions, offsets, watermarks, restart) -> writers (file layout)
+    workload -> truth (expected snapshot per window)
+
+Typical use: `generate(tmp_path)` then point the pipeline at `dump_dir` and compare its
+snapshots with `truth.json`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cdc_assets.lib.simulator.kafka import RestartPlan, TopicSimulator
+from cdc_assets.lib.simulator.protocols import ENCODERS, make_encoder
+from cdc_assets.lib.simulator.schema import DEMO_TABLES, ColumnDef, TableDef
+from cdc_assets.lib.simulator.truth import TruthRecorder
+from cdc_assets.lib.simulator.workload import (
+    DEFAULT_DURATION_MS,
+    DEFAULT_ROW_CHANGES,
+    DEFAULT_START_MS,
+    DdlEvent,
+    RowChange,
+    Transaction,
+    Workload,
+)
+from cdc_assets.lib.simulator.writers import DEFAULT_FILE_SPAN_MS, LAYOUTS, make_writer
+
+DEFAULT_TOPIC = "tidb_cdc"
+
+
+@dataclass(frozen=True)
+class GeneratedDump:
+    out_dir: Path
+    dump_dir: Path  # out_dir/"dump"; files under dump_dir/<topic>/
+    truth_path: Path  # out_dir/"truth.json"
+    topic: str
+    layout: str
+    protocol: str
+    files: list[Path]
+    counts: dict[str, int]  # same as truth.json "counts"
+    windows: list[dict] = field(default_factory=list)  # start_ms, end_ms, complete
+    final_watermark_ts: int | None = None
+
+
+def generate(
+    out_dir: str | Path,
+    *,
+    seed: int = 7,
+    layout: str = "kafka-parquet",
+    protocol: str = "canal-json",
+    row_changes: int = DEFAULT_ROW_CHANGES,
+    start_ms: int = DEFAULT_START_MS,
+    duration_ms: int = DEFAULT_DURATION_MS,
+    partitions: int = 3,
+    window_ms: int = 3_600_000,
+    restart: bool = True,
+    topic: str = DEFAULT_TOPIC,
+    watermark_interval_ms: int = 60_000,
+    file_span_ms: int = DEFAULT_FILE_SPAN_MS,
+    tables: tuple[TableDef, ...] = DEMO_TABLES,
+    overwrite: bool = False,
+) -> GeneratedDump:
+    """Simulate the upstream and write `out_dir/dump/<topic>/...` plus `out_dir/truth.json`.
+
+    `row_changes` counts row events before duplication (a primary-key update counts two:
+    its DELETE and its INSERT). With `restart`, the changefeed restarts once in the
+    middle of the run and re-sends rows (duplicates and late duplicates); a run too short
+    for that (under ~10 minutes) gets no restart and truth.json says `"restart": null`.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    if protocol not in ENCODERS:
+        raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(sorted(ENCODERS))}")
+    out_dir = Path(out_dir)
+    dump_dir = out_dir / "dump"
+    truth_path = out_dir / "truth.json"
+    if dump_dir.exists() and any(dump_dir.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"{dump_dir} is not empty (pass overwrite=True to replace it)")
+        shutil.rmtree(dump_dir)
+    dump_dir.mkdir(parents=True, exist_ok=True)
+
+    workload = Workload(seed=seed, row_changes=row_changes, start_ms=start_ms, duration_ms=duration_ms, tables=tables)
+    encoder = make_encoder(protocol, tables)
+    plan = RestartPlan.in_the_middle(start_ms, duration_ms, watermark_interval_ms) if restart else None
+    topic_sim = TopicSimulator(
+        encoder, partitions=partitions, watermark_interval_ms=watermark_interval_ms, restart=plan, seed=seed
+    )
+    truth = TruthRecorder(tables, window_ms=window_ms)
+    writer = make_writer(layout, dump_dir, topic, file_span_ms=file_span_ms)
+    try:
+        for event in workload.events():
+            truth.add(event)
+            for msg in topic_sim.send(event):
+                writer.write(msg)
+        for msg in topic_sim.finish():
+            writer.write(msg)
+    finally:
+        files = writer.close()
+
+    stats = topic_sim.stats
+    counts = {
+        "row_events": stats.row_events,
+        "watermarks": stats.watermarks,
+        "ddl": stats.ddl,
+        "duplicates": stats.duplicates,
+        "late": stats.late,
+        "resent": stats.duplicates + stats.late,
+        "row_changes": truth.row_changes,
+        "transactions": truth.transactions,
+        "messages": stats.messages,
+    }
+    header = {
+        "topic": topic,
+        "protocol": protocol,
+        "layout": layout,
+        "seed": seed,
+        "partitions": partitions,
+        "watermark_interval_ms": watermark_interval_ms,
+        "counts": counts,
+        "partition_messages": stats.partition_messages,
+        "restart": stats.restart,
+    }
+    windows = truth.write(truth_path, final_watermark_ts=stats.final_watermark_ts, header=header)
+    return GeneratedDump(
+        out_dir=out_dir,
+        dump_dir=dump_dir,
+        truth_path=truth_path,
+        topic=topic,
+        layout=layout,
+        protocol=protocol,
+        files=files,
+        counts=counts,
+        windows=windows,
+        final_watermark_ts=stats.final_watermark_ts,
+    )
+
+
+__all__ = [
+    "ColumnDef",
+    "DEFAULT_DURATION_MS",
+    "DEFAULT_START_MS",
+    "DEFAULT_TOPIC",
+    "DdlEvent",
+    "GeneratedDump",
+    "LAYOUTS",
+    "RowChange",
+    "TableDef",
+    "Transaction",
+    "Workload",
+    "generate",
+]

@@ -1,0 +1,21 @@
+"""Registry of simulated protocol encoders: add a protocol = add a module + one entry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from cdc_assets.lib.simulator.canal_json import CanalJsonEncoder
+from cdc_assets.lib.simulator.encoder import Encoder
+from cdc_assets.lib.simulator.schema import TableDef
+
+ENCODERS: dict[str, type[Encoder]] = {
+    CanalJsonEncoder.name: CanalJsonEncoder,
+}
+
+
+def make_encoder(protocol: str, tables: Iterable[TableDef]) -> Encoder:
+    try:
+        cls = ENCODERS[protocol]
+    except KeyError:
+        raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(sorted(ENCODERS))}") from None
+    return cls(tables)

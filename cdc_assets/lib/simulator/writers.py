@@ -1,0 +1,195 @@
+"""Dump writers: the file layouts people land Kafka topics in.
+
+- `kafka-parquet`: Parquet with exactly Spark's Kafka source schema (what
+  `spark.readStream.format("kafka")` hands to a Parquet sink).
+- `kcat-jsonl`: the lines `kcat -C -J` prints, one message per line.
+
+Both stream: one open file per partition, rolled over whenever the Kafka timestamp
+enters a new `file_span_ms` bucket, named `<topic>/part-<partition>-<first offset>.<ext>`
+(offset zero-padded to 20 digits so that a plain sort is offset order).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cdc_assets.lib.simulator.kafka import KafkaMessage
+
+LAYOUTS = ("kafka-parquet", "kcat-jsonl")
+DEFAULT_FILE_SPAN_MS = 30 * 60_000
+
+# org.apache.spark.sql.kafka010 KafkaRecordToRowConverter.kafkaSchema (all nullable).
+SPARK_KAFKA_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        # UTC-adjusted micros: Spark reads it as TimestampType (not TIMESTAMP_NTZ).
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),  # 0 = CreateTime
+    ]
+)
+
+
+class DumpWriter(ABC):
+    layout: ClassVar[str]
+    extension: ClassVar[str]
+
+    def __init__(self, dump_dir: Path, topic: str, *, file_span_ms: int = DEFAULT_FILE_SPAN_MS):
+        self.topic = topic
+        self.topic_dir = Path(dump_dir) / topic
+        self.topic_dir.mkdir(parents=True, exist_ok=True)
+        self.file_span_ms = file_span_ms
+        self.files: list[Path] = []
+        self._open: dict[int, tuple[int, object]] = {}  # partition -> (time bucket, handle)
+
+    def write(self, msg: KafkaMessage) -> None:
+        bucket = msg.timestamp_ms // self.file_span_ms
+        current = self._open.get(msg.partition)
+        if current is None or current[0] != bucket:
+            if current is not None:
+                self._close_file(current[1])
+            path = self.topic_dir / f"part-{msg.partition}-{msg.offset:020d}.{self.extension}"
+            self.files.append(path)
+            current = (bucket, self._open_file(path))
+            self._open[msg.partition] = current
+        self._append(current[1], msg)
+
+    def close(self) -> list[Path]:
+        for _, handle in self._open.values():
+            self._close_file(handle)
+        self._open.clear()
+        return sorted(self.files)
+
+    @abstractmethod
+    def _open_file(self, path: Path) -> object: ...
+
+    @abstractmethod
+    def _append(self, handle, msg: KafkaMessage) -> None: ...
+
+    @abstractmethod
+    def _close_file(self, handle) -> None: ...
+
+
+class _ParquetFile:
+    ROW_GROUP = 50_000
+
+    def __init__(self, path: Path, topic: str):
+        self.writer = pq.ParquetWriter(path, SPARK_KAFKA_SCHEMA, compression="snappy")
+        self.topic = topic
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys: list = []
+        self.values: list = []
+        self.partitions: list = []
+        self.offsets: list = []
+        self.timestamps: list = []
+
+    def append(self, msg: KafkaMessage) -> None:
+        self.keys.append(msg.key)
+        self.values.append(msg.value)
+        self.partitions.append(msg.partition)
+        self.offsets.append(msg.offset)
+        self.timestamps.append(msg.timestamp_ms * 1000)
+        if len(self.offsets) >= self.ROW_GROUP:
+            self.flush()
+
+    def flush(self) -> None:
+        n = len(self.offsets)
+        if not n:
+            return
+        s = SPARK_KAFKA_SCHEMA
+        table = pa.Table.from_arrays(
+            [
+                pa.array(self.keys, s.field("key").type),
+                pa.array(self.values, s.field("value").type),
+                pa.array([self.topic] * n, s.field("topic").type),
+                pa.array(self.partitions, s.field("partition").type),
+                pa.array(self.offsets, s.field("offset").type),
+                pa.array(self.timestamps, s.field("timestamp").type),
+                pa.array([0] * n, s.field("timestampType").type),
+            ],
+            schema=s,
+        )
+        self.writer.write_table(table)
+        self._reset()
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+class KafkaParquetWriter(DumpWriter):
+    layout = "kafka-parquet"
+    extension = "parquet"
+
+    def _open_file(self, path: Path) -> _ParquetFile:
+        return _ParquetFile(path, self.topic)
+
+    def _append(self, handle: _ParquetFile, msg: KafkaMessage) -> None:
+        handle.append(msg)
+
+    def _close_file(self, handle: _ParquetFile) -> None:
+        handle.close()
+
+
+# kcat builds its JSON with yajl: only '"', '\' and control characters are escaped
+# (upper-case hex); payload bytes are otherwise copied verbatim.
+_YAJL_ESCAPE_RE = re.compile(rb'["\\\x00-\x1f]')
+_YAJL_SHORT = {b'"': b'\\"', b"\\": b"\\\\", b"\b": b"\\b", b"\f": b"\\f", b"\n": b"\\n", b"\r": b"\\r", b"\t": b"\\t"}
+
+
+def _yajl_escape(m: re.Match) -> bytes:
+    c = m.group(0)
+    return _YAJL_SHORT.get(c) or b"\\u%04X" % c[0]
+
+
+def kcat_json_string(raw: bytes | None) -> bytes:
+    if raw is None:
+        return b"null"
+    return b'"' + _YAJL_ESCAPE_RE.sub(_yajl_escape, raw) + b'"'
+
+
+class KcatJsonlWriter(DumpWriter):
+    layout = "kcat-jsonl"
+    extension = "jsonl"
+
+    def _open_file(self, path: Path):
+        return path.open("wb")
+
+    def _append(self, handle, msg: KafkaMessage) -> None:
+        handle.write(
+            b'{"topic":%s,"partition":%d,"offset":%d,"tstype":"create","ts":%d,"broker":-1,"key":%s,"payload":%s}\n'
+            % (
+                json.dumps(self.topic, ensure_ascii=False).encode("utf-8"),
+                msg.partition,
+                msg.offset,
+                msg.timestamp_ms,
+                kcat_json_string(msg.key),
+                kcat_json_string(msg.value),
+            )
+        )
+
+    def _close_file(self, handle) -> None:
+        handle.close()
+
+
+WRITERS: dict[str, type[DumpWriter]] = {w.layout: w for w in (KafkaParquetWriter, KcatJsonlWriter)}
+
+
+def make_writer(layout: str, dump_dir: Path, topic: str, *, file_span_ms: int = DEFAULT_FILE_SPAN_MS) -> DumpWriter:
+    try:
+        cls = WRITERS[layout]
+    except KeyError:
+        raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}") from None
+    return cls(dump_dir, topic, file_span_ms=file_span_ms)

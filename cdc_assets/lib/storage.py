@@ -1,0 +1,66 @@
+"""Warehouse paths, safe names and atomic writes (local filesystem).
+
+Every directory a reader can see is complete: data is written to a hidden temporary
+sibling and renamed into place; JSON manifests are written to a temporary file and
+`os.replace`d. Names that come from messages (databases, tables) are percent-encoded
+so they can never leave the warehouse root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def safe_name(name: str) -> str:
+    """Percent-encode everything but [A-Za-z0-9_-]: reversible, no '/', no '..'."""
+    return "".join(ch if ch in _SAFE else "".join(f"%{b:02X}" for b in ch.encode()) for ch in name)
+
+
+def table_id(database: str, table: str) -> str:
+    """`db.table` with each part made safe, so the dot is only ever our separator."""
+    return f"{safe_name(database)}.{safe_name(table)}"
+
+
+def window_dir(root: Path, window_start_ms: int) -> Path:
+    return root / f"window_start_ms={window_start_ms}"
+
+
+def replace_dir(tmp: Path, final: Path) -> None:
+    """Move a finished temporary directory into place, replacing any previous version."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():
+        trash = final.with_name(f".trash-{final.name}-{uuid.uuid4().hex[:8]}")
+        os.replace(final, trash)
+        os.replace(tmp, final)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.replace(tmp, final)
+
+
+def temp_sibling(final: Path) -> Path:
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return final.with_name(f".tmp-{final.name}-{uuid.uuid4().hex[:8]}")
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}-{uuid.uuid4().hex[:8]}")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    if not path.exists():
+        return default
+    return json.loads(path.read_text())
+
+
+def has_parquet(path: Path) -> bool:
+    return path.is_dir() and any(path.rglob("*.parquet"))

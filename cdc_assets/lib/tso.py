@@ -1,0 +1,31 @@
+"""TiDB TSO arithmetic: a TSO is (physical milliseconds << 18) | logical counter."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from pyspark.sql import Column, functions as F
+
+PHYSICAL_SHIFT = 18
+
+
+def tso_to_ms(tso: int) -> int:
+    return tso >> PHYSICAL_SHIFT
+
+
+def ms_to_tso(ms: int) -> int:
+    """The smallest TSO whose physical time is `ms` (logical counter 0)."""
+    return ms << PHYSICAL_SHIFT
+
+
+def tso_to_datetime(tso: int) -> datetime:
+    return datetime.fromtimestamp(tso_to_ms(tso) / 1000, tz=timezone.utc)
+
+
+def tso_ms_col(tso: Column) -> Column:
+    return F.shiftright(tso, PHYSICAL_SHIFT)
+
+
+def tso_time_col(tso: Column) -> Column:
+    """TSO -> UTC timestamp column (millisecond precision)."""
+    return F.timestamp_millis(tso_ms_col(tso))

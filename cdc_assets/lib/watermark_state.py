@@ -1,0 +1,116 @@
+"""The landing state: which files were landed and how far each Kafka partition got.
+
+Global watermark = the minimum over Kafka partitions of the highest watermark seen in
+each (a partition with no watermark yet holds everything back). A window [start, end)
+is complete once the global watermark TSO reaches `end_ms << 18`: every event with a
+smaller commitTs has then been delivered in every partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cdc_assets.lib.layouts import UNPARSED_TOPIC
+from cdc_assets.lib.tso import ms_to_tso, tso_to_ms
+
+if TYPE_CHECKING:
+    from cdc_assets.lib.landing import BatchStats
+
+
+def _partition_key(topic: str, partition: int) -> str:
+    return f"{topic}/{partition}"
+
+
+@dataclass
+class LandingState:
+    partitions: dict[str, dict] = field(default_factory=dict)
+    windows: dict[int, int] = field(default_factory=dict)
+    batches: list[dict] = field(default_factory=list)
+    landed_digests: set[str] = field(default_factory=set)
+    fingerprints: dict[str, dict] = field(default_factory=dict)
+
+    # -- persistence -------------------------------------------------------------
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "LandingState":
+        return cls(
+            partitions=dict(data.get("partitions", {})),
+            windows={int(k): int(v) for k, v in data.get("windows", {}).items()},
+            batches=list(data.get("batches", [])),
+            landed_digests=set(data.get("landed_digests", [])),
+            fingerprints=dict(data.get("fingerprints", {})),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partitions": self.partitions,
+            "windows": {str(k): v for k, v in sorted(self.windows.items())},
+            "batches": self.batches,
+            "landed_digests": sorted(self.landed_digests),
+            "fingerprints": self.fingerprints,
+            "global_watermark_ts": self.global_watermark_ts(),
+        }
+
+    # -- files -------------------------------------------------------------------
+    def known_digest(self, path: Path) -> str | None:
+        """Digest of a file seen before with the same size and mtime (saves re-hashing)."""
+        st = path.stat()
+        fp = self.fingerprints.get(str(path))
+        if fp and fp["size"] == st.st_size and fp["mtime_ns"] == st.st_mtime_ns:
+            return fp["digest"]
+        return None
+
+    def remember_file(self, path: Path, digest: str) -> None:
+        st = path.stat()
+        self.fingerprints[str(path)] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "digest": digest}
+
+    # -- batches -----------------------------------------------------------------
+    def apply_batch(self, batch_id: str, digests: list[str], stats: "BatchStats") -> None:
+        for p in stats.partitions:
+            key = _partition_key(p["topic"], p["kafka_partition"])
+            cur = self.partitions.setdefault(
+                key,
+                {"topic": p["topic"], "kafka_partition": p["kafka_partition"], "messages": 0,
+                 "max_offset": None, "max_watermark_ts": None, "max_routing_ms": None},
+            )
+            cur["messages"] += p["messages"]
+            for name in ("max_offset", "max_watermark_ts", "max_routing_ms"):
+                # max(): a watermark that moves backwards (a replayed resolved ts) is ignored.
+                if p[name] is not None and (cur[name] is None or p[name] > cur[name]):
+                    cur[name] = p[name]
+        for window, n in stats.windows.items():
+            self.windows[int(window)] = self.windows.get(int(window), 0) + n
+        self.batches.append({"batch_id": batch_id, "files": len(digests), "messages": stats.messages})
+        self.landed_digests.update(digests)
+
+    # -- watermarks --------------------------------------------------------------
+    def kafka_partitions(self) -> list[dict]:
+        return [p for p in self.partitions.values() if p["topic"] != UNPARSED_TOPIC]
+
+    def global_watermark_ts(self) -> int | None:
+        parts = self.kafka_partitions()
+        if not parts or any(p["max_watermark_ts"] is None for p in parts):
+            return None
+        return min(p["max_watermark_ts"] for p in parts)
+
+    def is_complete(self, window_end_ms: int) -> bool:
+        wm = self.global_watermark_ts()
+        return wm is not None and wm >= ms_to_tso(window_end_ms)
+
+    def complete_windows(self, window_ms: int) -> list[int]:
+        """Window starts (with data) whose end the global watermark has passed."""
+        return sorted(w for w in self.windows if self.is_complete(w + window_ms))
+
+    def partition_watermarks(self) -> dict[str, dict]:
+        """Per Kafka partition: watermark TSO and its lag (ms) behind the newest message."""
+        out = {}
+        for key, p in sorted(self.partitions.items()):
+            if p["topic"] == UNPARSED_TOPIC:
+                continue
+            wm = p["max_watermark_ts"]
+            lag = None
+            if wm is not None and p["max_routing_ms"] is not None:
+                lag = max(0, p["max_routing_ms"] - tso_to_ms(wm))
+            out[key] = {"watermark_ts": wm, "lag_ms": lag, "max_offset": p["max_offset"]}
+        return out

@@ -1,0 +1,38 @@
+"""Test helpers: raw message frames from bytes, decoding to plain dicts."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pyspark.sql import DataFrame, SparkSession, functions as F
+
+from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA, REJECT_REASON
+from cdc_assets.lib.codecs import get_decoder
+
+
+def raw_frame(spark: SparkSession, values: list[bytes | None], topic: str = "t", partition: int = 0,
+              keys: list[bytes | None] | None = None) -> DataFrame:
+    keys = keys or [None] * len(values)
+    ts = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    rows = [(topic, partition, i, ts, k, v, "test") for i, (k, v) in enumerate(zip(keys, values))]
+    return spark.createDataFrame(rows, RAW_MESSAGE_SCHEMA)
+
+
+def crlf_records(data: bytes) -> list[bytes]:
+    """Split a TiCDC storage-style file on its terminator, ignoring empty lines."""
+    return [line for line in data.replace(b"\r\n", b"\n").split(b"\n") if line.strip()]
+
+
+def decode(spark: SparkSession, values: list[bytes], protocol: str = "canal-json", **options):
+    out = get_decoder(protocol, options or None).decode(raw_frame(spark, values))
+    rows = out.orderBy("kafka_offset", "event_index").collect()
+    good = [r.asDict(recursive=True) for r in rows if r[REJECT_REASON] is None]
+    bad = [r.asDict(recursive=True) for r in rows if r[REJECT_REASON] is not None]
+    return good, bad
+
+
+def reasons(bad: list[dict]) -> list[str]:
+    return [b[REJECT_REASON] for b in bad]
+
+
+__all__ = ["raw_frame", "crlf_records", "decode", "reasons", "F"]
