@@ -30,7 +30,7 @@ class SourceBuild:
         return AssetKey([self.source.name, layer])
 
     def decoder(self) -> Decoder:
-        return get_decoder(self.source.protocol, self.source.options)
+        return get_decoder(self.source.protocol, {"time-zone": self.source.time_zone, **self.source.options})
 
     @property
     def dump_root(self) -> Path:

@@ -3,8 +3,8 @@
 Values in `before` / `after` are canonical strings, whatever the protocol wrote:
 integers and unsigned integers as decimal text, decimals as text, character data as
 UTF-8 text, binary data as standard base64 of the exact bytes, dates as `YYYY-MM-DD`,
-datetimes / timestamps as `YYYY-MM-DD HH:MM:SS[.ffffff]` (timestamps in the changefeed's
-time zone), NULL as a missing-or-null map value. The snapshot layer types them from
+datetimes as `YYYY-MM-DD HH:MM:SS[.ffffff]` wall-clock text, timestamps (instants) as
+the same text in UTC, booleans as `1` / `0`, NULL as a missing-or-null map value. The snapshot layer types them from
 `column_types` (the MySQL type as the protocol gave it).
 """
 

@@ -47,7 +47,9 @@ def parse_mysql_type(text: str | None) -> MysqlType:
 
 def spark_type(mtype: MysqlType, inferred_scale: int = 0) -> T.DataType:
     b, u = mtype.base, mtype.unsigned
-    if b in ("tinyint", "bool", "boolean"):
+    if b in ("bool", "boolean"):
+        return T.BooleanType()
+    if b == "tinyint":
         return T.ShortType() if u else T.ByteType()
     if b == "smallint":
         return T.IntegerType() if u else T.ShortType()
@@ -83,14 +85,14 @@ def spark_type(mtype: MysqlType, inferred_scale: int = 0) -> T.DataType:
     return T.StringType()
 
 
-def typed_value(value: Column, mtype: MysqlType, dtype: T.DataType, time_zone: str) -> Column:
-    """Canonical string -> typed value (null when it does not convert)."""
+def typed_value(value: Column, dtype: T.DataType) -> Column:
+    """Canonical string -> typed value (null when it does not convert).
+
+    TIMESTAMP text is UTC in the change log; the Spark session runs in UTC
+    (`spark.sql.session.timeZone`), so a plain cast yields the right instant.
+    """
     if isinstance(dtype, T.BinaryType):
         return F.try_to_binary(value, F.lit("base64"))
-    if mtype.base == "timestamp":
-        # Canonical timestamps are wall-clock text in the changefeed's time zone.
-        local = value.try_cast(T.TimestampNTZType())
-        return F.to_utc_timestamp(local.cast(T.TimestampType()), time_zone) if time_zone != "UTC" else local.cast(T.TimestampType())
     return value.try_cast(dtype)
 
 

@@ -150,12 +150,9 @@ def _infer_decimal_scales(rows: DataFrame, schemas: dict[tuple[str, str], TableS
         schemas[(r.database, r.table)].decimal_scales[r.col] = int(r.scale)
 
 
-def _typed_columns(values: Column, schema: TableSchema, time_zone: str) -> list[Column]:
-    return [
-        typed_value(F.try_element_at(values, F.lit(c)), parse_mysql_type(schema.mysql_types.get(c)),
-                    schema.spark_type_of(c), time_zone).alias(c)
-        for c in schema.columns
-    ]
+def _typed_columns(values: Column, schema: TableSchema) -> list[Column]:
+    return [typed_value(F.try_element_at(values, F.lit(c)), schema.spark_type_of(c)).alias(c)
+            for c in schema.columns]
 
 
 def _conform(df: DataFrame, schema: TableSchema) -> DataFrame:
@@ -172,13 +169,12 @@ def reconstruct_table(
     latest: DataFrame,
     schema: TableSchema,
     previous: DataFrame | None,
-    time_zone: str,
 ) -> TableResult:
     spark = latest.sparkSession
     mine = latest.where((F.col("database") == schema.database) & (F.col("table") == schema.table))
     pk = schema.primary_key
     upserts = mine.where(F.col("kind") == _UPSERT).select(
-        *_typed_columns(F.col("values"), schema, time_zone),
+        *_typed_columns(F.col("values"), schema),
         F.col("commit_ts").alias(COMMIT_TS_COLUMN),
         *[F.try_element_at("values", F.lit(c)).alias(f"_raw_{i}") for i, c in enumerate(schema.columns)],
     )
@@ -190,8 +186,8 @@ def reconstruct_table(
 
     keys = mine.select(
         F.col("kind"),
-        *[typed_value(F.try_element_at("key", F.lit(i)), parse_mysql_type(schema.mysql_types.get(c)),
-                      schema.spark_type_of(c), time_zone).alias(c) for i, c in enumerate(pk, start=1)],
+        *[typed_value(F.try_element_at("key", F.lit(i)), schema.spark_type_of(c)).alias(c)
+          for i, c in enumerate(pk, start=1)],
     )
     prev = _conform(previous, schema) if previous is not None else spark.createDataFrame([], schema.spark_schema())
     counts = keys.join(

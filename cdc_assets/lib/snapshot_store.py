@@ -45,7 +45,6 @@ def write_window_snapshot(
     window_start_ms: int,
     window_end_ms: int,
     previous: dict | None,
-    time_zone: str,
 ) -> dict:
     latest = key_actions(changes).persist()
     try:
@@ -56,7 +55,7 @@ def write_window_snapshot(
             prev_entry = prev_tables.get(s.id)
             schema = TableSchema.from_json(prev_entry["schema"]).merged_with(s) if prev_entry else s
             prev_df = read_table(spark, prev_entry["path"], prev_entry["spark_schema"]) if prev_entry else None
-            result = reconstruct_table(latest, schema, prev_df, time_zone)
+            result = reconstruct_table(latest, schema, prev_df)
             final = window_dir(snapshots / s.id, window_start_ms)
             tmp = temp_sibling(final)
             result.frame.write.parquet(str(tmp))

@@ -28,7 +28,7 @@ def _watermarks(spark, messages):
 def _snapshot(spark, changes, previous=None):
     schemas = window_table_schemas(changes)
     (schema,) = schemas.values()
-    result = reconstruct_table(key_actions(changes), schema, previous, "UTC")
+    result = reconstruct_table(key_actions(changes), schema, previous)
     return result, {r["id"]: r for r in (x.asDict() for x in result.frame.collect())}
 
 

@@ -63,7 +63,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         snap_root = warehouse.snapshots_root(b.source.name)
         previous = _previous_manifest(b, warehouse, start_ms)
         manifest = write_window_snapshot(
-            spark, change_table, snap_root, start_ms, end_ms, previous, b.source.time_zone
+            spark, change_table, snap_root, start_ms, end_ms, previous
         )
         tables = manifest["tables"]
         written = {tid: t for tid, t in tables.items() if t["written_window_start_ms"] == start_ms}

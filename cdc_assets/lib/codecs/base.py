@@ -9,6 +9,11 @@ from typing import ClassVar
 from pyspark.sql import DataFrame
 
 
+#: Options every decoder accepts. `time-zone`: the zone the producer wrote TIMESTAMP
+#: wall-clock text in (TiCDC: the changefeed's `--tz`); the change log holds UTC.
+COMMON_OPTIONS: Mapping[str, str] = {"time-zone": "UTC"}
+
+
 class Decoder(ABC):
     """Turns raw Kafka messages (`RAW_MESSAGE_SCHEMA`) into change-log events.
 
@@ -21,13 +26,13 @@ class Decoder(ABC):
     default_options: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, options: Mapping[str, str] | None = None):
-        unknown = set(options or {}) - set(self.default_options)
+        known = {**COMMON_OPTIONS, **self.default_options}
+        unknown = set(options or {}) - set(known)
         if unknown:
             raise ValueError(
-                f"{self.name}: unknown option(s) {sorted(unknown)}; "
-                f"known: {sorted(self.default_options)}"
+                f"{self.name}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}"
             )
-        self.options = {**self.default_options, **(options or {})}
+        self.options = {**known, **(options or {})}
 
     @abstractmethod
     def route(self, raw: DataFrame) -> DataFrame:

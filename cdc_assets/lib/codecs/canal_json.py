@@ -74,16 +74,25 @@ def _is_binary_type(mysql_type: Column) -> Column:
     return F.coalesce(F.lower(mysql_type).rlike(_BINARY_TYPE_PATTERN), F.lit(False))
 
 
-def _canonical_values(row: Column, types: Column) -> Column:
-    """Binary columns: ISO-8859-1 text -> exact bytes -> base64. Others unchanged."""
-    return F.transform_values(
-        row,
-        lambda k, v: F.when(
+def _canonical_values(row: Column, types: Column, time_zone: str) -> Column:
+    """Binary columns: ISO-8859-1 text -> exact bytes -> base64. TIMESTAMP columns: the
+    changefeed's wall clock -> UTC. Others unchanged."""
+
+    def convert(k: Column, v: Column) -> Column:
+        mysql_type = F.try_element_at(types, k)
+        out = F.when(
             # A non-Latin-1 value cannot be bytes: left as is, the event is quarantined.
-            _is_binary_type(F.try_element_at(types, k)) & ~v.rlike(_NOT_LATIN1),
+            _is_binary_type(mysql_type) & ~v.rlike(_NOT_LATIN1),
             F.base64(F.encode(v, "ISO-8859-1")),
-        ).otherwise(v),
-    )
+        )
+        if time_zone.upper() != "UTC":
+            out = out.when(
+                F.lower(mysql_type).startswith("timestamp"),
+                F.date_format(F.to_utc_timestamp(v, time_zone), "yyyy-MM-dd HH:mm:ss.SSSSSS"),
+            )
+        return out.otherwise(v)
+
+    return F.transform_values(row, convert)
 
 
 def _has_non_latin1_binary(row: Column, types: Column) -> Column:
@@ -175,8 +184,8 @@ class CanalJsonDecoder(Decoder):
             _blank_to_null(m["table"]).alias("table"),
             F.when(F.col("_kind") != WATERMARK, commit_ts).alias("commit_ts"),
             F.when(F.col("_kind") == ROW, pk_names).alias("pk_names"),
-            _canonical_values(before_raw, types).alias("before"),
-            _canonical_values(after_raw, types).alias("after"),
+            _canonical_values(before_raw, types, self.options["time-zone"]).alias("before"),
+            _canonical_values(after_raw, types, self.options["time-zone"]).alias("after"),
             F.when(F.col("_kind") == ROW, types).alias("column_types"),
             F.when(F.col("_kind") == DDL, m["type"]).alias("ddl_type"),
             F.when(F.col("_kind") == DDL, m["sql"]).alias("ddl_sql"),
