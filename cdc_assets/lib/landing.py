@@ -110,19 +110,28 @@ def land(
             return LandingResult(0, skipped, 0, None, state)
 
         batch_id = hashlib.sha256("".join(sorted(new)).encode()).hexdigest()[:16]
-        routed = decoder.route(read_dump(spark, list(new.values()), layout)).withColumn(
-            "window_start_ms", F.floor(F.col("routing_ms") / window_ms).cast("long") * window_ms
-        )
-        routed = routed.persist()
+        cached = decoder.route(read_dump(spark, list(new.values()), layout)).persist()
         try:
+            routed = _assign_windows(cached, window_ms, state)
             _write_messages(routed, landing_root, batch_id)
             _write_watermarks(routed, landing_root, batch_id)
             stats = _collect_stats(routed)
         finally:
-            routed.unpersist()
+            cached.unpersist()
         state.apply_batch(batch_id, sorted(new), stats)
         write_json_atomic(landing_root / "state.json", state.to_json())
         return LandingResult(len(new), skipped, stats.messages, batch_id, state)
+
+
+def _assign_windows(routed: DataFrame, window_ms: int, state: LandingState) -> DataFrame:
+    """Window = floor(routing_ms / width). A message with no usable time at all (garbage)
+    joins the earliest window of its batch (the first to be materialized), so it is
+    quarantined there with its lineage instead of being dropped."""
+    earliest = routed.agg(F.min("routing_ms")).first()[0]
+    if earliest is None:
+        earliest = max(state.windows, default=0)
+    routing = F.coalesce(F.col("routing_ms"), F.lit(earliest))
+    return routed.withColumn("window_start_ms", F.floor(routing / window_ms).cast("long") * window_ms)
 
 
 def _write_messages(routed: DataFrame, landing_root: Path, batch_id: str) -> None:
