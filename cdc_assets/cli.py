@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
+
+from dagster import BetaWarning, PreviewWarning
 
 from cdc_assets.lib.codecs import DECODERS
 from cdc_assets.lib.layouts import LAYOUTS
@@ -97,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    warnings.filterwarnings("ignore", category=BetaWarning)
+    warnings.filterwarnings("ignore", category=PreviewWarning)
     try:
         return args.func(args)
     except (FileNotFoundError, ValueError, KeyError) as exc:

@@ -21,6 +21,8 @@ from cdc_assets.lib.settings import Settings
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
 
 Progress = Callable[[str], None]
+# Dagster's per-event DEBUG lines would drown the progress lines; warnings still show.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _stderr(msg: str) -> None:
@@ -64,7 +66,7 @@ def replay(
     defs = build_definitions(settings)
     build = next(b for b in source_builds(settings) if b.source.name == source_name)
     progress(f"[{source.name}] landing {source.input_path} ({source.protocol})")
-    land = defs.resolve_job_def(land_job_name(build)).execute_in_process(instance=instance)
+    land = defs.resolve_job_def(land_job_name(build)).execute_in_process(instance=instance, run_config=QUIET)
     for mat in land.get_asset_materialization_events():
         meta = mat.materialization.metadata
         summary.files_landed += int(_metadata_value(meta, "new_files"))
@@ -90,7 +92,9 @@ def replay(
         if _key_start_ms(build, k) <= complete[-1]
     ]
     for i, key in enumerate(keys, start=1):
-        result = job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False)
+        result = job.execute_in_process(
+            partition_key=key, instance=instance, raise_on_error=False, run_config=QUIET
+        )
         _collect(result, summary)
         failed = [
             f"{e.asset_key.to_user_string()}:{e.check_name}@{key}"

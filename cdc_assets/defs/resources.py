@@ -2,11 +2,14 @@
 
 
 import json
+import os
+import sys
 from pathlib import Path
 
 from dagster import (
     ConfigurableIOManager,
     ConfigurableResource,
+    InitResourceContext,
     InputContext,
     OutputContext,
     ResourceDependency,
@@ -26,6 +29,7 @@ def spark_config(settings: Settings) -> dict[str, str]:
         "spark.master": settings.spark_master,
         "spark.app.name": "cdc_assets",
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "8",
         "spark.sql.adaptive.enabled": "true",
@@ -34,8 +38,22 @@ def spark_config(settings: Settings) -> dict[str, str]:
     }
 
 
+def use_this_python_for_workers() -> None:
+    """Spark's Python workers (mapInArrow decoders) must run this interpreter, whose
+    environment has pyarrow; PySpark reads PYSPARK_PYTHON when the SparkContext starts."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+class CdcSparkResource(PySparkResource):
+    """`PySparkResource` that also pins the Python workers to this interpreter."""
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        use_this_python_for_workers()
+        super().setup_for_execution(context)
+
+
 def make_pyspark_resource(settings: Settings) -> PySparkResource:
-    return PySparkResource(spark_config=spark_config(settings))
+    return CdcSparkResource(spark_config=spark_config(settings))
 
 
 class WarehouseResource(ConfigurableResource):
