@@ -13,6 +13,7 @@ from dagster import BetaWarning, PreviewWarning
 from cdc_assets.lib.codecs import DECODERS
 from cdc_assets.lib.layouts import LAYOUTS
 from cdc_assets.lib.settings import SourceConfig, load_settings
+from cdc_assets.lib.watermark_state import COMPLETENESS_MODES
 
 
 def _options(pairs: list[str]) -> dict[str, str]:
@@ -32,6 +33,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     source = SourceConfig(
         name=args.source, protocol=args.protocol, input_path=str(Path(args.input).absolute()),
         layout=args.layout, options=_options(args.option), time_zone=args.time_zone,
+        completeness=args.completeness, allowed_lateness_seconds=args.allowed_lateness_seconds,
     )
     settings = base.with_overrides(
         warehouse=Path(args.warehouse).absolute(), sources=(source,), window_minutes=args.window_minutes,
@@ -53,7 +55,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from cdc_assets.lib.simulator import generate
 
-    dump = generate(Path(args.out), seed=args.seed, layout=args.layout)
+    dump = generate(Path(args.out), seed=args.seed, layout=args.layout, protocol=args.protocol)
     print(json.dumps({"dump": str(dump.dump_dir), "truth": str(dump.truth_path)}))
     return 0
 
@@ -78,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="protocol option, TiCDC names (e.g. enable-tidb-extension=true)")
     r.add_argument("--time-zone", default="UTC", help="the changefeed's time zone (TIMESTAMP columns)")
     r.add_argument("--window-minutes", type=int, default=60)
+    r.add_argument("--completeness", default="auto", choices=["auto", *COMPLETENESS_MODES],
+                   help="how a window is known complete: watermarks (TiCDC), event time minus the "
+                        "allowed lateness (sources without watermarks), or batch (the dump is complete)")
+    r.add_argument("--allowed-lateness-seconds", type=int, default=0)
     r.set_defaults(func=cmd_replay)
 
     e = sub.add_parser("export", help="write each table's snapshot as OUT/<database>.<table>.parquet")
@@ -90,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="write a simulated TiCDC topic dump and its true table states")
     s.add_argument("--out", required=True)
     s.add_argument("--seed", type=int, default=7)
-    s.add_argument("--layout", default="kafka-parquet", choices=list(LAYOUTS))
+    s.add_argument("--layout", default="kafka-parquet", choices=["kafka-parquet", "kcat-jsonl"])
+    s.add_argument("--protocol", default="canal-json", help="encoder (cdc_assets/lib/simulator/protocols.py)")
     s.set_defaults(func=cmd_simulate)
 
     d = sub.add_parser("demo", help="simulate the sample dump, replay it, print a summary")

@@ -73,7 +73,7 @@ def replay(
     landing_root = settings.warehouse / source.name / "landing"
     state = load_state(landing_root)
     summary.messages = sum(p["messages"] for p in state.partitions.values())
-    complete = state.complete_windows(settings.window_ms)
+    complete = state.complete_windows(settings.window_ms, build.completeness())
     summary.incomplete_windows = len([w for w in state.windows if w not in complete])
     if not complete:
         progress(f"[{source.name}] no complete window yet: nothing to materialize")

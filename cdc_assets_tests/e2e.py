@@ -19,10 +19,11 @@ def settings_for(home: Path, dump: Path, protocol: str = "canal-json", layout: s
     return base.with_overrides(sources=(source,))
 
 
-def simulate_and_replay(tmp: Path, *, seed: int, layout: str, row_changes: int,
-                        duration_ms: int) -> tuple[GeneratedDump, ReplaySummary, object]:
-    dump = generate(tmp / "sim", seed=seed, layout=layout, row_changes=row_changes, duration_ms=duration_ms)
-    settings = settings_for(tmp / "home", dump.dump_dir)
+def simulate_and_replay(tmp: Path, *, seed: int, layout: str, row_changes: int, duration_ms: int,
+                        protocol: str = "canal-json") -> tuple[GeneratedDump, ReplaySummary, object]:
+    dump = generate(tmp / "sim", seed=seed, layout=layout, row_changes=row_changes, duration_ms=duration_ms,
+                    protocol=protocol)
+    settings = settings_for(tmp / "home", dump.dump_dir, protocol=protocol)
     summary = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
     return dump, summary, settings
 

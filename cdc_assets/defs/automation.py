@@ -57,7 +57,7 @@ def build_hourly_schedules(b: SourceBuild, windows_job, land_job):
     )
     def latest_window_hourly(context: ScheduleEvaluationContext):
         landing_root = b.settings.warehouse / b.source.name / "landing"
-        complete = load_state(landing_root).complete_windows(b.settings.window_ms)
+        complete = load_state(landing_root).complete_windows(b.settings.window_ms, b.completeness())
         if not complete:
             return SkipReason("no window is complete yet (the global watermark has not passed a window end)")
         key = partition_key_for_ms(b.partitions_def, complete[-1])

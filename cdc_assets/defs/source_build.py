@@ -10,6 +10,7 @@ from dagster import AssetKey, TimeWindowPartitionsDefinition
 from cdc_assets.lib.codecs import Decoder, get_decoder
 from cdc_assets.lib.layouts import detect_layout
 from cdc_assets.lib.settings import Settings, SourceConfig
+from cdc_assets.lib.watermark_state import EVENT_TIME_MODE, WATERMARK_MODE, Completeness
 
 LANDED, RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS = (
     "landed_dump", "raw_messages", "change_log", "quarantine", "change_table", "snapshots",
@@ -31,6 +32,12 @@ class SourceBuild:
 
     def decoder(self) -> Decoder:
         return get_decoder(self.source.protocol, {"time-zone": self.source.time_zone, **self.source.options})
+
+    def completeness(self) -> Completeness:
+        mode = self.source.completeness
+        if mode == "auto":
+            mode = WATERMARK_MODE if self.decoder().emits_watermarks() else EVENT_TIME_MODE
+        return Completeness(mode, self.source.allowed_lateness_seconds * 1000)
 
     @property
     def dump_root(self) -> Path:

@@ -4,8 +4,8 @@ Rules (docs/architecture.md, "Ordering, dedup and watermarks"):
 - late: a row event whose commit_ts is below the highest watermark that appeared
   earlier (lower offset) in the same Kafka partition. TiCDC guarantees everything below
   a watermark was sent before it, so such an event is a re-sent copy: dropped, counted.
-- duplicate: among the rest, events with identical content (table, commit_ts, kind, op,
-  key, before, after, DDL text) are copies from a changefeed restart; the first one in
+- duplicate: among the rest, events with identical content (table, commit_ts, source
+  position, kind, op, key, before, after, DDL text) are copies from a changefeed restart; the first one in
   (partition, offset, index) order is kept, the others dropped and counted.
 Watermark events are not part of the output (they live in the landing state).
 """
@@ -57,7 +57,9 @@ def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_s
     )
     flagged = with_prior.withColumn("_late", late)
     identity = Window.partitionBy(
-        "_late", "database", "table", "commit_ts", "event_kind", "op",
+        # source_position: coarse clocks (official Canal, DTS) can repeat a change in the same
+        # second; only the source's position tells a real repeat from an at-least-once copy.
+        "_late", "database", "table", "commit_ts", "source_position", "event_kind", "op",
         "pk_values", "ddl_sql",
         _sorted_entries("before"), _sorted_entries("after"),
     ).orderBy("kafka_partition", "kafka_offset", "event_index")

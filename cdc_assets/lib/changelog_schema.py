@@ -10,7 +10,7 @@ the same text in UTC, booleans as `1` / `0`, NULL as a missing-or-null map value
 
 from __future__ import annotations
 
-from pyspark.sql import types as T
+from pyspark.sql import DataFrame, functions as F, types as T
 
 ROW, DDL, WATERMARK = "row", "ddl", "watermark"
 EVENT_KINDS = (ROW, DDL, WATERMARK)
@@ -77,3 +77,9 @@ QUARANTINE_COLUMNS = [f.name for f in QUARANTINE_SCHEMA.fields]
 # Columns a decoder adds next to the change-log columns; non-null reason = quarantine.
 REJECT_REASON, REJECT_DETAIL = "_reject_reason", "_reject_detail"
 DECODED_COLUMNS = [*CHANGE_LOG_COLUMNS, "key", "value", REJECT_REASON, REJECT_DETAIL]
+
+
+def conform(df: DataFrame, schema: T.StructType) -> DataFrame:
+    """Select exactly `schema`'s columns with its types (the contract every decoder's
+    output is held to, whatever nullability its expressions happened to produce)."""
+    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])

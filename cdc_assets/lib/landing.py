@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 from cdc_assets.lib.codecs import Decoder
-from cdc_assets.lib.layouts import list_dump_files, read_dump
+from cdc_assets.lib.layouts import get_layout, list_dump_files, read_dump
 from cdc_assets.lib.storage import read_json, replace_dir, temp_sibling, window_dir, write_json_atomic
 from cdc_assets.lib.watermark_state import LandingState
 
@@ -105,12 +105,14 @@ def land(
                 new[digest] = path
             state.remember_file(path, digest)
         skipped = len(files) - len(new)
+        checkpoint = get_layout(layout).checkpoint_ts(dump_root)
         if not new:
+            state.apply_checkpoint(checkpoint)
             write_json_atomic(landing_root / "state.json", state.to_json())
             return LandingResult(0, skipped, 0, None, state)
 
         batch_id = hashlib.sha256("".join(sorted(new)).encode()).hexdigest()[:16]
-        cached = decoder.route(read_dump(spark, list(new.values()), layout)).persist()
+        cached = decoder.route(read_dump(spark, list(new.values()), layout, dump_root)).persist()
         try:
             routed = _assign_windows(cached, window_ms, state)
             _write_messages(routed, landing_root, batch_id)
@@ -119,6 +121,7 @@ def land(
         finally:
             cached.unpersist()
         state.apply_batch(batch_id, sorted(new), stats)
+        state.apply_checkpoint(checkpoint)
         write_json_atomic(landing_root / "state.json", state.to_json())
         return LandingResult(len(new), skipped, stats.messages, batch_id, state)
 

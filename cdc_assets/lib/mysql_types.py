@@ -20,6 +20,9 @@ STRING_BASES = {
     "enum", "set", "json", "time", "geometry", "vector",
 }
 
+# Type names official Canal writes verbatim from the DDL (`FIXED(40,3)`, `DEC(8,2)`).
+_SYNONYMS = {"fixed": "decimal", "dec": "decimal"}
+
 
 @dataclass(frozen=True)
 class MysqlType:
@@ -42,6 +45,9 @@ def parse_mysql_type(text: str | None) -> MysqlType:
         return MysqlType("unknown", (), False)
     base, params, rest = m.groups()
     plist = tuple(p.strip() for p in params.split(",")) if params else ()
+    if base == "serial":  # MySQL alias: BIGINT UNSIGNED NOT NULL AUTO_INCREMENT
+        return MysqlType("bigint", (), True)
+    base = _SYNONYMS.get(base, base)
     return MysqlType(base, plist, "unsigned" in rest or "unsigned" in base)
 
 

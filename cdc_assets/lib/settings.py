@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import yaml
+
 DEFAULT_START = "2026-01-01T00:00"
 
 
@@ -24,6 +26,10 @@ class SourceConfig:
     layout: str = "auto"  # auto | kafka-parquet | kcat-jsonl
     options: Mapping[str, str] = field(default_factory=dict)
     time_zone: str = "UTC"  # the changefeed's time zone, for TIMESTAMP columns
+    # How a window is known to be complete: auto (watermarks when the protocol has them,
+    # else event time), watermark, event-time or batch (the dump is complete).
+    completeness: str = "auto"
+    allowed_lateness_seconds: int = 0  # event-time mode only
 
 
 @dataclass(frozen=True)
@@ -58,9 +64,50 @@ def _parse_options(text: str) -> dict[str, str]:
     return dict(p.split("=", 1) for p in pairs)
 
 
+def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig, ...]]:
+    """A YAML file declaring the sources (see docs/configuration.md); relative locations
+    are relative to the file."""
+    data = yaml.safe_load(path.read_text()) or {}
+    sources = []
+    for raw in data.get("sources", []):
+        unknown = set(raw) - _SOURCE_KEYS
+        if unknown:
+            raise ValueError(f"{path}: source {raw.get('name')!r} has unknown keys {sorted(unknown)}")
+        location = Path(str(raw["location"]).replace("${CDC_ASSETS_HOME}", str(home)))
+        if not location.is_absolute():
+            location = (path.parent / location).absolute()
+        sources.append(SourceConfig(
+            name=str(raw["name"]), protocol=str(raw["protocol"]), input_path=str(location),
+            layout=str(raw.get("layout", "auto")),
+            options={str(k): str(v).lower() if isinstance(v, bool) else str(v)
+                     for k, v in (raw.get("options") or {}).items()},
+            time_zone=str(raw.get("time_zone", "UTC")),
+            completeness=str(raw.get("completeness", "auto")),
+            allowed_lateness_seconds=int(raw.get("allowed_lateness_seconds", 0)),
+        ))
+    names = [s.name for s in sources]
+    if len(set(names)) != len(names) or not names:
+        raise ValueError(f"{path}: source names must be present and unique, got {names}")
+    return data, tuple(sources)
+
+
+_SOURCE_KEYS = {"name", "protocol", "location", "layout", "options", "time_zone", "completeness",
+                "allowed_lateness_seconds"}
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     home = Path(env.get("CDC_ASSETS_HOME", ".cdc_assets")).absolute()
+    if env.get("CDC_ASSETS_SOURCES"):
+        data, sources = load_sources_file(Path(env["CDC_ASSETS_SOURCES"]).absolute(), home)
+        return Settings(
+            home=home,
+            warehouse=Path(env.get("CDC_ASSETS_WAREHOUSE", data.get("warehouse", home / "warehouse"))).absolute(),
+            sources=sources,
+            partition_start=parse_start(str(env.get("CDC_ASSETS_START", data.get("start", DEFAULT_START)))),
+            window_minutes=int(env.get("CDC_ASSETS_WINDOW_MINUTES", data.get("window_minutes", 60))),
+            spark_master=env.get("CDC_ASSETS_SPARK_MASTER", data.get("spark_master", "local[2]")),
+        )
     source = SourceConfig(
         name=env.get("CDC_ASSETS_SOURCE", "sample"),
         protocol=env.get("CDC_ASSETS_PROTOCOL", "canal-json"),
@@ -68,6 +115,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         layout=env.get("CDC_ASSETS_LAYOUT", "auto"),
         options=_parse_options(env.get("CDC_ASSETS_OPTIONS", "")),
         time_zone=env.get("CDC_ASSETS_TIME_ZONE", "UTC"),
+        completeness=env.get("CDC_ASSETS_COMPLETENESS", "auto"),
+        allowed_lateness_seconds=int(env.get("CDC_ASSETS_ALLOWED_LATENESS_SECONDS", "0")),
     )
     return Settings(
         home=home,

@@ -1,9 +1,13 @@
 """The landing state: which files were landed and how far each Kafka partition got.
 
-Global watermark = the minimum over Kafka partitions of the highest watermark seen in
-each (a partition with no watermark yet holds everything back). A window [start, end)
-is complete once the global watermark TSO reaches `end_ms << 18`: every event with a
-smaller commitTs has then been delivered in every partition.
+Global watermark = the minimum over Kafka partitions of each partition's progress. A
+window [start, end) is complete once the global watermark TSO reaches `end_ms << 18`.
+A partition's progress depends on the source's completeness mode:
+- `watermark`: the highest watermark message seen in it (TiCDC resolved ts); a
+  partition with no watermark yet holds everything back;
+- `event-time`: the highest event time seen in it minus an allowed lateness (sources
+  with no watermark: official Canal, CloudCanal, plain Debezium, DTS);
+- `batch`: the dump is declared complete, so every window with data is complete.
 """
 
 from __future__ import annotations
@@ -17,6 +21,20 @@ from cdc_assets.lib.tso import ms_to_tso, tso_to_ms
 
 if TYPE_CHECKING:
     from cdc_assets.lib.landing import BatchStats
+
+
+WATERMARK_MODE, EVENT_TIME_MODE, BATCH_MODE = "watermark", "event-time", "batch"
+COMPLETENESS_MODES = (WATERMARK_MODE, EVENT_TIME_MODE, BATCH_MODE)
+
+
+@dataclass(frozen=True)
+class Completeness:
+    mode: str = WATERMARK_MODE
+    allowed_lateness_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode not in COMPLETENESS_MODES:
+            raise ValueError(f"completeness mode {self.mode!r} is not one of {COMPLETENESS_MODES}")
 
 
 def _partition_key(topic: str, partition: int) -> str:
@@ -84,23 +102,42 @@ class LandingState:
         self.batches.append({"batch_id": batch_id, "files": len(digests), "messages": stats.messages})
         self.landed_digests.update(digests)
 
+    def apply_checkpoint(self, checkpoint_ts: int | None) -> None:
+        """A layout-level watermark (TiCDC storage sink's checkpoint-ts) covers every stream."""
+        if checkpoint_ts is None:
+            return
+        for p in self.partitions.values():
+            if p["max_watermark_ts"] is None or checkpoint_ts > p["max_watermark_ts"]:
+                p["max_watermark_ts"] = checkpoint_ts
+
     # -- watermarks --------------------------------------------------------------
     def kafka_partitions(self) -> list[dict]:
         return [p for p in self.partitions.values() if p["topic"] != UNPARSED_TOPIC]
 
-    def global_watermark_ts(self) -> int | None:
+    def global_watermark_ts(self, policy: Completeness = Completeness()) -> int | None:
         parts = self.kafka_partitions()
-        if not parts or any(p["max_watermark_ts"] is None for p in parts):
+        if not parts:
+            return None
+        if policy.mode == BATCH_MODE:
+            newest = max((p["max_routing_ms"] or 0) for p in parts)
+            return ms_to_tso(newest + 1)
+        if policy.mode == EVENT_TIME_MODE:
+            if any(p["max_routing_ms"] is None for p in parts):
+                return None
+            return ms_to_tso(min(p["max_routing_ms"] for p in parts) - policy.allowed_lateness_ms)
+        if any(p["max_watermark_ts"] is None for p in parts):
             return None
         return min(p["max_watermark_ts"] for p in parts)
 
-    def is_complete(self, window_end_ms: int) -> bool:
-        wm = self.global_watermark_ts()
+    def is_complete(self, window_end_ms: int, policy: Completeness = Completeness()) -> bool:
+        if policy.mode == BATCH_MODE:
+            return bool(self.kafka_partitions())
+        wm = self.global_watermark_ts(policy)
         return wm is not None and wm >= ms_to_tso(window_end_ms)
 
-    def complete_windows(self, window_ms: int) -> list[int]:
+    def complete_windows(self, window_ms: int, policy: Completeness = Completeness()) -> list[int]:
         """Window starts (with data) whose end the global watermark has passed."""
-        return sorted(w for w in self.windows if self.is_complete(w + window_ms))
+        return sorted(w for w in self.windows if self.is_complete(w + window_ms, policy))
 
     def partition_watermarks(self) -> dict[str, dict]:
         """Per Kafka partition: watermark TSO and its lag (ms) behind the newest message."""

@@ -18,7 +18,13 @@ from pyspark.sql import DataFrame, functions as F
 
 from cdc_assets.defs.check_results import contract_check
 from cdc_assets.defs.source_build import CHANGE_LOG, QUARANTINE, RAW, SourceBuild
-from cdc_assets.lib.changelog_schema import CHANGE_LOG_COLUMNS, QUARANTINE_COLUMNS, REJECT_DETAIL, REJECT_REASON
+from cdc_assets.lib.changelog_schema import (
+    CHANGE_LOG_SCHEMA,
+    QUARANTINE_COLUMNS,
+    REJECT_DETAIL,
+    REJECT_REASON,
+    conform,
+)
 from cdc_assets.lib.metadata import counts_table
 from cdc_assets.lib.validation import ChangeLogModel, validate
 
@@ -63,7 +69,7 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
                     F.coalesce(F.concat(F.lit("quarantined:"), F.col(REJECT_REASON)), F.col("event_kind")).alias("kind")
                 ).agg(F.count(F.lit(1)).alias("n")).collect()
             }
-            events = decoded.where(F.col(REJECT_REASON).isNull()).select(*CHANGE_LOG_COLUMNS)
+            events = conform(decoded.where(F.col(REJECT_REASON).isNull()), CHANGE_LOG_SCHEMA)
             rejected = decoded.where(F.col(REJECT_REASON).isNotNull()).select(
                 *[F.col(REJECT_REASON).alias("reason") if c == "reason" else
                   F.col(REJECT_DETAIL).alias("detail") if c == "detail" else F.col(c)

@@ -66,8 +66,9 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
             counts = count_alignment(marked)
             aligned = aligned_events(marked)
             outcome = validate(ChangeTableModel, aligned)
-            wm = state.global_watermark_ts()
-            complete = state.is_complete(end_ms)
+            policy = b.completeness()
+            wm = state.global_watermark_ts(policy)
+            complete = state.is_complete(end_ms, policy)
             yield Output(
                 aligned,
                 metadata={
@@ -89,10 +90,7 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
                     "window_end_tso": ms_to_tso(end_ms),
                     "global_watermark_ts": wm if wm is not None else -1,
                     "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
-                    "partitions_behind": sum(
-                        1 for p in state.kafka_partitions()
-                        if p["max_watermark_ts"] is None or p["max_watermark_ts"] < ms_to_tso(end_ms)
-                    ),
+                    "completeness_mode": policy.mode,
                 },
             )
             yield contract_check(key, CONTRACT, outcome)

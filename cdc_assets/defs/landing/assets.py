@@ -37,8 +37,9 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
             window_ms=b.settings.window_ms,
         )
         state = result.state
-        wm = state.global_watermark_ts()
-        complete = state.complete_windows(b.settings.window_ms)
+        policy = b.completeness()
+        wm = state.global_watermark_ts(policy)
+        complete = state.complete_windows(b.settings.window_ms, policy)
         context.log.info(
             f"landed {result.new_files} new file(s), {result.messages} message(s); "
             f"skipped {result.skipped_files}; {len(complete)} complete window(s)"
@@ -50,6 +51,7 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
                 "messages_landed": result.messages,
                 "global_watermark_ts": wm if wm is not None else -1,
                 "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
+                "completeness_mode": policy.mode,
                 "complete_windows": len(complete),
                 "latest_complete_window": (
                     partition_key_for_ms(b.partitions_def, complete[-1]) if complete else "none"

@@ -6,9 +6,17 @@ from collections.abc import Mapping
 
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.canal_json import CanalJsonDecoder
+from cdc_assets.lib.codecs.debezium import DebeziumDecoder, DebeziumJsonDecoder
+from cdc_assets.lib.codecs.cloudcanal_json import CloudCanalJsonDecoder
+from cdc_assets.lib.codecs.dts_avro import DtsAvroDecoder
+from cdc_assets.lib.codecs.open_protocol import OpenProtocolDecoder
 
 DECODERS: dict[str, type[Decoder]] = {
     CanalJsonDecoder.name: CanalJsonDecoder,
+    DebeziumDecoder.name: DebeziumDecoder, DebeziumJsonDecoder.name: DebeziumJsonDecoder,
+    CloudCanalJsonDecoder.name: CloudCanalJsonDecoder,
+    DtsAvroDecoder.name: DtsAvroDecoder,
+    OpenProtocolDecoder.name: OpenProtocolDecoder,
 }
 
 

@@ -34,6 +34,11 @@ class Decoder(ABC):
             )
         self.options = {**known, **(options or {})}
 
+    def emits_watermarks(self) -> bool:
+        """Whether the protocol (with these options) carries watermarks / resolved ts.
+        Sources without them decide completeness by event time instead."""
+        return False
+
     @abstractmethod
     def route(self, raw: DataFrame) -> DataFrame:
         """Add `routing_ms` (long: the physical time that picks the message's window) and

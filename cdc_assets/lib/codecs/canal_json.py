@@ -8,7 +8,11 @@ Spec: shared/specs/ticdc-canal-json.txt. Rules implemented here:
 - TiCDC writes binary columns as ISO-8859-1 text (byte b -> code point b); we turn them
   back into the exact bytes (canonical base64 in the change log).
 - commit_ts is `_tidb.commitTs`; without the extension it is derived from `es << 18`
-  (millisecond precision only; ties then fall back to Kafka partition/offset order).
+  (millisecond precision only) and official Canal's batch `id` (> 0; TiCDC writes 0)
+  becomes `source_position`, so that a later batch wins a tie on `es`.
+- official Canal (Paimon/Flink corpora): geometry values are MySQL's internal bytes as
+  ISO-8859-1 text like binary ones; ENUM / SET may arrive as index / bit mask, which are
+  mapped to the names listed in a parameterised `mysqlType` (`enum('a','b')`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from cdc_assets.lib.changelog_schema import (
 )
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.spark_helpers import (
-    invalid_json_reason,
+    first_failing_rule,
     lineage_columns,
     value_text,
 )
@@ -50,6 +54,7 @@ _ROUTING_SCHEMA = T.StructType(
 # Only the fields we use: Spark's JSON reader skips the rest (sqlType, id, ts, ...).
 _MESSAGE_SCHEMA = T.StructType(
     [
+        T.StructField("id", T.LongType()),
         T.StructField("database", T.StringType()),
         T.StructField("table", T.StringType()),
         T.StructField("pkNames", T.ArrayType(T.StringType())),
@@ -66,7 +71,12 @@ _MESSAGE_SCHEMA = T.StructType(
 )
 _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}
 _DML_TYPES = ("INSERT", "UPDATE", "DELETE")
-_BINARY_TYPE_PATTERN = r"^\s*((var)?binary|(tiny|medium|long)?blob)\b"
+_BINARY_TYPE_PATTERN = (
+    r"^\s*((var)?binary|(tiny|medium|long)?blob|geometry|point|linestring|polygon"
+    r"|multipoint|multilinestring|multipolygon|geometrycollection|geomcollection)\b"
+)
+# `enum('a','b')` / `set('a','b')` -> the quoted member list (official Canal only).
+_MEMBERS_PATTERN = r"^\s*(?i:enum|set)\s*\(\s*'(.*)'\s*\)\s*$"
 _NOT_LATIN1 = r"[^\x00-\xff]"
 
 
@@ -74,13 +84,30 @@ def _is_binary_type(mysql_type: Column) -> Column:
     return F.coalesce(F.lower(mysql_type).rlike(_BINARY_TYPE_PATTERN), F.lit(False))
 
 
+def _enum_or_set_name(v: Column, mysql_type: Column) -> Column:
+    """Index (ENUM) / bit mask (SET) -> member name(s), when the type lists the members and
+    the value is a number that is not itself a member; null otherwise."""
+    members = F.split(F.regexp_extract(mysql_type, _MEMBERS_PATTERN, 1), "','")
+    number = v.try_cast("long")
+    is_code = (F.regexp_extract(mysql_type, _MEMBERS_PATTERN, 1) != "") & number.isNotNull() & ~F.array_contains(
+        members, v
+    )
+    enum_name = F.try_element_at(members, F.when(number > 0, number.cast("int")))
+    set_names = F.array_join(
+        F.filter(members, lambda _, i: F.call_function("shiftright", number, i).bitwiseAND(F.lit(1)) == 1), ","
+    )
+    is_enum = F.lower(mysql_type).rlike(r"^\s*enum")
+    return F.when(is_code, F.when(is_enum, enum_name).otherwise(set_names))
+
+
 def _canonical_values(row: Column, types: Column, time_zone: str) -> Column:
     """Binary columns: ISO-8859-1 text -> exact bytes -> base64. TIMESTAMP columns: the
-    changefeed's wall clock -> UTC. Others unchanged."""
+    changefeed's wall clock -> UTC. ENUM/SET codes -> names. Others unchanged."""
 
     def convert(k: Column, v: Column) -> Column:
         mysql_type = F.try_element_at(types, k)
-        out = F.when(
+        coded_name = _enum_or_set_name(v, mysql_type)
+        out = F.when(coded_name.isNotNull(), coded_name).when(
             # A non-Latin-1 value cannot be bytes: left as is, the event is quarantined.
             _is_binary_type(mysql_type) & ~v.rlike(_NOT_LATIN1),
             F.base64(F.encode(v, "ISO-8859-1")),
@@ -116,6 +143,9 @@ class CanalJsonDecoder(Decoder):
         "content-compatible": "false",
         "only-output-updated-columns": "false",
     }
+
+    def emits_watermarks(self) -> bool:
+        return self.options["enable-tidb-extension"].lower() == "true"
 
     def route(self, raw: DataFrame) -> DataFrame:
         m = F.from_json(value_text(), _ROUTING_SCHEMA)
@@ -204,7 +234,8 @@ class CanalJsonDecoder(Decoder):
             *[c for c in CHANGE_LOG_COLUMNS
               if c not in ("commit_time", "event_time", "event_kind", "source_position")],
             F.col("_kind").alias("event_kind"),
-            F.lit(None).cast("long").alias("source_position"),
+            F.when((F.col("_kind") != WATERMARK) & F.col("m")["_tidb"]["commitTs"].isNull()
+                   & (F.col("m")["id"] > 0), F.col("m")["id"]).alias("source_position"),
             tso_time_col(F.col("commit_ts")).alias("commit_time"),
             F.timestamp_millis(F.when(F.col("m")["es"] > 0, F.col("m")["es"])).alias("event_time"),
             "key",
@@ -242,14 +273,4 @@ class CanalJsonDecoder(Decoder):
             (is_row & F.col("_bad_binary"), "invalid_binary_value",
              F.lit("a binary column holds characters beyond ISO-8859-1")),
         ]
-        reason: Column = F.lit(None).cast("string")
-        detail: Column = F.lit(None).cast("string")
-        # Build the CASE from the last rule to the first so the first failing rule wins.
-        for cond, code, text in reversed(rules):
-            if code is None:
-                code_col, text_col = invalid_json_reason()
-            else:
-                code_col, text_col = F.lit(code), text
-            reason = F.when(cond, code_col).otherwise(reason)
-            detail = F.when(cond, text_col).otherwise(detail)
-        return reason, detail
+        return first_failing_rule(rules)

@@ -25,3 +25,19 @@ def invalid_json_reason() -> tuple[Column, Column]:
             F.lit("valid JSON, but a field has an unexpected type for this protocol")
         ),
     )
+
+
+Rule = tuple[Column, "str | None", "Column | None"]
+
+
+def first_failing_rule(rules: list[Rule]) -> tuple[Column, Column]:
+    """(reason, detail) of the first rule whose condition holds; a rule with code None
+    means "the JSON did not parse" and tells malformed JSON from an unexpected shape."""
+    reason: Column = F.lit(None).cast("string")
+    detail: Column = F.lit(None).cast("string")
+    # Build the CASE from the last rule to the first so the first failing rule wins.
+    for cond, code, text in reversed(rules):
+        code_col, text_col = invalid_json_reason() if code is None else (F.lit(code), text)
+        reason = F.when(cond, code_col).otherwise(reason)
+        detail = F.when(cond, text_col).otherwise(detail)
+    return reason, detail

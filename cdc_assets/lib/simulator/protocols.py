@@ -5,11 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cdc_assets.lib.simulator.canal_json import CanalJsonEncoder
+from cdc_assets.lib.simulator.debezium import DebeziumEncoder
+from cdc_assets.lib.simulator.dts_avro import DtsAvroEncoder
 from cdc_assets.lib.simulator.encoder import Encoder
+from cdc_assets.lib.simulator.open_protocol import OpenProtocolEncoder
 from cdc_assets.lib.simulator.schema import TableDef
 
 ENCODERS: dict[str, type[Encoder]] = {
     CanalJsonEncoder.name: CanalJsonEncoder,
+    DebeziumEncoder.name: DebeziumEncoder,
+    DtsAvroEncoder.name: DtsAvroEncoder,
+    OpenProtocolEncoder.name: OpenProtocolEncoder,
 }
 
 

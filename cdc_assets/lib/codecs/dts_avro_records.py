@@ -1,0 +1,269 @@
+"""Plain-Python half of the DTS Avro decoder: one Kafka value -> one flat event dict.
+
+Runs inside `mapInArrow` (see `dts_avro.py`). Value rules (SDK `DefaultValueDeserializer`):
+- Integer / Decimal: their `value` text; Float: shortest text of the double (of the
+  float32 for FLOAT columns); Character: `value` bytes decoded with `charset` (charset
+  `binary` => bytes); BinaryObject / BinaryGeometry: base64 of the exact bytes;
+  TextObject / TextGeometry: their text; EmptyObject (NULL / NONE) and null: null.
+- Timestamp {timestamp s, millis}: an instant, UTC text. DateTime: date / time / datetime /
+  year text from the segments present. TimestampWithTimeZone: converted to UTC text.
+  The SDK treats the `millis` field of both as MICROseconds (`setMicro(millis)`,
+  `naons = millis * 1000`); so do we.
+- `dataTypeNumber` is MySQL's binlog column type code; it has no sign flag, so integer
+  columns are widened to a type that holds the signed and the unsigned range.
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import io
+import json
+import math
+import struct
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+from cdc_assets.lib.codecs.dts_avro_schema import OPERATIONS
+
+DML_OPERATIONS = ("INSERT", "UPDATE", "DELETE")
+HEARTBEAT = "HEARTBEAT"
+
+# MySQL enum_field_types -> column type name (text variants; binary ones come from the value).
+_TYPE_BY_CODE = {
+    0: "decimal", 246: "decimal", 1: "smallint", 2: "int", 9: "int", 3: "bigint", 8: "decimal(20,0)",
+    4: "float", 5: "double", 6: "varchar", 7: "timestamp", 17: "timestamp", 10: "date", 14: "date",
+    11: "time", 19: "time", 12: "datetime", 18: "datetime", 13: "year", 15: "varchar", 253: "varchar",
+    254: "char", 16: "bit", 245: "json", 247: "enum", 248: "set", 249: "tinytext", 250: "mediumtext",
+    251: "longtext", 252: "text", 255: "geometry",
+}
+_BINARY_BY_CODE = {15: "varbinary", 253: "varbinary", 254: "binary", 249: "tinyblob", 250: "mediumblob",
+                   251: "longblob", 252: "blob"}
+# MySQL charset names Python does not know under that name.
+_CHARSETS = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "cp1252", "ucs2": "utf-16-be",
+             "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be", "ujis": "euc_jp",
+             "sjis": "shift_jis", "euckr": "euc_kr", "koi8r": "koi8_r", "koi8u": "koi8_u", "": "utf-8"}
+
+
+class Reject(Exception):
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+def _micros(us: int | None) -> str:
+    return f".{us:06d}" if us else ""
+
+
+def _datetime_text(d: dict) -> tuple[str, str]:
+    """(text, column type) from the DateTime segments that are present."""
+    y, mo, day, h, mi, s, us = (d.get(k) for k in ("year", "month", "day", "hour", "minute", "second", "millis"))
+    if y is None and h is not None:
+        return f"{h:02d}:{mi or 0:02d}:{s or 0:02d}{_micros(us)}", "time"
+    if y is not None and mo is None:
+        return f"{y:04d}", "year"
+    if h is None:
+        return f"{y:04d}-{mo:02d}-{day:02d}", "date"
+    return f"{y:04d}-{mo:02d}-{day:02d} {h:02d}:{mi:02d}:{s:02d}{_micros(us)}", "datetime"
+
+
+def _utc_text(moment: datetime) -> str:
+    u = moment.astimezone(timezone.utc)
+    return u.strftime("%Y-%m-%d %H:%M:%S") + _micros(u.microsecond)
+
+
+def _zone(name: str):
+    if name[:1] in "+-":
+        sign = -1 if name[0] == "-" else 1
+        hh, _, mm = name[1:].partition(":")
+        return timezone(sign * timedelta(hours=int(hh), minutes=int(mm or 0)))
+    return ZoneInfo(name)
+
+
+def _float_text(v: float, code: int) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    if code == 4:  # FLOAT column: the double holds a float32; print the float32's shortest text
+        import numpy as np
+
+        return str(np.float32(struct.unpack("f", struct.pack("f", v))[0]))
+    return repr(v)
+
+
+def _charset(name: str) -> str:
+    key = name.lower()
+    try:
+        return codecs.lookup(_CHARSETS.get(key, key)).name
+    except LookupError:
+        raise Reject("unknown_charset", f"unknown character set {name!r}") from None
+
+
+def render(value, code: int) -> tuple[str | None, str]:
+    """One image value -> (canonical text or None, column type name)."""
+    default_type = _TYPE_BY_CODE.get(code, "varchar")
+    if value is None:
+        return None, default_type
+    kind, v = value
+    kind = kind.rsplit(".", 1)[-1]
+    if kind == "EmptyObject":
+        return None, default_type
+    if kind == "Integer":
+        return v["value"], default_type
+    if kind == "Decimal":
+        return v["value"], f"decimal({v['precision']},{v['scale']})" if v["precision"] > 0 else "decimal"
+    if kind == "Float":
+        return _float_text(v["value"], code), "float" if code == 4 else "double"
+    if kind == "Character":
+        if v["charset"].lower() == "binary":
+            return base64.b64encode(v["value"]).decode(), _BINARY_BY_CODE.get(code, "varbinary")
+        try:
+            return v["value"].decode(_charset(v["charset"])), default_type
+        except UnicodeDecodeError as e:
+            raise Reject("invalid_character_value", f"not {v['charset']} text: {e}") from None
+    if kind in ("BinaryObject", "BinaryGeometry"):
+        typ = "geometry" if kind == "BinaryGeometry" else _BINARY_BY_CODE.get(code, "varbinary")
+        return base64.b64encode(v["value"]).decode(), typ
+    if kind in ("TextObject", "TextGeometry"):
+        typ = "geometry" if kind == "TextGeometry" else (
+            "json" if v["type"].upper() == "JSON" else default_type)
+        return v["value"], typ
+    if kind == "Timestamp":
+        moment = datetime.fromtimestamp(v["timestamp"], timezone.utc) + timedelta(microseconds=v["millis"] or 0)
+        return _utc_text(moment), "timestamp"
+    if kind == "DateTime":
+        return _datetime_text(v)
+    if kind == "TimestampWithTimeZone":
+        d = v["value"]
+        local = datetime(d["year"], d["month"], d["day"], d.get("hour") or 0, d.get("minute") or 0,
+                         d.get("second") or 0, d.get("millis") or 0, tzinfo=_zone(v["timezone"]))
+        return _utc_text(local), "timestamp"
+    raise Reject("unknown_value_type", f"unknown DTS value type {kind}")
+
+
+def source_position(text: str | None) -> int | None:
+    """`end_log_pos@binlog_file_number` (e.g. `2196@4`) -> file << 32 | pos; else None."""
+    pos, sep, file_no = (text or "").partition("@")
+    if sep and pos.isdigit() and file_no.isdigit():
+        return (int(file_no) << 32) | int(pos)
+    return None
+
+
+def primary_key(tags: dict) -> list[str] | None:
+    """Tag `pk_uk_info` = JSON {"PRIMARY": [cols], <uk name>: [cols]} (SDK AvroRecordParser)."""
+    raw = tags.get("pk_uk_info")
+    if not raw:
+        return None
+    try:
+        pk = json.loads(raw).get("PRIMARY")
+    except (ValueError, AttributeError):
+        raise Reject("invalid_primary_key_tag", f"pk_uk_info is not a JSON object: {raw[:200]}") from None
+    return [str(c) for c in pk] if isinstance(pk, list) and pk else None
+
+
+def _image(images, fields: list[dict], which: str) -> tuple[list | None, list[str]]:
+    if images is None or isinstance(images, str):
+        return None, []
+    if len(images) != len(fields):
+        raise Reject("image_field_mismatch", f"{which} has {len(images)} values for {len(fields)} fields")
+    texts, types = [], []
+    for value, field in zip(images, fields):
+        text, typ = render(value, field["dataTypeNumber"])
+        texts.append(text)
+        types.append(typ)
+    return texts, types
+
+
+def split_object_name(name: str | None) -> tuple[str | None, str | None]:
+    """`db.table` (dots inside names escaped as \\u002E); `db.schema.table` -> db.schema."""
+    if not name:
+        return None, None
+    parts = [p.replace("\\u002E", ".") for p in name.split(".")]
+    if len(parts) == 1:
+        return parts[0], None
+    return ".".join(parts[:-1]), parts[-1]
+
+
+def decode_value(value: bytes | None, schema: dict) -> dict:
+    """One Kafka value -> the event fields (see `dts_avro.DECODED_ARROW_FIELDS`)."""
+    import fastavro
+
+    if not value:
+        raise Reject("empty_message", "the Kafka message has no value")
+    try:
+        rec = fastavro.schemaless_reader(io.BytesIO(value), schema, return_record_name=True)
+    except Exception as e:  # any malformed Avro: truncated, bad union index, bad UTF-8...
+        raise Reject("invalid_avro", f"{type(e).__name__}: {e}"[:500]) from None
+    op = rec["operation"]
+    database, table = split_object_name(rec["objectName"])
+    out = {
+        "operation": op, "database": database, "table": table, "record_id": rec["id"],
+        "source_ts": rec["sourceTimestamp"], "source_position": source_position(rec["sourcePosition"]),
+        "pk_names": None, "col_names": None, "col_types": None, "code_types": None, "before_vals": None,
+        "after_vals": None,
+        "ddl_sql": None,
+    }
+    if op == "DDL":
+        after = rec["afterImages"]
+        out["ddl_sql"] = after if isinstance(after, str) else None
+        return out
+    if op not in DML_OPERATIONS:
+        return out
+    fields = rec["fields"] if isinstance(rec["fields"], list) else []
+    names = [f["name"] for f in fields]
+    if len(set(names)) != len(names):
+        raise Reject("duplicate_column", f"duplicate field names in {names}")
+    before, before_types = _image(rec["beforeImages"], fields, "beforeImages")
+    after, after_types = _image(rec["afterImages"], fields, "afterImages")
+    # A value's own type beats the type code; a NULL says nothing about text vs binary or
+    # a decimal's scale: its type stays null here (filled from the column's other values).
+    types = []
+    for i in range(len(fields)):
+        chosen = None
+        for vals, typs in ((after, after_types), (before, before_types)):
+            if vals is not None and vals[i] is not None:
+                chosen = typs[i]
+                break
+        types.append(chosen)
+    out.update(pk_names=primary_key(rec["tags"]), col_names=names, col_types=types,
+               code_types=[_TYPE_BY_CODE.get(f["dataTypeNumber"], "varchar") for f in fields],
+               before_vals=before, after_vals=after)
+    return out
+
+
+def read_header(value: bytes | None) -> tuple[int | None, str | None]:
+    """(sourceTimestamp, operation) from the first Record fields, without a full decode."""
+    try:
+        buf = memoryview(value or b"")
+        pos = 0
+
+        def varint() -> int:
+            nonlocal pos
+            shift = result = 0
+            while True:
+                b = buf[pos]
+                pos += 1
+                result |= (b & 0x7F) << shift
+                if b < 0x80:
+                    return (result >> 1) ^ -(result & 1)
+                shift += 7
+
+        def skip_string() -> None:
+            nonlocal pos
+            n = varint()
+            pos += n
+
+        varint()  # version
+        varint()  # id
+        ts = varint()
+        for _ in range(3):  # sourcePosition, safeSourcePosition, sourceTxid
+            skip_string()
+        varint()  # source.sourceType
+        skip_string()  # source.version
+        op = varint()
+        if pos > len(buf):
+            return None, None
+        return ts, OPERATIONS[op] if 0 <= op < len(OPERATIONS) else None
+    except IndexError:
+        return None, None

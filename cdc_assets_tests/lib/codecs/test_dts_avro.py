@@ -1,0 +1,199 @@
+"""Aliyun DTS Avro: no real record exists (ORACLES.md §7), so records are written with the
+public `Record` schema (the simulator's encoder) and must decode back to the exact values.
+Schema facts are checked against the SDK's and the demo's .avsc files."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from decimal import Decimal
+
+import fastavro
+import pytest
+from fastavro.schema import to_parsing_canonical_form
+from pyspark.sql import functions as F
+
+from cdc_assets.lib.codecs import get_decoder
+from cdc_assets.lib.codecs.dts_avro_records import decode_value, read_header
+from cdc_assets.lib.codecs.dts_avro_schema import parsed_record_schema
+from cdc_assets.lib.simulator.dts_avro import TYPE_CODES, encode_record, record
+from cdc_assets.lib.simulator.protocols import make_encoder
+from cdc_assets.lib.simulator.schema import ColumnDef, TableDef
+from cdc_assets.lib.simulator.tso import make_tso
+from cdc_assets.lib.simulator.workload import DdlEvent, RowChange
+from cdc_assets.lib.snapshot import key_actions, reconstruct_table, window_table_schemas
+from cdc_assets_tests.helpers import decode, raw_frame, reasons
+
+SDK = "aliyun+aliyun-dts-subscribe-sdk-java/extracted/Record.SCHEMA$.avsc"
+DEMO = "aliyun+aliyun-dts-subscribe-demo/python/dts_record_avsc/com.alibaba.dts.formats.avro.Record.avsc"
+NS = "com.alibaba.dts.formats.avro."
+TS = 1700000000  # sourceTimestamp, seconds
+PK = {"pk_uk_info": json.dumps({"PRIMARY": ["id"], "uk_code": ["code"]})}
+
+
+def v(name, **fields):
+    return NS + name, fields
+
+
+# (column, MySQL type code, Avro value, canonical text, column type)
+EVERY_TYPE = [
+    ("id", 8, v("Integer", precision=20, value="18446744073709551615"), "18446744073709551615", "decimal(20,0)"),
+    ("i", 3, v("Integer", precision=11, value="-2147483648"), "-2147483648", "bigint"),
+    ("dec", 246, v("Decimal", value="-12345.678", precision=10, scale=3), "-12345.678", "decimal(10,3)"),
+    ("f", 4, v("Float", value=9.899999618530273, precision=12, scale=-1), "9.9", "float"),
+    ("d", 5, v("Float", value=9.00000000009, precision=22, scale=-1), "9.00000000009", "double"),
+    ("s", 253, v("Character", charset="utf8mb4", value="héllo 😀".encode()), "héllo 😀", "varchar"),
+    ("gbk", 254, v("Character", charset="gbk", value="中文".encode("gbk")), "中文", "char"),
+    ("l1", 253, v("Character", charset="latin1", value=b"caf\xe9 \x80"), "café €", "varchar"),
+    ("vb", 253, v("Character", charset="binary", value=b"\x00\xff"), "AP8=", "varbinary"),
+    ("blob", 252, v("BinaryObject", type="BLOB", value=bytes(range(256))),
+     base64.b64encode(bytes(range(256))).decode(), "blob"),
+    ("txt", 252, v("TextObject", type="TEXT", value="long text"), "long text", "text"),
+    ("js", 245, v("TextObject", type="JSON", value='{"a": 1}'), '{"a": 1}', "json"),
+    ("ts", 17, v("Timestamp", timestamp=1644913016, millis=350000), "2022-02-15 08:16:56.350000", "timestamp"),
+    ("dt", 18, v("DateTime", year=2022, month=2, day=15, hour=16, minute=16, second=56, millis=35),
+     "2022-02-15 16:16:56.000035", "datetime"),
+    ("dt0", 18, v("DateTime", year=2022, month=2, day=15, hour=16, minute=16, second=56, millis=None),
+     "2022-02-15 16:16:56", "datetime"),
+    ("da", 10, v("DateTime", year=2024, month=2, day=29, hour=None, minute=None, second=None, millis=None),
+     "2024-02-29", "date"),
+    ("tm", 19, v("DateTime", year=None, month=None, day=None, hour=23, minute=59, second=1, millis=None),
+     "23:59:01", "time"),
+    ("yr", 13, v("DateTime", year=2020, month=None, day=None, hour=None, minute=None, second=None, millis=None),
+     "2020", "year"),
+    ("tz", 18, v("TimestampWithTimeZone", value={"year": 2022, "month": 2, "day": 15, "hour": 16, "minute": 16,
+                                                 "second": 56, "millis": 350000}, timezone="+08:00"),
+     "2022-02-15 08:16:56.350000", "timestamp"),
+    ("geo", 255, v("BinaryGeometry", type="POINT", value=b"\x01\x01\x00\x00\x00"), "AQEAAAA=", "geometry"),
+    ("wkt", 255, v("TextGeometry", type="POINT", value="POINT(1 1)"), "POINT(1 1)", "geometry"),
+    ("nul", 3, (NS + "EmptyObject", "NULL"), None, "bigint"),
+    ("none", 253, None, None, "varchar"),
+]
+FIELDS = [{"name": c, "dataTypeNumber": code} for c, code, *_ in EVERY_TYPE]
+AFTER = [val for _, _, val, *_ in EVERY_TYPE]
+
+
+def test_schema_matches_the_sdk_and_reads_demo_records(conformance):
+    sdk = fastavro.parse_schema(json.loads((conformance / SDK).read_text()))
+    assert to_parsing_canonical_form(sdk) == to_parsing_canonical_form(parsed_record_schema())
+    # The demo's Record.avsc has a 15th field (bornTimestamp): its records still decode.
+    demo = fastavro.schema.load_schema(str(conformance / DEMO))
+    import io
+
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, demo, {**record("INSERT", TS, "2196@4", object_name="d.t", tags=PK,
+                                                    fields=FIELDS[:1], after=AFTER[:1]), "bornTimestamp": 5})
+    assert decode_value(buf.getvalue(), parsed_record_schema())["after_vals"] == ["18446744073709551615"]
+
+
+def test_every_value_type_round_trips():
+    rec = record("UPDATE", TS, "2196@4", object_name="shop.items", tags=PK, fields=FIELDS,
+                 before=[v("Integer", precision=20, value="18446744073709551615")] + [None] * (len(FIELDS) - 1),
+                 after=AFTER)
+    out = decode_value(encode_record(rec), parsed_record_schema())
+    assert (out["operation"], out["database"], out["table"]) == ("UPDATE", "shop", "items")
+    assert out["pk_names"] == ["id"] and out["source_position"] == (4 << 32) | 2196
+    assert dict(zip(out["col_names"], out["after_vals"])) == {c: text for c, _, _, text, _ in EVERY_TYPE}
+    assert dict(zip(out["col_names"], out["col_types"])) == {
+        c: typ if text is not None else None for c, _, _, text, typ in EVERY_TYPE}
+    assert (out["code_types"][-2], out["code_types"][-1]) == ("bigint", "varchar")
+    assert out["before_vals"][0] == "18446744073709551615" and out["before_vals"][1:] == [None] * (len(FIELDS) - 1)
+    assert read_header(encode_record(rec)) == (TS, "UPDATE")
+
+
+def _table() -> TableDef:
+    cols = (ColumnDef("id", "bigint unsigned", primary_key=True), ColumnDef("name", "varchar(20)", nullable=True),
+            ColumnDef("amount", "decimal(12,2)", nullable=True), ColumnDef("raw", "varbinary(8)", nullable=True),
+            ColumnDef("at", "datetime", nullable=True))
+    return TableDef("shop", "items", cols)
+
+
+def test_simulator_records_decode_to_snapshot(spark):
+    """Encoder -> Kafka values -> decoder -> snapshot; plus every quarantine reason."""
+    enc = make_encoder("dts-avro", [_table()])
+    t0 = make_tso(1700000000123)
+    big = 18446744073709551615
+    a = {"id": big, "name": "a", "amount": Decimal("1.50"), "raw": b"\xff\x00", "at": datetime(2024, 2, 29, 1, 2, 3, 4)}
+    b = {"id": 2, "name": "b", "amount": None, "raw": None, "at": None}
+    a2 = {**a, "name": "a2"}
+    values = [
+        enc.encode_ddl(DdlEvent(t0, "shop", "items", "create table", "CREATE TABLE items (...)"), build_ms=0)[1],
+        enc.encode_row(RowChange("shop", "items", "INSERT", None, a), t0 + 1, build_ms=0)[1],
+        enc.encode_row(RowChange("shop", "items", "INSERT", None, b), t0 + 2, build_ms=0)[1],
+        enc.encode_row(RowChange("shop", "items", "UPDATE", a, a2), t0 + 3, build_ms=0)[1],
+        # same second as the INSERT of 2: the binlog position orders them (DELETE wins)
+        enc.encode_row(RowChange("shop", "items", "DELETE", b, None), t0 + 4, build_ms=0)[1],
+        enc.encode_watermark(t0 + 5, build_ms=0)[1],
+        # quarantine
+        b"",
+        b"\x02\x04",
+        encode_record(record("INSERT", TS, "1@1", object_name="shop.items", tags={}, fields=FIELDS[:1],
+                             after=AFTER[:1])),
+        encode_record(record("INSERT", TS, "1@1", object_name="shop", tags=PK, fields=FIELDS[:1], after=AFTER[:1])),
+        encode_record(record("INSERT", TS, "1@1", object_name="shop.items", tags=PK, fields=FIELDS[:2],
+                             after=AFTER[:1])),
+        encode_record(record("INSERT", TS, "1@1", object_name="shop.items", tags=PK, fields=FIELDS[:1],
+                             after=[(NS + "EmptyObject", "NULL")])),
+        encode_record(record("INSERT", TS, "1@1", object_name="shop.items", tags=PK, fields=FIELDS[:1] + FIELDS[5:6],
+                             after=AFTER[:1] + [v("Character", charset="utf8mb4", value=b"\xff")])),
+        encode_record(record("DELETE", TS, "1@1", object_name="shop.items", tags=PK, fields=FIELDS[:1])),
+    ]
+    good, bad = decode(spark, values, protocol="dts-avro")
+    assert reasons(bad) == ["empty_message", "invalid_avro", "missing_primary_key", "missing_table_name",
+                            "image_field_mismatch", "null_primary_key", "invalid_character_value",
+                            "missing_row_data"]
+    assert all(x["value"] == values[x["kafka_offset"]] and x["topic"] == "t" for x in bad)
+    ddl, ins_a, ins_b, upd, dele, hb = good
+    sec = (1700000000123 // 1000) * 1000
+    assert (ddl["event_kind"], ddl["ddl_type"], ddl["ddl_sql"], ddl["table"]) == (
+        "ddl", "DDL", "CREATE TABLE items (...)", "items")
+    assert ins_a["after"] == {"id": str(big), "name": "a", "amount": "1.50", "raw": "/wA=",
+                              "at": "2024-02-29 01:02:03.000004"}
+    assert ins_a["column_types"] == {"id": "decimal(20,0)", "name": "varchar", "amount": "decimal(12,2)",
+                                     "raw": "varbinary", "at": "datetime"}
+    assert (ins_a["commit_ts"], ins_a["source_position"], ins_a["pk_values"]) == (sec << 18, t0 + 1, [str(big)])
+    assert ins_a["event_time"].timestamp() == sec / 1000
+    assert upd["before"]["name"] == "a" and upd["after"]["name"] == "a2"
+    assert dele["after"] is None and dele["before"]["id"] == "2" and dele["op"] == "DELETE"
+    # NULLs take the type the column's values show elsewhere in the input
+    assert (dele["column_types"]["raw"], dele["column_types"]["amount"]) == ("varbinary", "decimal(12,2)")
+    assert (hb["event_kind"], hb["watermark_ts"], hb["commit_ts"]) == ("watermark", sec << 18, None)
+
+    changes = get_decoder("dts-avro").decode(raw_frame(spark, values[:6])).where(F.col("_reject_reason").isNull())
+    (schema,) = window_table_schemas(changes).values()
+    result = reconstruct_table(key_actions(changes), schema, None)
+    (row,) = result.frame.collect()
+    assert (row["id"], row["name"], row["amount"], bytes(row["raw"]), str(row["at"])) == (
+        Decimal(big), "a2", Decimal("1.50"), b"\xff\x00", "2024-02-29 01:02:03.000004")
+    assert result.conversion_failures == 0
+
+    routed = get_decoder("dts-avro").route(raw_frame(spark, values[:8])).orderBy("kafka_offset").collect()
+    assert [r.routing_ms for r in routed[:6]] == [sec] * 6 and routed[6].routing_ms is not None
+    assert [r.watermark_ts for r in routed] == [None] * 8
+    opted = get_decoder("dts-avro", {"heartbeat-as-watermark": "true"})
+    assert opted.emits_watermarks() and not get_decoder("dts-avro").emits_watermarks()
+    opted = opted.route(raw_frame(spark, values[:6]))
+    assert [r.watermark_ts for r in opted.orderBy("kafka_offset").collect()] == [None] * 5 + [sec << 18]
+
+
+@pytest.mark.parametrize("text, expected", [("2196@4", (4 << 32) | 2196), ("mysql-bin.4:2196", None), ("", None)])
+def test_source_position(text, expected):
+    from cdc_assets.lib.codecs.dts_avro_records import source_position
+
+    assert source_position(text) == expected
+
+
+def test_type_codes_cover_the_simulator_types():
+    assert {TYPE_CODES[t] for t in ("int", "bigint", "decimal", "varchar", "varbinary", "datetime")} == {
+        3, 8, 246, 253, 18}
+
+
+def test_null_values_have_no_type_of_their_own():
+    """DTS's type code is shared by VARCHAR and VARBINARY (253) and a NULL Decimal has no
+    scale: the record-level decode leaves such types open (the Spark side fills them from
+    the column's other values, else the code's text default)."""
+    rec = record("DELETE", TS, "1@1", object_name="d.t", tags=PK, fields=[FIELDS[0], FIELDS[8]],
+                 before=[AFTER[0], None])
+    out = decode_value(encode_record(rec), parsed_record_schema())
+    assert (out["col_types"], out["code_types"]) == (["decimal(20,0)", None], ["decimal(20,0)", "varchar"])

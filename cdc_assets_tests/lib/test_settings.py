@@ -1,0 +1,64 @@
+"""The source configuration file: one set of assets per declared source."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc_assets.defs.factory import build_definitions, source_builds
+from cdc_assets.lib.settings import load_settings
+
+SOURCES = """
+window_minutes: 30
+start: 2026-02-01T00:00
+sources:
+  - name: tidb_orders
+    protocol: canal-json
+    location: dumps/orders          # relative to this file
+    layout: kafka-parquet
+    options: {enable-tidb-extension: true}
+    time_zone: Asia/Shanghai
+  - name: legacy_mysql
+    protocol: canal-json
+    location: /data/canal
+    options: {enable-tidb-extension: false, content-compatible: true}
+    completeness: event-time
+    allowed_lateness_seconds: 300
+"""
+
+
+def test_sources_file_declares_every_source(tmp_path):
+    path = tmp_path / "sources.yaml"
+    path.write_text(SOURCES)
+    settings = load_settings({"CDC_ASSETS_SOURCES": str(path), "CDC_ASSETS_HOME": str(tmp_path / "h")})
+    orders, legacy = settings.sources
+    assert (orders.name, orders.input_path, orders.layout, orders.time_zone) == (
+        "tidb_orders", str(tmp_path / "dumps" / "orders"), "kafka-parquet", "Asia/Shanghai")
+    assert orders.options == {"enable-tidb-extension": "true"}
+    assert settings.window_minutes == 30 and settings.partition_start.isoformat() == "2026-02-01T00:00:00+00:00"
+
+    builds = {b.source.name: b for b in source_builds(settings)}
+    assert builds["tidb_orders"].completeness().mode == "watermark"
+    assert (builds["legacy_mysql"].completeness().mode,
+            builds["legacy_mysql"].completeness().allowed_lateness_ms) == ("event-time", 300_000)
+
+    graph = build_definitions(settings).resolve_asset_graph()
+    groups = {graph.get(k).group_name for k in graph.get_all_asset_keys()}
+    assert groups == {"tidb_orders", "legacy_mysql"}
+    assert len(graph.get_all_asset_keys()) == 12
+
+
+def test_without_extension_canal_json_completes_windows_by_event_time(tmp_path):
+    settings = load_settings({"CDC_ASSETS_OPTIONS": "enable-tidb-extension=false"})
+    (b,) = source_builds(settings)
+    assert b.completeness().mode == "event-time"
+
+
+def test_unknown_keys_and_duplicate_names_are_rejected(tmp_path):
+    path = tmp_path / "sources.yaml"
+    path.write_text("sources:\n  - {name: a, protocol: canal-json, location: x, colour: red}\n")
+    with pytest.raises(ValueError, match="unknown keys"):
+        load_settings({"CDC_ASSETS_SOURCES": str(path)})
+    path.write_text("sources:\n  - {name: a, protocol: canal-json, location: x}\n"
+                    "  - {name: a, protocol: canal-json, location: y}\n")
+    with pytest.raises(ValueError, match="unique"):
+        load_settings({"CDC_ASSETS_SOURCES": str(path)})
