@@ -32,13 +32,13 @@ def run_demo() -> int:
         return 1
     manifest = read_manifest(snapshots, windows[-1])
     truth = load_truth(truth_path)
-    verdict = compare_window(manifest, truth, windows[-1])
+    verdict = compare_window(snapshots, manifest, truth, windows[-1])
     print(f"\nsnapshots at the end of window starting {windows[-1]} ms ({len(windows)} windows materialized):")
     print(f"{'table':<28} {'rows':>7} {'cols':>5}  {'vs truth':<10} parquet")
     for tid, t in sorted(manifest["tables"].items()):
         name = f"{t['database']}.{t['table']}"
         print(f"{name:<28} {t['rows']:>7} {len(t['schema']['columns']):>5}  "
-              f"{verdict.get(name, 'n/a'):<10} {t['path']}")
+              f"{verdict.get(name, 'n/a'):<10} {snapshots / t['path']}")
     matches = all(v == "ok" for v in verdict.values())
     print(f"\nmatches the simulator's truth: {'yes' if matches else 'NO'}")
     print(json.dumps(summary.as_json(), sort_keys=True))

@@ -34,7 +34,7 @@ def differences_from_truth(settings, truth_path: Path) -> dict[int, dict[str, st
     snapshots = settings.warehouse / "src" / "snapshots"
     out = {}
     for window in list_manifests(snapshots):
-        verdict = compare_window(read_manifest(snapshots, window), truth, window)
+        verdict = compare_window(snapshots, read_manifest(snapshots, window), truth, window)
         bad = {t: v for t, v in verdict.items() if v != "ok"}
         if bad:
             out[window] = bad

@@ -3,6 +3,8 @@
 
 from dagster import (
     AssetSelection,
+    DagsterRunStatus,
+    RunsFilter,
     RunRequest,
     ScheduleEvaluationContext,
     SkipReason,
@@ -13,6 +15,16 @@ from dagster import (
 from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, LANDED, QUARANTINE, RAW, SNAPSHOTS, SourceBuild
 from cdc_assets.lib.landing import load_state
+from cdc_assets.lib.snapshot_store import list_manifests
+from cdc_assets.lib.window_plan import windows_to_materialize
+
+_ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+           DagsterRunStatus.STARTED]
+
+
+def _windows_with_active_runs(context: ScheduleEvaluationContext, job_name: str) -> set[str]:
+    runs = context.instance.get_runs(filters=RunsFilter(job_name=job_name, statuses=_ACTIVE))
+    return {r.tags.get("dagster/partition") for r in runs}
 
 
 def window_job_name(b: SourceBuild) -> str:
@@ -49,18 +61,26 @@ def build_hourly_schedules(b: SourceBuild, windows_job, land_job):
         return RunRequest(run_key=f"land-{context.scheduled_execution_time.isoformat()}")
 
     @schedule(
-        name=f"{b.source.name}__latest_window_hourly",
+        name=f"{b.source.name}__complete_windows_hourly",
         cron_schedule="10 * * * *",
         execution_timezone="UTC",
         job=windows_job,
-        description="Materializes the latest window the global watermark has completed.",
+        description="Materializes, oldest first, every window the global watermark has completed "
+        "and no run has materialized yet (quiet windows included: snapshots build on them).",
     )
-    def latest_window_hourly(context: ScheduleEvaluationContext):
+    def complete_windows_hourly(context: ScheduleEvaluationContext):
         landing_root = b.settings.warehouse / b.source.name / "landing"
-        complete = load_state(landing_root).complete_windows(b.settings.window_ms, b.completeness())
-        if not complete:
-            return SkipReason("no window is complete yet (the global watermark has not passed a window end)")
-        key = partition_key_for_ms(b.partitions_def, complete[-1])
-        return RunRequest(run_key=f"window-{key}", partition_key=key)
+        snapshots = b.settings.warehouse / b.source.name / "snapshots"
+        busy = _windows_with_active_runs(context, windows_job.name)
+        pending = windows_to_materialize(
+            load_state(landing_root), b.completeness(), b.settings.window_ms,
+            int(b.settings.partition_start.timestamp() * 1000), set(list_manifests(snapshots)),
+        )
+        keys = [partition_key_for_ms(b.partitions_def, w) for w in pending]
+        keys = [k for k in keys if k not in busy]
+        if not keys:
+            return SkipReason("no complete window is waiting (or its run is already queued)")
+        tick = context.scheduled_execution_time.isoformat()
+        return [RunRequest(run_key=f"window-{k}-{tick}", partition_key=k) for k in keys]
 
-    return [land_hourly, latest_window_hourly]
+    return [land_hourly, complete_windows_hourly]

@@ -22,6 +22,13 @@ from cdc_assets.lib.storage import replace_dir, temp_sibling, window_dir
 
 
 SCHEMA_FILE = "_cdc_schema.json"
+# The output's metadata, stored with the data it describes (same atomic rename).
+OUTPUT_METADATA_FILE = "_cdc_output.json"
+
+
+def read_output_metadata(folder: Path) -> dict:
+    path = folder / OUTPUT_METADATA_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def spark_config(settings: Settings) -> dict[str, str]:
@@ -94,6 +101,10 @@ class SparkParquetIOManager(ConfigurableIOManager):
         obj.write.parquet(str(tmp))
         # Spark skips `_`-files when reading data; the schema lets empty windows load typed.
         (tmp / SCHEMA_FILE).write_text(obj.schema.json())
+        plain = {k: getattr(v, "value", v) for k, v in (context.output_metadata or {}).items()}
+        (tmp / OUTPUT_METADATA_FILE).write_text(
+            json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
+        )
         replace_dir(tmp, final)
         rows = self.pyspark.spark_session.read.parquet(str(final)).count()
         context.add_output_metadata({"rows": rows, "path": str(final)})

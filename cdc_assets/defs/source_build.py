@@ -36,12 +36,20 @@ class SourceBuild:
     def completeness(self) -> Completeness:
         mode = self.source.completeness
         if mode == "auto":
-            mode = WATERMARK_MODE if self.decoder().emits_watermarks() else EVENT_TIME_MODE
+            # The storage sink's checkpoint-ts is a watermark whatever the protocol.
+            has_marks = self.decoder().emits_watermarks() or self._layout_or_none() == "storage-sink"
+            mode = WATERMARK_MODE if has_marks else EVENT_TIME_MODE
         return Completeness(mode, self.source.allowed_lateness_seconds * 1000)
 
     @property
     def dump_root(self) -> Path:
         return Path(self.source.input_path)
+
+    def _layout_or_none(self) -> str | None:
+        try:
+            return self.layout()
+        except (ValueError, OSError):
+            return None  # no dump yet: nothing to detect
 
     def layout(self) -> str:
         return detect_layout(self.dump_root) if self.source.layout == "auto" else self.source.layout

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+import uuid
 from pathlib import Path
 
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
+from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, table_path
 from cdc_assets.lib.tso import tso_to_ms
 
 
@@ -44,9 +45,9 @@ def export_snapshot(snapshots: Path, out: Path, as_of: str = "latest") -> list[E
     out.mkdir(parents=True, exist_ok=True)
     exported = []
     for tid, entry in sorted(manifest["tables"].items()):
-        table = ds.dataset(entry["path"], format="parquet").to_table()
+        table = ds.dataset(str(table_path(snapshots, entry)), format="parquet").to_table()
         target = out / f"{tid}.parquet"
-        tmp = target.with_name(f".tmp-{target.name}")
+        tmp = target.with_name(f".tmp-{target.name}-{uuid.uuid4().hex[:8]}")
         pq.write_table(table, tmp)
         tmp.replace(target)
         exported.append(ExportedTable(entry["database"], entry["table"], table.num_rows, table.column_names, target))

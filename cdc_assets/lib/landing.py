@@ -23,13 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from pyspark.sql import DataFrame, SparkSession, functions as F
+from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 from cdc_assets.lib.codecs import Decoder
 from cdc_assets.lib.layouts import get_layout, list_dump_files, read_dump
 from cdc_assets.lib.storage import read_json, replace_dir, temp_sibling, window_dir, write_json_atomic
 from cdc_assets.lib.watermark_state import LandingState
+
+
+# Landed messages carry the landing sequence number next to the raw message columns.
+LANDED_SCHEMA = T.StructType(RAW_MESSAGE_SCHEMA.fields + [T.StructField("landing_seq", T.IntegerType(), True)])
 
 
 @dataclass(frozen=True)
@@ -68,8 +72,8 @@ def messages_path(landing_root: Path, window_start_ms: int) -> Path:
 def read_window_messages(spark: SparkSession, landing_root: Path, window_start_ms: int) -> DataFrame:
     batches = sorted(str(p) for p in messages_path(landing_root, window_start_ms).glob("batch=*"))
     if not batches:
-        return spark.createDataFrame([], RAW_MESSAGE_SCHEMA)
-    return spark.read.schema(RAW_MESSAGE_SCHEMA).parquet(*batches)
+        return spark.createDataFrame([], LANDED_SCHEMA)
+    return spark.read.schema(LANDED_SCHEMA).parquet(*batches)
 
 
 def read_watermark_index(spark: SparkSession, landing_root: Path) -> DataFrame:
@@ -95,6 +99,10 @@ def land(
 ) -> LandingResult:
     with landing_lock(landing_root):
         state = load_state(landing_root)
+        state.check_window_ms(window_ms)
+        # Read the layout's checkpoint before listing: a file written after the listing is
+        # then not covered by a checkpoint we record now.
+        checkpoint = get_layout(layout).checkpoint_ts(dump_root)
         files = list_dump_files(dump_root, layout)
         new: dict[str, Path] = {}
         for path in files:
@@ -105,14 +113,18 @@ def land(
                 new[digest] = path
             state.remember_file(path, digest)
         skipped = len(files) - len(new)
-        checkpoint = get_layout(layout).checkpoint_ts(dump_root)
         if not new:
             state.apply_checkpoint(checkpoint)
             write_json_atomic(landing_root / "state.json", state.to_json())
             return LandingResult(0, skipped, 0, None, state)
 
         batch_id = hashlib.sha256("".join(sorted(new)).encode()).hexdigest()[:16]
-        cached = decoder.route(read_dump(spark, list(new.values()), layout, dump_root)).persist()
+        routed = decoder.route(read_dump(spark, list(new.values()), layout, dump_root))
+        cached = routed.withColumns({
+            "routing_ms": _plausible(F.col("routing_ms")),
+            # Newest landing wins when the same offset is landed again with other content.
+            "landing_seq": F.lit(len(state.batches)).cast("int"),
+        }).persist()
         try:
             routed = _assign_windows(cached, window_ms, state)
             _write_messages(routed, landing_root, batch_id)
@@ -124,6 +136,16 @@ def land(
         state.apply_checkpoint(checkpoint)
         write_json_atomic(landing_root / "state.json", state.to_json())
         return LandingResult(len(new), skipped, stats.messages, batch_id, state)
+
+
+# Routing times outside these bounds (seconds instead of ms, garbage) are not trusted:
+# such a message is treated as unroutable instead of opening a window in 1970 or 9999.
+MIN_ROUTING_MS = 946_684_800_000  # 2000-01-01
+MAX_ROUTING_MS = 7_258_118_400_000  # 2200-01-01
+
+
+def _plausible(ms):
+    return F.when((ms >= MIN_ROUTING_MS) & (ms < MAX_ROUTING_MS), ms)
 
 
 def _assign_windows(routed: DataFrame, window_ms: int, state: LandingState) -> DataFrame:
@@ -141,7 +163,7 @@ def _write_messages(routed: DataFrame, landing_root: Path, batch_id: str) -> Non
     """Write the batch partitioned by window, then move each window's files into place."""
     staging = temp_sibling(landing_root / f"staging-{batch_id}")
     (
-        routed.select(*[f.name for f in RAW_MESSAGE_SCHEMA.fields], "window_start_ms")
+        routed.select(*[f.name for f in RAW_MESSAGE_SCHEMA.fields], "landing_seq", "window_start_ms")
         .repartition("window_start_ms")
         .sortWithinPartitions("topic", "kafka_partition", "kafka_offset")
         .write.partitionBy("window_start_ms")

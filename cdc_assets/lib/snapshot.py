@@ -5,6 +5,21 @@ partition, offset, index); at the same key and commit_ts a DELETE applies before
 INSERT (a primary-key-changing update arrives as DELETE old key + INSERT new key in one
 transaction). An UPDATE whose before image has another key also deletes the old key.
 Deleted keys disappear. Tables without changes are carried over by reference.
+
+Keys. Actions are deduplicated per (database, table, pk_names, key), so the same key text
+under two different primary keys (before and after a primary-key change) never merges.
+`reconstruct_table` then types each action's key BY NAME against the table's current
+primary key (`schema.primary_key`, from the newest event): an action whose pk_names lack
+a current key column, or whose key value does not convert, is skipped and counted in
+`conversion_failures` (it can neither delete nor overwrite a row it does not identify).
+Actions of different pk_names that type to the same current key are deduplicated again,
+latest wins.
+
+Schema. A window's columns are the union over its row events (first appearance in commit
+order); each column's type is its newest non-null type. The previous snapshot is re-typed
+with `try_cast`; values that were non-null and become null are counted in
+`conversion_failures`. Decimals without declared parameters: see `mysql_types` (Decimal(38,
+largest scale seen), or StringType once the largest integer part + that scale exceed 38).
 """
 
 from __future__ import annotations
@@ -36,13 +51,16 @@ class TableSchema:
     mysql_types: dict[str, str]
     primary_key: list[str]
     decimal_scales: dict[str, int] = field(default_factory=dict)
+    # Largest integer part (digits) seen per decimal column declared without parameters.
+    decimal_integer_digits: dict[str, int] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
         return table_id(self.database, self.table)
 
     def spark_type_of(self, column: str) -> T.DataType:
-        return spark_type(parse_mysql_type(self.mysql_types.get(column)), self.decimal_scales.get(column, 0))
+        return spark_type(parse_mysql_type(self.mysql_types.get(column)), self.decimal_scales.get(column, 0),
+                          self.decimal_integer_digits.get(column, 0))
 
     def spark_schema(self) -> T.StructType:
         fields = [T.StructField(c, self.spark_type_of(c), True) for c in self.columns]
@@ -52,23 +70,26 @@ class TableSchema:
         return {
             "database": self.database, "table": self.table, "columns": self.columns,
             "mysql_types": self.mysql_types, "primary_key": self.primary_key,
-            "decimal_scales": self.decimal_scales,
+            "decimal_scales": self.decimal_scales, "decimal_integer_digits": self.decimal_integer_digits,
         }
 
     @classmethod
     def from_json(cls, d: dict) -> "TableSchema":
         return cls(d["database"], d["table"], list(d["columns"]), dict(d["mysql_types"]),
-                   list(d["primary_key"]), dict(d.get("decimal_scales", {})))
+                   list(d["primary_key"]), dict(d.get("decimal_scales") or {}),
+                   dict(d.get("decimal_integer_digits") or {}))
 
     def merged_with(self, newer: "TableSchema") -> "TableSchema":
         """Columns keep their order; new ones are appended; the newest type wins."""
         columns = self.columns + [c for c in newer.columns if c not in self.columns]
-        scales = dict(self.decimal_scales)
-        for c, s in newer.decimal_scales.items():
-            scales[c] = max(s, scales.get(c, 0))
+        def widest(old: dict[str, int], new: dict[str, int]) -> dict[str, int]:
+            return {**old, **{c: max(v, old.get(c, 0)) for c, v in new.items()}}
+
         return TableSchema(self.database, self.table, columns,
                            {**self.mysql_types, **newer.mysql_types},
-                           newer.primary_key or self.primary_key, scales)
+                           newer.primary_key or self.primary_key,
+                           widest(self.decimal_scales, newer.decimal_scales),
+                           widest(self.decimal_integer_digits, newer.decimal_integer_digits))
 
 
 @dataclass
@@ -81,8 +102,13 @@ class TableResult:
     conversion_failures: int
 
 
+def _latest_first() -> list[Column]:
+    return [F.desc("commit_ts"), F.desc_nulls_last("source_position"), F.desc("order"),
+            F.desc("kafka_partition"), F.desc("kafka_offset"), F.desc("event_index")]
+
+
 def key_actions(changes: DataFrame) -> DataFrame:
-    """One row per (table, key) action, latest action per key only."""
+    """One row per (table, pk_names, key) action, latest action per key only."""
     rows = changes.where(F.col("event_kind") == ROW)
     before_pk = F.transform("pk_names", lambda n: F.try_element_at(F.col("before"), n))
     action = lambda kind, key, order, values: F.struct(  # noqa: E731
@@ -105,64 +131,95 @@ def key_actions(changes: DataFrame) -> DataFrame:
         "event_index",
         F.explode(acts).alias("a"),
     ).select("*", "a.kind", "a.key", "a.order", "a.values").drop("a")
-    latest_first = Window.partitionBy("database", "table", "key").orderBy(
-        F.desc("commit_ts"), F.desc_nulls_last("source_position"), F.desc("order"), F.desc("kafka_partition"),
-        F.desc("kafka_offset"), F.desc("event_index"),
-    )
+    latest_first = Window.partitionBy("database", "table", "pk_names", "key").orderBy(*_latest_first())
     return exploded.withColumn("_rank", F.row_number().over(latest_first)).where("_rank = 1").drop("_rank")
 
 
+_PARAMLESS_DECIMAL = r"^\s*(decimal|numeric|dec|fixed)(\s+(signed|unsigned|zerofill))*\s*$"
+
+
 def window_table_schemas(changes: DataFrame) -> dict[tuple[str, str], TableSchema]:
-    """Schema of every table touched in the window, from its newest row event."""
+    """Schema of every table touched in the window (one Spark action).
+
+    Columns: the union of the row events' image columns, by first appearance in commit
+    order. Types: each column's newest non-null type. Primary key: the newest event's.
+    For decimals declared without parameters, the largest scale and integer part seen in
+    `after` values (see `mysql_types`).
+    """
     rows = changes.where(F.col("event_kind") == ROW)
     order = F.struct("commit_ts", "source_position", "kafka_partition", "kafka_offset", "event_index")
-    latest = rows.groupBy("database", "table").agg(
-        F.max_by(F.map_keys(F.coalesce("after", "before")), order).alias("columns"),
-        F.max_by("column_types", order).alias("types"),
-        F.max_by("pk_names", order).alias("pk"),
-    ).collect()
-    schemas = {
-        (r.database, r.table): TableSchema(r.database, r.table, list(r.columns), dict(r.types or {}), list(r.pk))
-        for r in latest
-    }
-    _infer_decimal_scales(rows, schemas)
+    no_keys = F.array().cast("array<string>")
+    names = F.array_union(F.coalesce(F.map_keys("after"), no_keys), F.coalesce(F.map_keys("before"), no_keys))
+    cells = rows.select(
+        "database", "table", "pk_names", "after", "column_types", order.alias("_o"),
+        F.posexplode(names).alias("_pos", "col"),
+    )
+    mtype = F.try_element_at("column_types", F.col("col"))
+    value = F.try_element_at("after", F.col("col"))
+    inferred = mtype.isNotNull() & F.lower(mtype).rlike(_PARAMLESS_DECIMAL) & value.isNotNull()
+    scale = F.when(value.contains("."), F.length(F.regexp_extract(value, r"\.(\d*)", 1))).otherwise(0)
+    integer_digits = F.length(F.regexp_extract(value, r"^\s*[+-]?0*(\d*)", 1))
+    per_table = Window.partitionBy("database", "table")
+    per_column = cells.groupBy("database", "table", "col").agg(
+        F.min(F.struct("_o", "_pos")).alias("first_seen"),
+        F.max("_o").alias("last_seen"),
+        F.max_by("pk_names", "_o").alias("pk"),
+        F.max_by(mtype, F.when(mtype.isNotNull(), F.col("_o"))).alias("mysql_type"),
+        F.max(F.when(inferred, scale)).alias("scale"),
+        F.max(F.when(inferred, integer_digits)).alias("integer_digits"),
+    ).select(
+        "*",
+        F.row_number().over(per_table.orderBy("first_seen")).alias("position"),
+        (F.col("last_seen") == F.max("last_seen").over(per_table)).alias("newest"),
+    ).drop("first_seen", "last_seen").collect()
+
+    schemas: dict[tuple[str, str], TableSchema] = {}
+    for r in sorted(per_column, key=lambda r: (r.database, r.table, r.position)):
+        s = schemas.setdefault((r.database, r.table), TableSchema(r.database, r.table, [], {}, []))
+        s.columns.append(r.col)
+        if r.mysql_type is not None:
+            s.mysql_types[r.col] = r.mysql_type
+        if r.scale is not None and is_decimal_without_params(parse_mysql_type(r.mysql_type)):
+            s.decimal_scales[r.col] = int(r.scale)
+            s.decimal_integer_digits[r.col] = int(r.integer_digits)
+        if r.newest:
+            s.primary_key = list(r.pk or [])
     return schemas
 
 
-def _infer_decimal_scales(rows: DataFrame, schemas: dict[tuple[str, str], TableSchema]) -> None:
-    """For decimals declared without (p, s), keep the largest scale seen (lossless)."""
-    wanted = [
-        (db, tbl, col)
-        for (db, tbl), s in schemas.items()
-        for col, t in s.mysql_types.items()
-        if is_decimal_without_params(parse_mysql_type(t))
-    ]
-    if not wanted:
-        return
-    entries = rows.select("database", "table", F.explode("after").alias("col", "v"), "column_types").where(
-        F.lower(F.try_element_at("column_types", F.col("col"))).rlike(r"^\s*(decimal|numeric)\s*$")
-        & F.col("v").contains(".")
-    )
-    scales = entries.groupBy("database", "table", "col").agg(
-        F.max(F.length(F.substring_index("v", ".", -1))).alias("scale")
-    ).collect()
-    for r in scales:
-        schemas[(r.database, r.table)].decimal_scales[r.col] = int(r.scale)
+_NUMERIC_OR_BOOL = (T.NumericType, T.BooleanType)
 
 
-def _typed_columns(values: Column, schema: TableSchema) -> list[Column]:
-    return [typed_value(F.try_element_at(values, F.lit(c)), schema.spark_type_of(c)).alias(c)
-            for c in schema.columns]
+def _retyped(value: Column, source: T.DataType, target: T.DataType) -> Column:
+    """A typed column -> another type; null when it does not convert (never raises)."""
+    if source == target:
+        return value
+    if isinstance(target, T.StringType):
+        return value.cast(target)  # every type has an exact text form; decimals print plainly
+    if isinstance(source, _NUMERIC_OR_BOOL) and isinstance(target, _NUMERIC_OR_BOOL):
+        return value.try_cast(target)
+    return value.cast(T.StringType()).try_cast(target)  # always a valid cast, unlike e.g. date -> binary
 
 
-def _conform(df: DataFrame, schema: TableSchema) -> DataFrame:
-    """Previous snapshot -> current schema (new columns null, changed types cast)."""
+def _conform(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, Column]:
+    """Previous snapshot -> current schema (new columns null, changed types try_cast).
+
+    Returns the frame and the per-row count of values that were non-null and became null.
+    """
     target = schema.spark_schema()
-    existing = set(df.columns)
-    return df.select(*[
-        (F.col(f.name).cast(f.dataType) if f.name in existing else F.lit(None).cast(f.dataType)).alias(f.name)
-        for f in target.fields
-    ])
+    existing = {f.name: f.dataType for f in df.schema.fields}
+    columns, originals, failures = [], [], F.lit(0)
+    for i, f in enumerate(target.fields):
+        if f.name not in existing:
+            columns.append(F.lit(None).cast(f.dataType).alias(f.name))
+        elif existing[f.name] == f.dataType:
+            columns.append(F.col(f.name))
+        else:
+            columns.append(_retyped(F.col(f.name), existing[f.name], f.dataType).alias(f.name))
+            originals.append(F.col(f.name).alias(f"_cdc_was_{i}"))
+            lost = F.col(f"_cdc_was_{i}").isNotNull() & F.col(f.name).isNull()
+            failures = failures + F.when(lost, 1).otherwise(0)
+    return df.select(*columns, *originals), failures
 
 
 def reconstruct_table(
@@ -170,37 +227,72 @@ def reconstruct_table(
     schema: TableSchema,
     previous: DataFrame | None,
 ) -> TableResult:
+    """Previous rows - touched keys + upserts; two Spark actions (counts), the frame is lazy."""
     spark = latest.sparkSession
     mine = latest.where((F.col("database") == schema.database) & (F.col("table") == schema.table))
     pk = schema.primary_key
-    upserts = mine.where(F.col("kind") == _UPSERT).select(
-        *_typed_columns(F.col("values"), schema),
-        F.col("commit_ts").alias(COMMIT_TS_COLUMN),
-        *[F.try_element_at("values", F.lit(c)).alias(f"_raw_{i}") for i, c in enumerate(schema.columns)],
-    )
-    failures = F.lit(0)
-    for i, c in enumerate(schema.columns):
-        failures = failures + F.when(F.col(f"_raw_{i}").isNotNull() & F.col(c).isNull(), 1).otherwise(0)
-    conversion_failures = upserts.agg(F.coalesce(F.sum(failures), F.lit(0))).first()[0]
-    upserts = upserts.select(*schema.columns, COMMIT_TS_COLUMN)
+    cols = schema.columns
+    key_names = [f"_cdc_k{i}" for i in range(len(pk))]
+    value_names = [f"_cdc_v{i}" for i in range(len(cols))]
+    raw_names = [f"_cdc_r{i}" for i in range(len(cols))]
 
-    keys = mine.select(
-        F.col("kind"),
-        *[typed_value(F.try_element_at("key", F.lit(i)), schema.spark_type_of(c)).alias(c)
-          for i, c in enumerate(pk, start=1)],
+    def key_value(c: str) -> Column:  # by name: this action's value of current key column c
+        position = (F.array_position("pk_names", F.lit(c)) - 1).cast("int")
+        return typed_value(F.get(F.col("key"), position), schema.spark_type_of(c))
+
+    acts = mine.select(
+        F.col("kind").alias("_cdc_kind"),
+        F.col("commit_ts").alias("_cdc_ts"),
+        *[key_value(c).alias(k) for c, k in zip(pk, key_names)],
+        *[typed_value(F.try_element_at("values", F.lit(c)), schema.spark_type_of(c)).alias(v)
+          for c, v in zip(cols, value_names)],
+        *[F.try_element_at("values", F.lit(c)).alias(r) for c, r in zip(cols, raw_names)],
+        "commit_ts", "source_position", "order", "kafka_partition", "kafka_offset", "event_index",
     )
-    prev = _conform(previous, schema) if previous is not None else spark.createDataFrame([], schema.spark_schema())
-    counts = keys.join(
-        prev.select(*pk).withColumn("_in_prev", F.lit(True)), on=pk, how="left"
-    ).agg(
-        F.count_if((F.col("kind") == _UPSERT) & F.col("_in_prev").isNull()).alias("inserted"),
-        F.count_if((F.col("kind") == _DELETE) & F.col("_in_prev").isNotNull()).alias("deleted"),
+    key_ok = F.lit(bool(pk))
+    for k in key_names:
+        key_ok = key_ok & F.col(k).isNotNull()
+    acts = acts.withColumn("_cdc_key_ok", key_ok)
+    if pk:  # same current key under different pk_names: latest wins again
+        by_key = Window.partitionBy(*key_names).orderBy(*_latest_first())
+        acts = acts.withColumn("_cdc_keep", F.col("_cdc_key_ok") & (F.row_number().over(by_key) == 1))
+    else:
+        acts = acts.withColumn("_cdc_keep", F.lit(False))
+    is_upsert, is_delete = F.col("_cdc_kind") == _UPSERT, F.col("_cdc_kind") == _DELETE
+    value_failures = F.lit(0)
+    for c, v, r in zip(cols, value_names, raw_names):
+        if c not in pk:  # key columns come from the typed key, counted by _cdc_key_ok
+            value_failures = value_failures + F.when(F.col(r).isNotNull() & F.col(v).isNull(), 1).otherwise(0)
+    failures = F.when(~F.col("_cdc_key_ok"), 1).when(F.col("_cdc_keep") & is_upsert, value_failures).otherwise(0)
+
+    if previous is not None:
+        prev, conform_failures = _conform(previous, schema)
+        stats = prev.agg(F.count(F.lit(1)).alias("rows"), F.coalesce(F.sum(conform_failures), F.lit(0)).alias("f")
+                         ).first()
+        previous_rows, failed_conversions = int(stats.rows), int(stats.f)
+        prev = prev.select(*cols, COMMIT_TS_COLUMN)
+    else:
+        prev = spark.createDataFrame([], schema.spark_schema())
+        previous_rows, failed_conversions = 0, 0
+
+    in_prev = prev.select(*[F.col(c).alias(k) for c, k in zip(pk, key_names)], F.lit(True).alias("_cdc_in_prev"))
+    joined = acts.join(in_prev, on=key_names, how="left") if pk else acts.withColumn("_cdc_in_prev", F.lit(None))
+    counts = joined.agg(
+        F.count_if(F.col("_cdc_keep") & is_upsert & F.col("_cdc_in_prev").isNull()).alias("inserted"),
+        F.count_if(F.col("_cdc_keep") & is_delete & F.col("_cdc_in_prev").isNotNull()).alias("deleted"),
+        F.coalesce(F.sum(failures), F.lit(0)).alias("failures"),
     ).first()
-    previous_rows = prev.count() if previous is not None else 0
-    kept = prev.join(keys.select(*pk), on=pk, how="left_anti")
+
+    kept_acts = acts.where("_cdc_keep")
+    upserts = kept_acts.where(is_upsert).select(
+        *[(F.col(key_names[pk.index(c)]) if c in pk else F.col(v)).alias(c) for c, v in zip(cols, value_names)],
+        F.col("_cdc_ts").alias(COMMIT_TS_COLUMN),
+    )
+    touched = kept_acts.select(*[F.col(k).alias(c) for c, k in zip(pk, key_names)])
+    kept = prev.join(touched, on=pk, how="left_anti") if pk else prev
     frame = kept.unionByName(upserts)
     return TableResult(schema, frame, previous_rows, int(counts.inserted or 0), int(counts.deleted or 0),
-                       int(conversion_failures or 0))
+                       int(counts.failures or 0) + failed_conversions)
 
 
 def read_table(spark: SparkSession, path: str, schema_json: str) -> DataFrame:

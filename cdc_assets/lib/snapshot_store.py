@@ -1,14 +1,21 @@
-"""Snapshot windows on disk: one Parquet folder per (table, window) + a manifest per window.
+"""Snapshot windows on disk: immutable Parquet folders per (table, window, run) + a
+manifest per window.
 
-  <snapshots>/<db>.<table>/window_start_ms=<ms>/part-*.parquet
+  <snapshots>/<db>.<table>/window_start_ms=<ms>/run=<id>/part-*.parquet
   <snapshots>/_manifests/window_start_ms=<ms>.json      written last: the commit point
 
 A table without changes in a window is carried over by reference: the manifest entry
-points at the folder of the window that last wrote it.
+points at the folder that last wrote it. Folders are never rewritten in place, so
+re-materializing an old window cannot change what a newer manifest points at; a folder
+no manifest references any more is removed after the commit. Manifest paths are relative
+to the snapshots root, so a warehouse can be moved.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import uuid
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -20,7 +27,7 @@ from cdc_assets.lib.snapshot import (
     reconstruct_table,
     window_table_schemas,
 )
-from cdc_assets.lib.storage import read_json, replace_dir, temp_sibling, window_dir, write_json_atomic
+from cdc_assets.lib.storage import read_json, temp_sibling, window_dir, write_json_atomic
 
 
 def manifest_path(snapshots: Path, window_start_ms: int) -> Path:
@@ -29,6 +36,10 @@ def manifest_path(snapshots: Path, window_start_ms: int) -> Path:
 
 def read_manifest(snapshots: Path, window_start_ms: int) -> dict | None:
     return read_json(manifest_path(snapshots, window_start_ms))
+
+
+def table_path(snapshots: Path, entry: dict) -> Path:
+    return snapshots / entry["path"]
 
 
 def list_manifests(snapshots: Path) -> list[int]:
@@ -54,15 +65,16 @@ def write_window_snapshot(
         for s in schemas.values():
             prev_entry = prev_tables.get(s.id)
             schema = TableSchema.from_json(prev_entry["schema"]).merged_with(s) if prev_entry else s
-            prev_df = read_table(spark, prev_entry["path"], prev_entry["spark_schema"]) if prev_entry else None
+            prev_df = (read_table(spark, str(table_path(snapshots, prev_entry)), prev_entry["spark_schema"])
+                       if prev_entry else None)
             result = reconstruct_table(latest, schema, prev_df)
-            final = window_dir(snapshots / s.id, window_start_ms)
+            final = window_dir(snapshots / s.id, window_start_ms) / f"run={uuid.uuid4().hex[:12]}"
             tmp = temp_sibling(final)
             result.frame.write.parquet(str(tmp))
-            replace_dir(tmp, final)
+            os.replace(tmp, final)
             rows = spark.read.parquet(str(final)).count() if any(final.glob("*.parquet")) else 0
             tables[s.id] = {
-                "database": s.database, "table": s.table, "path": str(final),
+                "database": s.database, "table": s.table, "path": str(final.relative_to(snapshots)),
                 "rows": rows, "previous_rows": result.previous_rows,
                 "inserted_keys": result.inserted_keys, "deleted_keys": result.deleted_keys,
                 "conversion_failures": result.conversion_failures,
@@ -77,4 +89,18 @@ def write_window_snapshot(
         latest.unpersist()
     manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms, "tables": tables}
     write_json_atomic(manifest_path(snapshots, window_start_ms), manifest)
+    _remove_unreferenced(snapshots, window_start_ms, tables)
     return manifest
+
+
+def _remove_unreferenced(snapshots: Path, window_start_ms: int, tables: dict[str, dict]) -> None:
+    """Drop this window's older run folders that no manifest points at any more."""
+    referenced = {
+        entry["path"]
+        for w in list_manifests(snapshots)
+        for entry in (read_manifest(snapshots, w) or {}).get("tables", {}).values()
+    }
+    for tid in tables:
+        for run in window_dir(snapshots / tid, window_start_ms).glob("run=*"):
+            if str(run.relative_to(snapshots)) not in referenced:
+                shutil.rmtree(run, ignore_errors=True)

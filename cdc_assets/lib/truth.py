@@ -12,6 +12,7 @@ import pyarrow.dataset as ds
 
 from cdc_assets.lib.mysql_types import BINARY_BASES, parse_mysql_type
 from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN
+from cdc_assets.lib.snapshot_store import table_path
 from cdc_assets.lib.storage import table_id
 
 
@@ -38,8 +39,8 @@ def canonical(value, mysql_type: str):
     return value
 
 
-def snapshot_rows(entry: dict, columns: list[str], types: dict[str, str]) -> list[tuple]:
-    table = ds.dataset(entry["path"], format="parquet").to_table()
+def snapshot_rows(path: Path, columns: list[str], types: dict[str, str]) -> list[tuple]:
+    table = ds.dataset(str(path), format="parquet").to_table()
     rows = table.drop_columns([c for c in table.column_names if c == COMMIT_TS_COLUMN]).to_pylist()
     return sorted((tuple(canonical(r.get(c), types[c]) for c in columns) for r in rows), key=repr)
 
@@ -48,7 +49,7 @@ def truth_rows(rows: list[list], columns: list[str], types: dict[str, str]) -> l
     return sorted((tuple(canonical(v, types[c]) for v, c in zip(r, columns)) for r in rows), key=repr)
 
 
-def compare_window(manifest: dict, truth: dict, window_start_ms: int) -> dict[str, str]:
+def compare_window(snapshots: Path, manifest: dict, truth: dict, window_start_ms: int) -> dict[str, str]:
     """Per table: 'ok' or a short description of the difference."""
     window = next(w for w in truth["windows"] if w["start_ms"] == window_start_ms)
     out: dict[str, str] = {}
@@ -60,7 +61,7 @@ def compare_window(manifest: dict, truth: dict, window_start_ms: int) -> dict[st
         if entry is None:
             out[name] = "ok" if not expected else f"missing table ({len(expected)} rows expected)"
             continue
-        got = snapshot_rows(entry, meta["columns"], meta["types"])
+        got = snapshot_rows(table_path(snapshots, entry), meta["columns"], meta["types"])
         if got == expected:
             out[name] = "ok"
         else:

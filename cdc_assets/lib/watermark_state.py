@@ -48,6 +48,7 @@ class LandingState:
     batches: list[dict] = field(default_factory=list)
     landed_digests: set[str] = field(default_factory=set)
     fingerprints: dict[str, dict] = field(default_factory=dict)
+    window_ms: int | None = None  # the width the landed folders are keyed by
 
     # -- persistence -------------------------------------------------------------
     @classmethod
@@ -58,6 +59,7 @@ class LandingState:
             batches=list(data.get("batches", [])),
             landed_digests=set(data.get("landed_digests", [])),
             fingerprints=dict(data.get("fingerprints", {})),
+            window_ms=data.get("window_ms"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -67,8 +69,19 @@ class LandingState:
             "batches": self.batches,
             "landed_digests": sorted(self.landed_digests),
             "fingerprints": self.fingerprints,
+            "window_ms": self.window_ms,
             "global_watermark_ts": self.global_watermark_ts(),
         }
+
+    def check_window_ms(self, window_ms: int) -> None:
+        """Landed messages are filed by window; another width would silently miss data."""
+        if self.window_ms is None:
+            self.window_ms = window_ms
+        elif self.window_ms != window_ms:
+            raise ValueError(
+                f"this landing area was built with {self.window_ms // 60000}-minute windows, not "
+                f"{window_ms // 60000}: use the same width or a new warehouse"
+            )
 
     # -- files -------------------------------------------------------------------
     def known_digest(self, path: Path) -> str | None:

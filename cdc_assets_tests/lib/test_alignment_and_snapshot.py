@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
-from pyspark.sql import functions as F
+from pyspark.sql import functions as F, types as T
 
 from cdc_assets.lib.alignment import aligned_events, count_alignment, mark_late_and_duplicates
 from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.snapshot import key_actions, reconstruct_table, window_table_schemas
+from cdc_assets.lib.snapshot import TableSchema, key_actions, reconstruct_table, window_table_schemas
 from cdc_assets_tests.canal_messages import row, values, watermark
 from cdc_assets_tests.helpers import raw_frame
 
@@ -23,6 +24,19 @@ def _changes(spark, messages):
 def _watermarks(spark, messages):
     routed = get_decoder("canal-json").route(raw_frame(spark, messages))
     return routed.where("watermark_ts is not null").select("topic", "kafka_partition", "kafka_offset", "watermark_ts")
+
+
+def _msg(op: str, ts: int, data: dict, types: dict, pk: list[str], old: dict | None = None) -> bytes:
+    """A Canal-JSON row message with its own column types and primary key."""
+    return json.dumps({
+        "id": 0, "database": "db", "table": "t", "pkNames": pk, "isDdl": False, "type": op,
+        "es": ts >> 18, "ts": ts >> 18, "sql": "", "sqlType": {}, "mysqlType": types,
+        "data": [data], "old": [old] if old else None, "_tidb": {"commitTs": ts},
+    }).encode()
+
+
+def _by(frame, *key):
+    return {tuple(r[k] for k in key) if len(key) > 1 else r[key[0]]: r.asDict() for r in frame.collect()}
 
 
 def _snapshot(spark, changes, previous=None):
@@ -106,3 +120,106 @@ def test_previous_snapshot_is_carried_forward(spark):
                                                      row("INSERT", T0 + 9, values(3, "c"))]), prev)
     assert set(rows) == {2, 3}
     assert (result.previous_rows, result.inserted_keys, result.deleted_keys) == (2, 1, 1)
+
+
+def test_previous_snapshot_is_retyped_with_try_cast_and_failures_counted(spark):
+    big = "1" * 36 + ".25"  # 36 integer digits: Decimal(38,2) holds it, Decimal(38,5) cannot
+    before = TableSchema("db", "t", ["id", "code", "small", "amount"],
+                         {"id": "int", "code": "varchar", "small": "int", "amount": "decimal"}, ["id"],
+                         {"amount": 2}, {"amount": 36})
+    prev = spark.createDataFrame([(1, "abc", 300, Decimal(big), T0), (2, "12", 5, Decimal("1.50"), T0)],
+                                 before.spark_schema()).localCheckpoint()
+    # A later window: code is now int, small tinyint, and amount shows a larger scale.
+    types = {"id": "int", "code": "int", "small": "tinyint", "amount": "decimal"}
+    changes = _changes(spark, [_msg("INSERT", T0 + 5, {"id": "3", "code": "7", "small": "1", "amount": "0.12345"},
+                                    types, ["id"])])
+    (window,) = window_table_schemas(changes).values()
+    assert (window.decimal_scales, window.decimal_integer_digits) == ({"amount": 5}, {"amount": 0})
+    actions = key_actions(changes)
+
+    # 36 + 5 digits exceed 38: the column becomes exact text rather than losing digits.
+    schema = TableSchema.from_json(before.to_json()).merged_with(window)
+    assert schema.spark_type_of("amount") == T.StringType()
+    result = reconstruct_table(actions, schema, prev)
+    rows = _by(result.frame, "id")
+    assert rows[1] == {"id": 1, "code": None, "small": None, "amount": big, "_cdc_commit_ts": T0}
+    assert (rows[2]["code"], rows[2]["small"], rows[2]["amount"]) == (12, 5, "1.50")
+    assert (rows[3]["code"], rows[3]["small"], rows[3]["amount"]) == (7, 1, "0.12345")
+    # 'abc' -> int and 300 -> tinyint do not convert: null, and counted
+    assert (result.previous_rows, result.inserted_keys, result.conversion_failures) == (2, 1, 2)
+
+    # A manifest written before integer digits were tracked: Decimal(38,5) overflows -> counted.
+    legacy = {k: v for k, v in before.to_json().items() if k != "decimal_integer_digits"}
+    schema = TableSchema.from_json(legacy).merged_with(window)
+    assert schema.spark_type_of("amount") == T.DecimalType(38, 5)
+    result = reconstruct_table(actions, schema, prev)
+    rows = _by(result.frame, "id")
+    assert (rows[1]["amount"], rows[2]["amount"], rows[3]["amount"]) == (None, Decimal("1.5"), Decimal("0.12345"))
+    assert result.conversion_failures == 3
+
+
+def test_table_schema_json_round_trip():
+    s = TableSchema("db", "t", ["id", "amount"], {"id": "int", "amount": "decimal"}, ["id"], {"amount": 3},
+                    {"amount": 20})
+    assert TableSchema.from_json(json.loads(json.dumps(s.to_json()))) == s
+    old = {"database": "db", "table": "t", "columns": ["id"], "mysql_types": {"id": "int"}, "primary_key": ["id"]}
+    assert TableSchema.from_json(old) == TableSchema("db", "t", ["id"], {"id": "int"}, ["id"])
+
+
+def test_primary_key_change_types_keys_by_name_and_skips_actions_of_another_key(spark):
+    types = {"id": "int", "code": "int", "name": "varchar"}
+    before = TableSchema("db", "t", ["id", "code", "name"], types, ["code"])
+    prev = spark.createDataFrame([(1, 7, "a", T0), (2, 1, "b", T0)], before.spark_schema()).localCheckpoint()
+    msgs = [
+        # Old-key (id) events: key "1" is id 1, not code 1; they must not touch code 1.
+        _msg("DELETE", T0 + 1, {"id": "1", "code": "7", "name": "a"}, types, ["id"]),
+        _msg("INSERT", T0 + 2, {"id": "4", "code": "9", "name": "old-key"}, types, ["id"]),
+        # Current-key (code) events; the same key text "4" as the old-key insert.
+        _msg("INSERT", T0 + 3, {"id": "5", "code": "4", "name": "d"}, types, ["code"]),
+        _msg("DELETE", T0 + 4, {"code": "x"}, types, ["code"]),  # key does not type as int
+    ]
+    changes = _changes(spark, msgs)
+    (window,) = window_table_schemas(changes).values()
+    schema = before.merged_with(window)
+    assert schema.primary_key == ["code"]
+    result = reconstruct_table(key_actions(changes), schema, prev)
+    rows = _by(result.frame, "code")
+    assert {c: (r["id"], r["name"]) for c, r in rows.items()} == {7: (1, "a"), 1: (2, "b"), 4: (5, "d")}
+    assert (result.inserted_keys, result.deleted_keys, result.conversion_failures) == (1, 0, 3)
+
+
+def test_key_values_are_matched_by_name_across_pk_orders(spark):
+    types = {"code": "int", "region": "varchar", "name": "varchar"}
+    before = TableSchema("db", "t", ["code", "region", "name"], types, ["region", "code"])
+    prev = spark.createDataFrame([(4, "us", "old", T0), (4, "eu", "other", T0)],
+                                 before.spark_schema()).localCheckpoint()
+    msgs = [
+        _msg("UPDATE", T0 + 2, {"code": "4", "region": "us", "name": "mid"}, types, ["code", "region"],
+             old={"name": "old"}),
+        _msg("UPDATE", T0 + 3, {"code": "4", "region": "us", "name": "new"}, types, ["region", "code"],
+             old={"name": "mid"}),
+    ]
+    changes = _changes(spark, msgs)
+    (window,) = window_table_schemas(changes).values()
+    result = reconstruct_table(key_actions(changes), before.merged_with(window), prev)
+    rows = _by(result.frame, "region", "code")
+    assert {k: r["name"] for k, r in rows.items()} == {("us", 4): "new", ("eu", 4): "other"}
+    assert (result.inserted_keys, result.deleted_keys, result.conversion_failures) == (0, 0, 0)
+
+
+def test_window_columns_are_the_union_over_its_events(spark):
+    full = {"id": "int", "name": "varchar", "amount": "decimal", "extra": "varchar"}
+    msgs = [
+        _msg("INSERT", T0 + 3, {"id": "3", "name": "c", "extra": "x"}, full, ["id"]),
+        _msg("INSERT", T0 + 1, {"id": "1", "name": "a", "amount": "-0012.5"}, full, ["id"]),
+        _msg("DELETE", T0 + 5, {"id": "2"}, {"id": "bigint"}, ["id"]),  # newest, minimal image
+    ]
+    result, rows = _snapshot(spark, _changes(spark, msgs))
+    s = result.schema
+    assert s.columns == ["id", "name", "amount", "extra"]  # first appearance in commit order
+    assert s.mysql_types == {"id": "bigint", "name": "varchar", "amount": "decimal", "extra": "varchar"}
+    assert (s.decimal_scales, s.decimal_integer_digits) == ({"amount": 1}, {"amount": 2})
+    assert rows == {
+        1: {"id": 1, "name": "a", "amount": Decimal("-12.5"), "extra": None, "_cdc_commit_ts": T0 + 1},
+        3: {"id": 3, "name": "c", "amount": None, "extra": "x", "_cdc_commit_ts": T0 + 3},
+    }

@@ -17,8 +17,8 @@ from pyspark.sql import DataFrame
 
 from cdc_assets.defs.check_results import contract_check
 from cdc_assets.defs.partitions import window_bounds_ms
-from cdc_assets.defs.resources import WarehouseResource
-from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, SourceBuild
+from cdc_assets.defs.resources import WarehouseResource, read_output_metadata
+from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, RAW, SourceBuild
 from cdc_assets.lib.alignment import aligned_events, count_alignment, mark_late_and_duplicates
 from cdc_assets.lib.landing import load_state, read_watermark_index
 from cdc_assets.lib.metadata import watermark_table
@@ -67,8 +67,12 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
             aligned = aligned_events(marked)
             outcome = validate(ChangeTableModel, aligned)
             policy = b.completeness()
-            wm = state.global_watermark_ts(policy)
-            complete = state.is_complete(end_ms, policy)
+            # Judge completeness as of when raw_messages read the landing area: a landing
+            # since then may have closed the window with events this run has not seen.
+            at_read = read_output_metadata(warehouse.layer_path(list(b.key(RAW).path), start_ms))
+            wm = at_read.get("global_watermark_ts_at_read", state.global_watermark_ts(policy) or -1)
+            wm = None if wm == -1 else wm
+            complete = bool(at_read.get("window_complete_at_read", state.is_complete(end_ms, policy)))
             yield Output(
                 aligned,
                 metadata={

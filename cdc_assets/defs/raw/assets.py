@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame, Window, functions as F
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import LANDED, RAW, SourceBuild
-from cdc_assets.lib.landing import read_window_messages
+from cdc_assets.lib.landing import load_state, read_window_messages
 
 
 def build_raw_messages(b: SourceBuild) -> AssetsDefinition:
@@ -29,19 +29,29 @@ def build_raw_messages(b: SourceBuild) -> AssetsDefinition:
     def raw_messages(
         context: AssetExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource
     ) -> Output[DataFrame]:
-        start_ms, _ = window_bounds_ms(b.partitions_def, context.partition_key)
-        landed = read_window_messages(pyspark.spark_session, warehouse.landing_root(b.source.name), start_ms)
-        # The same offset landed twice (overlapping dump files) is one message.
-        first = Window.partitionBy("topic", "kafka_partition", "kafka_offset").orderBy("source_file")
-        messages = landed.withColumn("_n", F.row_number().over(first))
+        start_ms, end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
+        landing_root = warehouse.landing_root(b.source.name)
+        # The state is read before the messages: the completeness it shows covers at least
+        # the batches listed next (landing writes messages before it updates the state).
+        state, policy = load_state(landing_root), b.completeness()
+        wm = state.global_watermark_ts(policy)
+        landed = read_window_messages(pyspark.spark_session, landing_root, start_ms)
+        # The same offset landed twice (overlapping or re-written dump files) is one
+        # message: the newest landing wins.
+        newest = Window.partitionBy("topic", "kafka_partition", "kafka_offset").orderBy(
+            F.desc_nulls_last("landing_seq"), F.desc("source_file")
+        )
+        messages = landed.withColumn("_n", F.row_number().over(newest))
         counts = messages.agg(
             F.count(F.lit(1)).alias("landed"), F.count_if(F.col("_n") > 1).alias("redelivered")
         ).first()
         return Output(
-            messages.where("_n = 1").drop("_n"),
+            messages.where("_n = 1").drop("_n", "landing_seq"),
             metadata={
                 "messages": int(counts.landed - counts.redelivered),
                 "redelivered_offsets_dropped": int(counts.redelivered),
+                "window_complete_at_read": state.is_complete(end_ms, policy),
+                "global_watermark_ts_at_read": wm if wm is not None else -1,
             },
         )
 

@@ -22,7 +22,7 @@ from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import CHANGE_TABLE, SNAPSHOTS, SourceBuild
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.snapshot import read_table
-from cdc_assets.lib.snapshot_store import read_manifest, write_window_snapshot
+from cdc_assets.lib.snapshot_store import read_manifest, table_path, write_window_snapshot
 
 PK_UNIQUE = "primary_key_unique"
 RECONCILES = "reconciliation"
@@ -76,7 +76,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                 "manifest": MetadataValue.path(str(snap_root / "_manifests")),
             }
         )
-        dupes = {tid: _duplicate_keys(spark, t) for tid, t in written.items()}
+        dupes = {tid: _duplicate_keys(spark, snap_root, t) for tid, t in written.items()}
         yield AssetCheckResult(
             check_name=PK_UNIQUE, passed=not any(dupes.values()),
             metadata={"duplicate_keys": sum(dupes.values()), "by_table": MetadataValue.json(dupes)},
@@ -120,9 +120,9 @@ def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: i
     return None
 
 
-def _duplicate_keys(spark: SparkSession, table: dict) -> int:
+def _duplicate_keys(spark: SparkSession, snapshots, table: dict) -> int:
     pk = table["schema"]["primary_key"]
-    df = read_table(spark, table["path"], table["spark_schema"])
+    df = read_table(spark, str(table_path(snapshots, table)), table["spark_schema"])
     return df.groupBy(*pk).count().where(F.col("count") > 1).count()
 
 

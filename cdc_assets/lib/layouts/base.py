@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 
 # Lines / records that are not messages of the layout keep their bytes under this topic
 # (partition -1) so they are quarantined downstream instead of being dropped.
 UNPARSED_TOPIC = "__unparsed__"
 
+# Spark / Hadoop bookkeeping next to data files. Any other name starting with `_` is data
+# (e.g. a `_prisma_migrations` table in a storage-sink dump).
+_BOOKKEEPING_NAMES = frozenset({"_SUCCESS", "_temporary", "_spark_metadata"})
+_BOOKKEEPING_PREFIXES = ("_committed", "_started")
+
 
 def _hidden(path: Path, root: Path) -> bool:
-    return any(part.startswith((".", "_")) for part in path.relative_to(root).parts)
+    """Hidden files / folders (`.name`) and Spark's bookkeeping below `root`."""
+    return any(
+        part.startswith(".") or part in _BOOKKEEPING_NAMES or part.startswith(_BOOKKEEPING_PREFIXES)
+        for part in path.relative_to(root).parts
+    )
+
+
+def relative_path(file_uri: Column, root: Path) -> Column:
+    """`file_uri` (Spark's `_metadata.file_path`: a %-encoded `file:` URI) as a plain path
+    relative to `root` (`a/2026-01-01/events.log`); the absolute path if it is not below root."""
+    # Hadoop encodes ' ' and '%' but leaves '+' as is, which url_decode would read as a space.
+    decoded = F.try_url_decode(F.replace(file_uri, F.lit("+"), F.lit("%2B")))
+    path = F.regexp_replace(F.coalesce(decoded, file_uri), r"^file:/*", "/")
+    prefix = os.path.abspath(root).rstrip("/") + "/"
+    return F.when(path.startswith(prefix), F.substring(path, len(prefix) + 1, 1 << 30)).otherwise(path)
 
 
 class DumpLayout(ABC):

@@ -1,4 +1,4 @@
-"""Shared reader for files holding one message per line (plain files, storage sink)."""
+"""Shared reader for files holding one message per line (plain files, storage sink, kcat)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,28 @@ from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 # keeps offsets increasing across a table's files.
 LINE_BITS = 24
 
+# One character per byte and back: lines keep their exact bytes (invalid UTF-8 included,
+# which Spark's text source would silently replace with U+FFFD).
+_BYTES_AS_TEXT = "ISO-8859-1"
+
+
+def file_lines(spark: SparkSession, files: list[Path]) -> DataFrame:
+    """One row per non-blank line of `files`, split on LF with one trailing CR removed:
+    `source_file`, `mtime`, `line_no` (0-based, blank lines counted), `line` (binary)."""
+    whole = spark.read.format("binaryFile").load([str(p) for p in files]).select(
+        F.col("content"), F.col("_metadata.file_path").alias("source_file"),
+        F.col("_metadata.file_modification_time").alias("mtime"),
+    )
+    exploded = whole.select(
+        "source_file", "mtime",
+        F.posexplode(F.split(F.decode("content", _BYTES_AS_TEXT), "\n")).alias("line_no", "text"),
+    )
+    # `\z`, not `$`: Java's `$` also matches before a final U+0085, which is byte 0x85 here.
+    text = F.regexp_replace("text", r"\r\z", "")
+    return exploded.where(F.length(F.trim(text)) > 0).select(
+        "source_file", "mtime", "line_no", F.encode(text, _BYTES_AS_TEXT).alias("line"),
+    )
+
 
 def read_line_files(spark: SparkSession, files: list[Path], topic: Column, partition: Column,
                     file_number: Column) -> DataFrame:
@@ -19,19 +41,13 @@ def read_line_files(spark: SparkSession, files: list[Path], topic: Column, parti
 
     `topic`, `partition` and `file_number` are expressions over `source_file`.
     """
-    whole = spark.read.text([str(p) for p in files], wholetext=True).select(
-        F.col("value").alias("content"), F.col("_metadata.file_path").alias("source_file"),
-        F.col("_metadata.file_modification_time").alias("mtime"),
-    )
-    lines = whole.select(
-        "source_file", "mtime", F.posexplode(F.split("content", "\r?\n")).alias("line_no", "line")
-    ).where(F.length(F.trim("line")) > 0)
+    lines = file_lines(spark, files)
     return lines.select(
         topic.alias("topic"),
         partition.cast("int").alias("kafka_partition"),
         (F.shiftleft(file_number.cast("long"), LINE_BITS) + F.col("line_no")).alias("kafka_offset"),
         F.col("mtime").cast("timestamp").alias("kafka_timestamp"),
         F.lit(None).cast("binary").alias("key"),
-        F.encode("line", "UTF-8").alias("value"),
+        F.col("line").alias("value"),
         "source_file",
     ).select(*[f.name for f in RAW_MESSAGE_SCHEMA.fields])

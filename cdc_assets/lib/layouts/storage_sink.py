@@ -4,6 +4,10 @@
   <root>/<schema>/<table>/<table-version>[/<partition>][/<date>]/CDC<n>.json
   <root>/<schema>/<table>/<table-version>/meta/schema_<version>_<hash>.json   (not needed: canal-json
                                                                                carries its types)
+  .../meta/CDC.index                                (not needed)
+
+Only `CDC<n>.json` files are data; only the `meta` folder directly under a table version is
+skipped (a database or table may itself be named `meta`, or start with `_`).
 
 Each data folder is one ordered stream: topic = its path below the root (without the
 partition folder), partition = the partition folder's number (0 without one), offset =
@@ -13,14 +17,22 @@ partition folder), partition = the partition folder's number (0 without one), of
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from cdc_assets.lib.layouts.base import DumpLayout
+from cdc_assets.lib.layouts.base import DumpLayout, relative_path
 from cdc_assets.lib.layouts.line_files import read_line_files
 
 _DATA_FILE = r"^CDC(\d+)\.json$"
+_DATA_FILE_NAME = re.compile(r"CDC\d+\.json")
+
+
+def _is_data_file(path: Path, root: Path) -> bool:
+    parts = path.relative_to(root).parts
+    in_version_meta = len(parts) > 4 and parts[3] == "meta"  # <schema>/<table>/<version>/meta/...
+    return _DATA_FILE_NAME.fullmatch(path.name) is not None and not in_version_meta
 
 
 class StorageSinkLayout(DumpLayout):
@@ -31,21 +43,22 @@ class StorageSinkLayout(DumpLayout):
         return (root / "metadata").is_file()
 
     def list_files(self, root: Path) -> list[Path]:
-        return [p for p in super().list_files(root) if p.name.startswith("CDC") and "meta" not in p.parts]
+        return [p for p in super().list_files(root) if _is_data_file(p, root)]
 
     def read(self, spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
-        prefix = str(root.absolute()).rstrip("/") + "/"
-        rel = F.regexp_replace(F.regexp_replace(F.col("source_file"), r"^file:", ""), "^" + _escape(prefix), "")
+        rel = relative_path(F.col("source_file"), root)
         folder = F.regexp_extract(rel, r"^(.*)/[^/]+$", 1)
         # <schema>/<table>/<version>[/<partition>][/<date>]: a purely numeric 4th part is the partition.
         parts = F.split(folder, "/")
-        has_partition = (F.size(parts) >= 4) & F.element_at(parts, 4).rlike(r"^\d+$")
-        partition = F.when(has_partition, F.element_at(parts, 4).cast("int")).otherwise(F.lit(0))
+        fourth = F.try_element_at(parts, F.lit(4))
+        fourth_number = F.when(fourth.rlike(r"^[0-9]+$"), fourth.try_cast("int"))
+        has_partition = fourth_number.isNotNull()
+        partition = F.coalesce(fourth_number, F.lit(0))
         topic = F.when(
             has_partition,
             F.concat_ws("/", F.slice(parts, 1, 3), F.slice(parts, 5, 100)),
         ).otherwise(folder)
-        number = F.regexp_extract(F.regexp_extract(rel, r"([^/]+)$", 1), _DATA_FILE, 1).cast("long")
+        number = F.regexp_extract(F.regexp_extract(rel, r"([^/]+)$", 1), _DATA_FILE, 1).try_cast("long")
         return read_line_files(spark, files, topic=topic, partition=partition, file_number=number)
 
     def checkpoint_ts(self, root: Path) -> int | None:
@@ -57,6 +70,3 @@ class StorageSinkLayout(DumpLayout):
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{meta}: expected {{\"checkpoint-ts\": <tso>}} ({exc})") from None
 
-
-def _escape(text: str) -> str:
-    return "".join("\\" + c if c in r".^$*+?()[]{}|\\" else c for c in text)
