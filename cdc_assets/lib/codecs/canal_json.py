@@ -30,6 +30,7 @@ from cdc_assets.lib.changelog_schema import (
 )
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.spark_helpers import (
+    blank_to_null,
     first_failing_rule,
     lineage_columns,
     value_text,
@@ -100,7 +101,7 @@ def _enum_or_set_name(v: Column, mysql_type: Column) -> Column:
     return F.when(is_code, F.when(is_enum, enum_name).otherwise(set_names))
 
 
-def _canonical_values(row: Column, types: Column, time_zone: str) -> Column:
+def canonical_values(row: Column, types: Column, time_zone: str) -> Column:
     """Binary columns: ISO-8859-1 text -> exact bytes -> base64. TIMESTAMP columns: the
     changefeed's wall clock -> UTC. ENUM/SET codes -> names. Others unchanged."""
 
@@ -122,7 +123,7 @@ def _canonical_values(row: Column, types: Column, time_zone: str) -> Column:
     return F.transform_values(row, convert)
 
 
-def _has_non_latin1_binary(row: Column, types: Column) -> Column:
+def has_non_latin1_binary(row: Column, types: Column) -> Column:
     entries = F.map_entries(F.coalesce(row, F.create_map().cast(_ROW_MAP)))
     return F.exists(
         entries,
@@ -130,9 +131,6 @@ def _has_non_latin1_binary(row: Column, types: Column) -> Column:
         & F.coalesce(e["value"].rlike(_NOT_LATIN1), F.lit(False)),
     )
 
-
-def _blank_to_null(c: Column) -> Column:
-    return F.when(F.length(c) > 0, c)
 
 
 class CanalJsonDecoder(Decoder):
@@ -210,17 +208,17 @@ class CanalJsonDecoder(Decoder):
             "_kind",
             F.col("_pos").cast("int").alias("event_index"),
             F.when(F.col("_kind") == ROW, op).alias("op"),
-            _blank_to_null(m["database"]).alias("database"),
-            _blank_to_null(m["table"]).alias("table"),
+            blank_to_null(m["database"]).alias("database"),
+            blank_to_null(m["table"]).alias("table"),
             F.when(F.col("_kind") != WATERMARK, commit_ts).alias("commit_ts"),
             F.when(F.col("_kind") == ROW, pk_names).alias("pk_names"),
-            _canonical_values(before_raw, types, self.options["time-zone"]).alias("before"),
-            _canonical_values(after_raw, types, self.options["time-zone"]).alias("after"),
+            canonical_values(before_raw, types, self.options["time-zone"]).alias("before"),
+            canonical_values(after_raw, types, self.options["time-zone"]).alias("after"),
             F.when(F.col("_kind") == ROW, types).alias("column_types"),
             F.when(F.col("_kind") == DDL, m["type"]).alias("ddl_type"),
             F.when(F.col("_kind") == DDL, m["sql"]).alias("ddl_sql"),
             F.when(F.col("_kind") == WATERMARK, m["_tidb"]["watermarkTs"]).alias("watermark_ts"),
-            _has_non_latin1_binary(row, types).alias("_bad_binary"),
+            has_non_latin1_binary(row, types).alias("_bad_binary"),
         )
         pk_values = F.transform(
             F.col("pk_names"),

@@ -23,8 +23,8 @@ from pyspark.sql import Column, DataFrame, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import DDL, DECODED_COLUMNS, REJECT_DETAIL, REJECT_REASON, ROW, WATERMARK
 from cdc_assets.lib.codecs.base import Decoder
-from cdc_assets.lib.codecs.canal_json import _canonical_values, _has_non_latin1_binary
-from cdc_assets.lib.codecs.spark_helpers import first_failing_rule, lineage_columns, value_text
+from cdc_assets.lib.codecs.canal_json import canonical_values, has_non_latin1_binary
+from cdc_assets.lib.codecs.spark_helpers import blank_to_null, first_failing_rule, lineage_columns, value_text
 from cdc_assets.lib.tso import PHYSICAL_SHIFT, tso_time_col
 
 _ROW_MAP = T.MapType(T.StringType(), T.StringType(), valueContainsNull=True)
@@ -54,9 +54,6 @@ _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}
 _DML_ACTIONS = ("INSERT", "UPDATE", "DELETE")
 _TRANSACTION_END = "TRANSACTIONEND"
 
-
-def _blank_to_null(c: Column) -> Column:
-    return F.when(F.length(c) > 0, c)
 
 
 def _overlay(row: Column, old: Column) -> Column:
@@ -112,7 +109,7 @@ class CloudCanalJsonDecoder(Decoder):
         types = m["dbValType"]
         tz = self.options["time-zone"]
         commit_ts = F.shiftleft(m["execTs"], PHYSICAL_SHIFT)
-        db, schema = _blank_to_null(m["db"]), _blank_to_null(m["schema"])
+        db, schema = blank_to_null(m["db"]), blank_to_null(m["schema"])
         database = F.when(schema.isNull() | db.isNull() | (schema == db), F.coalesce(db, schema)).otherwise(
             F.concat_ws(".", db, schema)
         )
@@ -123,19 +120,19 @@ class CloudCanalJsonDecoder(Decoder):
             F.col("_kind").alias("event_kind"),
             F.when(is_row, action).alias("op"),
             database.alias("database"),
-            _blank_to_null(m["table"]).alias("table"),
+            blank_to_null(m["table"]).alias("table"),
             F.when(~F.col("_kind").eqNullSafe(WATERMARK), commit_ts).alias("commit_ts"),
             tso_time_col(F.when(~F.col("_kind").eqNullSafe(WATERMARK), commit_ts)).alias("commit_time"),
             F.when(~F.col("_kind").eqNullSafe(WATERMARK) & (m["bid"] > 0), m["bid"]).alias("source_position"),
             F.timestamp_millis(F.when(m["execTs"] > 0, m["execTs"])).alias("event_time"),
             F.when(is_row, m["pks"]).alias("pk_names"),
-            _canonical_values(before_raw, types, tz).alias("before"),
-            _canonical_values(after_raw, types, tz).alias("after"),
+            canonical_values(before_raw, types, tz).alias("before"),
+            canonical_values(after_raw, types, tz).alias("after"),
             F.when(is_row, types).alias("column_types"),
             F.when(F.col("_kind") == DDL, m["action"]).alias("ddl_type"),
             F.when(F.col("_kind") == DDL, m["sql"]).alias("ddl_sql"),
             F.when(F.col("_kind") == WATERMARK, commit_ts).alias("watermark_ts"),
-            _has_non_latin1_binary(row, types).alias("_bad_binary"),
+            has_non_latin1_binary(row, types).alias("_bad_binary"),
         )
         pk_values = F.transform(
             "pk_names",

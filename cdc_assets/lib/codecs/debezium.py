@@ -52,7 +52,7 @@ from cdc_assets.lib.codecs.debezium_values import (
     value_kind_type,
     value_rule,
 )
-from cdc_assets.lib.codecs.spark_helpers import Rule, first_failing_rule, lineage_columns, value_text
+from cdc_assets.lib.codecs.spark_helpers import blank_to_null, Rule, first_failing_rule, lineage_columns, value_text
 from cdc_assets.lib.tso import PHYSICAL_SHIFT, tso_time_col
 
 ROW_OPS = {"c": INSERT, "i": INSERT, "u": UPDATE, "d": DELETE, "r": READ}
@@ -83,9 +83,6 @@ _ROUTE_SCHEMA = (
 _KEY_SCHEMA = "struct<payload:map<string,string>,schema:struct<fields:array<struct<field:string>>>>"
 _MAX_MS = 1 << 45  # ms << 18 must stay a positive long
 
-
-def _blank_to_null(c: Column) -> Column:
-    return F.when(F.length(c) > 0, c)
 
 
 def _positive(c: Column) -> Column:
@@ -226,10 +223,10 @@ class DebeziumDecoder(Decoder):
             *lineage_columns(), "key", "value", "v", "_is_object", "_op", "_ddl", "_kind", "_before_in", "_after_in",
             F.lit(0).alias("event_index"),
             F.when(is_row, row_op).alias("op"),
-            F.when(kind == DDL, _blank_to_null(F.coalesce(F.col("_database_name"), source["db"])))
-            .when(is_row, _blank_to_null(source["db"])).alias("database"),
-            F.when(kind == DDL, F.coalesce(_blank_to_null(source["table"]), _blank_to_null(table_from_id)))
-            .when(is_row, _blank_to_null(source["table"])).alias("table"),
+            F.when(kind == DDL, blank_to_null(F.coalesce(F.col("_database_name"), source["db"])))
+            .when(is_row, blank_to_null(source["db"])).alias("database"),
+            F.when(kind == DDL, F.coalesce(blank_to_null(source["table"]), blank_to_null(table_from_id)))
+            .when(is_row, blank_to_null(source["table"])).alias("table"),
             F.when(kind != WATERMARK, self._commit_ts(source, F.col("_ts_ms"))).alias("commit_ts"),
             self._source_position(source).alias("source_position"),
             F.timestamp_millis(_positive(source["ts_ms"])).alias("event_time"),

@@ -11,6 +11,11 @@ def lineage_columns() -> list[str]:
     return [f.name for f in LINEAGE_FIELDS]
 
 
+def blank_to_null(c: Column) -> Column:
+    """Protocols write "" for "no database/table"; the change log says null."""
+    return F.when(F.length(c) > 0, c)
+
+
 def value_text() -> Column:
     """The Kafka value as text (invalid UTF-8 is caught separately by `is_valid_utf8`)."""
     return F.col("value").cast("string")
