@@ -13,17 +13,22 @@ from cdc_assets.lib.truth import compare_window, load_truth
 from cdc_assets.replay import ReplaySummary, replay
 
 
-def settings_for(home: Path, dump: Path, protocol: str = "canal-json", layout: str = "auto", name: str = "src"):
+def settings_for(home: Path, dump: Path, protocol: str = "canal-json", layout: str = "auto", name: str = "src",
+                 options: dict[str, str] | None = None):
     base = load_settings({"CDC_ASSETS_HOME": str(home)})
-    source = SourceConfig(name=name, protocol=protocol, input_path=str(dump), layout=layout)
+    source = SourceConfig(name=name, protocol=protocol, input_path=str(dump), layout=layout,
+                          options=dict(options or {}))
     return base.with_overrides(sources=(source,))
 
 
 def simulate_and_replay(tmp: Path, *, seed: int, layout: str, row_changes: int, duration_ms: int,
-                        protocol: str = "canal-json") -> tuple[GeneratedDump, ReplaySummary, object]:
+                        protocol: str = "canal-json", decoder: str | None = None,
+                        options: dict[str, str] | None = None) -> tuple[GeneratedDump, ReplaySummary, object]:
+    """Simulate `protocol` (an encoder) and replay it with `decoder` (default: the same
+    name) and its `options` (SourceConfig.options)."""
     dump = generate(tmp / "sim", seed=seed, layout=layout, row_changes=row_changes, duration_ms=duration_ms,
                     protocol=protocol)
-    settings = settings_for(tmp / "home", dump.dump_dir, protocol=protocol)
+    settings = settings_for(tmp / "home", dump.dump_dir, protocol=decoder or protocol, options=options)
     summary = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
     return dump, summary, settings
 

@@ -22,6 +22,13 @@ class Encoder(ABC):
     name: ClassVar[str]
     #: TiCDC sends Canal-JSON DDL to partition 0 only; some protocols broadcast it.
     ddl_to_all_partitions: ClassVar[bool] = False
+    #: The decoder (protocol name, options) that reads this encoding; default (name, {}).
+    decoder: ClassVar[tuple[str, dict[str, str]]]
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "decoder" not in cls.__dict__ and "name" in cls.__dict__:
+            cls.decoder = (cls.name, {})
 
     def __init__(self, tables: Iterable[TableDef]):
         self.tables = {(t.database, t.table): t for t in tables}

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cdc_assets.lib.simulator.canal_json import CanalJsonEncoder
+from cdc_assets.lib.simulator.canal_official import CanalOfficialEncoder
+from cdc_assets.lib.simulator.cloudcanal_json import CloudCanalJsonEncoder
 from cdc_assets.lib.simulator.debezium import DebeziumEncoder
 from cdc_assets.lib.simulator.dts_avro import DtsAvroEncoder
 from cdc_assets.lib.simulator.encoder import Encoder
@@ -13,6 +15,8 @@ from cdc_assets.lib.simulator.schema import TableDef
 
 ENCODERS: dict[str, type[Encoder]] = {
     CanalJsonEncoder.name: CanalJsonEncoder,
+    CanalOfficialEncoder.name: CanalOfficialEncoder,
+    CloudCanalJsonEncoder.name: CloudCanalJsonEncoder,
     DebeziumEncoder.name: DebeziumEncoder,
     DtsAvroEncoder.name: DtsAvroEncoder,
     OpenProtocolEncoder.name: OpenProtocolEncoder,
