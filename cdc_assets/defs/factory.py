@@ -10,7 +10,7 @@ from cdc_assets.defs.change_table.assets import build_change_table
 from cdc_assets.defs.landing.assets import build_landed_dump
 from cdc_assets.defs.partitions import window_partitions
 from cdc_assets.defs.raw.assets import build_raw_messages
-from cdc_assets.defs.resources import SparkParquetIOManager, WarehouseResource, make_pyspark_resource
+from cdc_assets.defs.resources import SparkParquetIOManager, WarehouseResource, make_spark_resource
 from cdc_assets.defs.snapshots.assets import build_snapshots
 from cdc_assets.defs.source_build import SourceBuild
 from cdc_assets.lib.settings import Settings
@@ -29,7 +29,7 @@ def build_definitions(settings: Settings) -> Definitions:
         windows_job, land_job = build_jobs(b)
         jobs += [windows_job, land_job]
         schedules += build_hourly_schedules(b, windows_job, land_job)
-    pyspark = make_pyspark_resource(settings)
+    pyspark = make_spark_resource(settings)
     warehouse = WarehouseResource(root=str(settings.warehouse))
     return Definitions(
         assets=assets,

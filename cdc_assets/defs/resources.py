@@ -59,7 +59,7 @@ class CdcSparkResource(PySparkResource):
         super().setup_for_execution(context)
 
 
-def make_pyspark_resource(settings: Settings) -> PySparkResource:
+def make_spark_resource(settings: Settings) -> PySparkResource:
     return CdcSparkResource(spark_config=spark_config(settings))
 
 
