@@ -34,6 +34,10 @@ class Decoder(ABC):
             )
         self.options = {**known, **(options or {})}
 
+    def flag(self, option: str) -> bool:
+        """A boolean option ("true"/"false", as TiCDC's sink URI writes them)."""
+        return str(self.options.get(option, "false")).lower() == "true"
+
     def emits_watermarks(self) -> bool:
         """Whether the protocol (with these options) carries watermarks / resolved ts.
         Sources without them decide completeness by event time instead."""

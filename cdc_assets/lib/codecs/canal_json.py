@@ -33,6 +33,7 @@ from cdc_assets.lib.codecs.spark_helpers import (
     blank_to_null,
     first_failing_rule,
     lineage_columns,
+    overlay,
     value_text,
 )
 from cdc_assets.lib.tso import PHYSICAL_SHIFT, tso_time_col
@@ -143,7 +144,7 @@ class CanalJsonDecoder(Decoder):
     }
 
     def emits_watermarks(self) -> bool:
-        return self.options["enable-tidb-extension"].lower() == "true"
+        return self.flag("enable-tidb-extension")
 
     def route(self, raw: DataFrame) -> DataFrame:
         m = F.from_json(value_text(), _ROUTING_SCHEMA)
@@ -186,14 +187,7 @@ class CanalJsonDecoder(Decoder):
         old = F.try_element_at(m["old"], F.col("_pos") + 1)
         before_raw = (
             F.when(op == "DELETE", row)
-            .when(
-                (op == "UPDATE") & old.isNotNull(),
-                F.transform_values(
-                    row,
-                    lambda k, v: F.when(F.map_contains_key(old, k), F.try_element_at(old, k))
-                    .otherwise(v),
-                ),
-            )
+            .when((op == "UPDATE") & old.isNotNull(), overlay(row, old))
         )
         after_raw = F.when(op.isin("INSERT", "UPDATE"), row)
         pk_names = m["pkNames"]

@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, functions as F, types as T
 from cdc_assets.lib.changelog_schema import DDL, DECODED_COLUMNS, REJECT_DETAIL, REJECT_REASON, ROW, WATERMARK
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.canal_json import canonical_values, has_non_latin1_binary
-from cdc_assets.lib.codecs.spark_helpers import blank_to_null, first_failing_rule, lineage_columns, value_text
+from cdc_assets.lib.codecs.spark_helpers import blank_to_null, first_failing_rule, overlay, lineage_columns, value_text
 from cdc_assets.lib.tso import PHYSICAL_SHIFT, tso_time_col
 
 _ROW_MAP = T.MapType(T.StringType(), T.StringType(), valueContainsNull=True)
@@ -56,12 +56,6 @@ _TRANSACTION_END = "TRANSACTIONEND"
 
 
 
-def _overlay(row: Column, old: Column) -> Column:
-    """`row` with the columns present in `old` replaced by their old values."""
-    return F.transform_values(
-        row, lambda k, v: F.when(F.map_contains_key(old, k), F.try_element_at(old, k)).otherwise(v)
-    )
-
 
 class CloudCanalJsonDecoder(Decoder):
     name = "cloudcanal-json"
@@ -71,11 +65,11 @@ class CloudCanalJsonDecoder(Decoder):
     }
 
     def emits_watermarks(self) -> bool:
-        return self.options["transaction-end-as-watermark"].lower() == "true"
+        return self.flag("transaction-end-as-watermark")
 
     def route(self, raw: DataFrame) -> DataFrame:
         m = F.from_json(value_text(), _ROUTING_SCHEMA)
-        use_markers = self.options["transaction-end-as-watermark"].lower() == "true"
+        use_markers = self.flag("transaction-end-as-watermark")
         is_marker = F.upper(m["entryType"]) == _TRANSACTION_END
         return raw.withColumns(
             {
@@ -103,7 +97,7 @@ class CloudCanalJsonDecoder(Decoder):
         old = F.try_element_at(m["before"], F.col("_pos") + 1)
         before_raw = (
             F.when(action == "DELETE", F.coalesce(F.when(F.size(old) > 0, old), row))
-            .when((action == "UPDATE") & old.isNotNull(), _overlay(row, old))
+            .when((action == "UPDATE") & old.isNotNull(), overlay(row, old))
         )
         after_raw = F.when(action.isin("INSERT", "UPDATE"), row)
         types = m["dbValType"]

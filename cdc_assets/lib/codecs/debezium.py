@@ -115,7 +115,7 @@ class DebeziumDecoder(Decoder):
     derive_commit_ts = False
 
     def emits_watermarks(self) -> bool:
-        return self.options.get("enable-tidb-extension", "false").lower() == "true"
+        return self.flag("enable-tidb-extension")
 
     def _commit_ts(self, source: Column, ts_ms: Column) -> Column:
         if not self.derive_commit_ts:

@@ -118,13 +118,13 @@ class DtsAvroDecoder(Decoder):
     }
 
     def emits_watermarks(self) -> bool:
-        return self.options["heartbeat-as-watermark"].lower() == "true"
+        return self.flag("heartbeat-as-watermark")
 
     def route(self, raw: DataFrame) -> DataFrame:
         schema = T.StructType(raw.schema.fields + [T.StructField("_source_ts", T.LongType()),
                                                    T.StructField("_operation", T.StringType())])
         headed = raw.mapInArrow(_header_batches, schema)
-        use_heartbeats = self.options["heartbeat-as-watermark"].lower() == "true"
+        use_heartbeats = self.flag("heartbeat-as-watermark")
         source_ms = F.col("_source_ts") * 1000
         return headed.withColumns(
             {

@@ -16,6 +16,14 @@ def blank_to_null(c: Column) -> Column:
     return F.when(F.length(c) > 0, c)
 
 
+def overlay(row: Column, old: Column) -> Column:
+    """`row` with the columns present in `old` replaced by their old values: the before
+    image when `old` may hold only the changed columns (official Canal, CloudCanal)."""
+    return F.transform_values(
+        row, lambda k, v: F.when(F.map_contains_key(old, k), F.try_element_at(old, k)).otherwise(v)
+    )
+
+
 def value_text() -> Column:
     """The Kafka value as text (invalid UTF-8 is caught separately by `is_valid_utf8`)."""
     return F.col("value").cast("string")
