@@ -1,19 +1,27 @@
-"""Jobs and the hourly schedule of one source."""
+"""Jobs, the hourly schedules and the landing sensor of one source."""
 
+
+import json
 
 from dagster import (
     AssetSelection,
+    DagsterInstance,
     DagsterRunStatus,
+    DefaultSensorStatus,
     RunsFilter,
     RunRequest,
     ScheduleEvaluationContext,
+    SensorEvaluationContext,
+    SensorResult,
     SkipReason,
     define_asset_job,
     schedule,
+    sensor,
 )
 
 from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, LANDED, QUARANTINE, RAW, SNAPSHOTS, SourceBuild
+from cdc_assets.lib.input_files import list_input_files, listing_digest, unlanded_files
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.snapshot_store import list_manifests
 from cdc_assets.lib.window_plan import windows_to_materialize
@@ -22,9 +30,23 @@ _ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStat
            DagsterRunStatus.STARTED]
 
 
-def _windows_with_active_runs(context: ScheduleEvaluationContext, job_name: str) -> set[str]:
-    runs = context.instance.get_runs(filters=RunsFilter(job_name=job_name, statuses=_ACTIVE))
+def _windows_with_active_runs(instance: DagsterInstance, job_name: str) -> set[str]:
+    runs = instance.get_runs(filters=RunsFilter(job_name=job_name, statuses=_ACTIVE))
     return {r.tags.get("dagster/partition") for r in runs}
+
+
+def pending_window_keys(b: SourceBuild, instance: DagsterInstance) -> list[str]:
+    """Oldest first: windows the global watermark has completed that have no snapshot
+    manifest and no queued or running run (the schedule and the sensor share this)."""
+    landing_root = b.settings.warehouse / b.source.name / "landing"
+    snapshots = b.settings.warehouse / b.source.name / "snapshots"
+    busy = _windows_with_active_runs(instance, window_job_name(b))
+    pending = windows_to_materialize(
+        load_state(landing_root), b.completeness(), b.settings.window_ms,
+        int(b.settings.partition_start.timestamp() * 1000), set(list_manifests(snapshots)),
+    )
+    keys = [partition_key_for_ms(b.partitions_def, w) for w in pending]
+    return [k for k in keys if k not in busy]
 
 
 def window_job_name(b: SourceBuild) -> str:
@@ -69,18 +91,50 @@ def build_hourly_schedules(b: SourceBuild, windows_job, land_job):
         "and no run has materialized yet (quiet windows included: snapshots build on them).",
     )
     def complete_windows_hourly(context: ScheduleEvaluationContext):
-        landing_root = b.settings.warehouse / b.source.name / "landing"
-        snapshots = b.settings.warehouse / b.source.name / "snapshots"
-        busy = _windows_with_active_runs(context, windows_job.name)
-        pending = windows_to_materialize(
-            load_state(landing_root), b.completeness(), b.settings.window_ms,
-            int(b.settings.partition_start.timestamp() * 1000), set(list_manifests(snapshots)),
-        )
-        keys = [partition_key_for_ms(b.partitions_def, w) for w in pending]
-        keys = [k for k in keys if k not in busy]
+        keys = pending_window_keys(b, context.instance)
         if not keys:
             return SkipReason("no complete window is waiting (or its run is already queued)")
         tick = context.scheduled_execution_time.isoformat()
         return [RunRequest(run_key=f"window-{k}-{tick}", partition_key=k) for k in keys]
 
     return [land_hourly, complete_windows_hourly]
+
+
+def build_landing_sensor(b: SourceBuild, windows_job, land_job):
+    """Watermark-driven automation: land new dump files, then run the windows they completed.
+
+    Stopped by default: `make dev` must not start landing and materializing behind the
+    user's back (and a running sensor would race a manual backfill of the same windows).
+    Turn it on in the UI (Automation) or with `dagster sensor start`.
+    """
+
+    @sensor(
+        name=f"{b.source.name}__landing_sensor",
+        jobs=[land_job, windows_job],
+        minimum_interval_seconds=30,
+        default_status=DefaultSensorStatus.STOPPED,
+        description="Lands new dump files as they appear, and requests a run for every window "
+        "the global watermark has completed (not the clock).",
+    )
+    def landing_sensor(context: SensorEvaluationContext):
+        landing_root = b.settings.warehouse / b.source.name / "landing"
+        state = load_state(landing_root)
+        files = list_input_files(b.source)
+        new = unlanded_files(files, state)
+        wm = state.global_watermark_ts(b.completeness())
+        requests = []
+        if new:
+            # One landing per distinct set of new files: the run key dedupes repeated ticks.
+            requests.append(RunRequest(run_key=f"land-{listing_digest(new)}", job_name=land_job.name))
+        # A window's run key names the watermark that completed it: a failed window is
+        # retried once the watermark moves again (or from the UI), never in a tight loop.
+        requests += [RunRequest(run_key=f"window-{k}-wm{wm}", job_name=windows_job.name, partition_key=k)
+                     for k in pending_window_keys(b, context.instance)]
+        cursor = json.dumps({"listing": listing_digest(files), "global_watermark_ts": wm})
+        if not requests:
+            return SensorResult(skip_reason=SkipReason(
+                f"no new dump file ({len(files)} listed) and no newly complete window (global watermark {wm})"),
+                cursor=cursor)
+        return SensorResult(run_requests=requests, cursor=cursor)
+
+    return landing_sensor

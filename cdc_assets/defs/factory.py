@@ -1,10 +1,10 @@
-"""Build the Definitions: one group of assets, checks, jobs and a schedule per source."""
+"""Build the Definitions: one group of assets, checks, jobs, schedules and a sensor per source."""
 
 from __future__ import annotations
 
 from dagster import Definitions, in_process_executor
 
-from cdc_assets.defs.automation import build_hourly_schedules, build_jobs
+from cdc_assets.defs.automation import build_hourly_schedules, build_jobs, build_landing_sensor
 from cdc_assets.defs.change_log.assets import build_change_log
 from cdc_assets.defs.change_table.assets import build_change_table
 from cdc_assets.defs.landing.assets import build_landed_dump
@@ -22,19 +22,21 @@ def source_builds(settings: Settings) -> list[SourceBuild]:
 
 
 def build_definitions(settings: Settings) -> Definitions:
-    assets, jobs, schedules = [], [], []
+    assets, jobs, schedules, sensors = [], [], [], []
     for b in source_builds(settings):
         assets += [build_landed_dump(b), build_raw_messages(b), build_change_log(b),
                    build_change_table(b), build_snapshots(b)]
         windows_job, land_job = build_jobs(b)
         jobs += [windows_job, land_job]
         schedules += build_hourly_schedules(b, windows_job, land_job)
+        sensors.append(build_landing_sensor(b, windows_job, land_job))
     pyspark = make_spark_resource(settings)
     warehouse = WarehouseResource(root=str(settings.warehouse))
     return Definitions(
         assets=assets,
         jobs=jobs,
         schedules=schedules,
+        sensors=sensors,
         resources={
             "pyspark": pyspark,
             "warehouse": warehouse,

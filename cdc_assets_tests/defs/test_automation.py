@@ -1,10 +1,20 @@
-"""The hourly schedule requests every complete window not yet materialized, quiet ones too."""
+"""The hourly schedule requests every complete window not yet materialized, quiet ones too;
+the landing sensor lands new files and requests the windows the watermark completed."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from datetime import datetime, timezone
 
-from dagster import build_schedule_context, instance_for_test
+from dagster import (
+    DagsterRun,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    build_schedule_context,
+    build_sensor_context,
+    instance_for_test,
+)
 
 from cdc_assets.defs.factory import build_definitions
 from cdc_assets.lib.settings import load_settings
@@ -50,3 +60,65 @@ def test_schedule_requests_pending_windows_oldest_first(tmp_path):
             scheduled_execution_time=datetime(2026, 1, 1, 4, 10, tzinfo=timezone.utc))
         requests = list(schedule.evaluate_tick(context).run_requests)
     assert [r.partition_key for r in requests] == ["2026-01-01-01:00", "2026-01-01-02:00"]
+
+
+def _sensor_setup(tmp_path, watermark_ms: int):
+    """Settings whose dump folder holds one kcat file, and a landing state that already
+    landed W0 and W0+2h (watermark at `watermark_ms`) but not that file."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "part-0.jsonl").write_text('{"topic": "t", "partition": 0, "offset": 0, "payload": "{}"}\n')
+    settings = load_settings({"CDC_ASSETS_HOME": str(tmp_path), "CDC_ASSETS_INPUT": str(dump)})
+    write_json_atomic(settings.warehouse / "sample" / "landing" / "state.json", _state(watermark_ms).to_json())
+    defs = build_definitions(settings)
+    sensor = next(s for s in defs.sensors if s.name == "sample__landing_sensor")
+    return settings, defs, sensor, dump
+
+
+def _tick(defs, sensor, instance, cursor=None):
+    context = build_sensor_context(instance=instance, repository_def=defs.get_repository_def(), cursor=cursor)
+    return sensor.evaluate_tick(context)
+
+
+def test_sensor_is_stopped_by_default_and_targets_both_jobs(tmp_path):
+    _, _, sensor, _ = _sensor_setup(tmp_path, W0)
+    assert sensor.default_status == DefaultSensorStatus.STOPPED
+    assert sensor.minimum_interval_seconds == 30
+    assert {j.name for j in sensor.jobs} == {"sample__land", "sample__windows"}
+
+
+def test_sensor_lands_new_files_once_per_listing(tmp_path):
+    settings, defs, sensor, dump = _sensor_setup(tmp_path, W0 + H // 2)  # nothing complete yet
+    with instance_for_test() as instance:
+        first = _tick(defs, sensor, instance)
+        (land,) = first.run_requests
+        assert land.job_name == "sample__land" and land.run_key.startswith("land-")
+        assert json.loads(first.cursor)["global_watermark_ts"] == ms_to_tso(W0 + H // 2)
+        # Same listing, same key (Dagster drops the repeat); a new file, a new key.
+        (again,) = _tick(defs, sensor, instance, first.cursor).run_requests
+        assert again.run_key == land.run_key
+        (dump / "part-1.jsonl").write_text('{"topic": "t", "partition": 1, "offset": 0, "payload": "{}"}\n')
+        (more,) = _tick(defs, sensor, instance, first.cursor).run_requests
+        assert more.run_key != land.run_key
+        # Once landing recorded both files (size + mtime), the sensor has nothing to do.
+        landing = settings.warehouse / "sample" / "landing"
+        state = LandingState.from_json(json.loads((landing / "state.json").read_text()))
+        for p in dump.iterdir():
+            state.remember_file(p, "digest-" + p.name)
+        write_json_atomic(landing / "state.json", state.to_json())
+        quiet = _tick(defs, sensor, instance, first.cursor)
+        assert quiet.run_requests == [] and "no new dump file" in quiet.skip_message
+
+
+def test_sensor_requests_windows_the_watermark_completed_except_done_or_running(tmp_path):
+    settings, defs, sensor, dump = _sensor_setup(tmp_path, W0 + 3 * H)
+    write_json_atomic(settings.warehouse / "sample" / "snapshots" / "_manifests" / f"window_start_ms={W0}.json",
+                      {"tables": {}})
+    with instance_for_test() as instance:
+        # Window 01:00 already has a running run: only 02:00 is requested (after the landing).
+        instance.add_run(DagsterRun(job_name="sample__windows", run_id=str(uuid.uuid4()),
+                                    status=DagsterRunStatus.STARTED, tags={"dagster/partition": "2026-01-01-01:00"}))
+        result = _tick(defs, sensor, instance)
+        windows = [r for r in result.run_requests if r.job_name == "sample__windows"]
+        assert [r.partition_key for r in windows] == ["2026-01-01-02:00"]
+        assert windows[0].run_key == f"window-2026-01-01-02:00-wm{ms_to_tso(W0 + 3 * H)}"

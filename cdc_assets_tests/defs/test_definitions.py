@@ -34,6 +34,7 @@ def test_module_definitions_load_with_every_layer_and_check():
     }
     assert {j.name for j in defs.jobs} == {"sample__windows", "sample__land"}
     assert {s.name for s in defs.schedules} == {"sample__land_hourly", "sample__complete_windows_hourly"}
+    assert {s.name for s in defs.sensors} == {"sample__landing_sensor"}
 
 
 def test_windows_are_hourly_utc_commit_ts_partitions_with_per_window_backfills():

@@ -79,9 +79,12 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             kinds = {k: v for k, v in by_kind.items() if not k.startswith("quarantined:")}
             quarantined = sum(reasons.values())
             outcome = validate(ChangeLogModel, events)
+            messages_in = raw_messages.count()
             yield Output(
                 events, output_name="change_log",
                 metadata={
+                    "messages_in": messages_in,
+                    "events_out": sum(kinds.values()),
                     "events": sum(kinds.values()),
                     "row_events": kinds.get("row", 0),
                     "ddl_events": kinds.get("ddl", 0),

@@ -13,16 +13,16 @@ from dagster import (
     asset,
 )
 from dagster_pyspark import PySparkResource
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, functions as F
 
 from cdc_assets.defs.check_results import contract_check
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource, read_output_metadata
-from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, RAW, SourceBuild
+from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, QUARANTINE, RAW, SourceBuild
 from cdc_assets.lib.alignment import aligned_events, count_alignment, mark_late_and_duplicates
 from cdc_assets.lib.landing import load_state, read_watermark_index
-from cdc_assets.lib.metadata import watermark_table
-from cdc_assets.lib.tso import ms_to_tso, tso_to_datetime
+from cdc_assets.lib.metadata import events_per_minute_chart, watermark_lag_chart, watermark_table
+from cdc_assets.lib.tso import ms_to_tso, tso_ms_col, tso_to_datetime
 from cdc_assets.lib.validation import ChangeTableModel, validate
 
 WINDOW_COMPLETE = "window_complete"
@@ -73,6 +73,8 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
             wm = at_read.get("global_watermark_ts_at_read", state.global_watermark_ts(policy) or -1)
             wm = None if wm == -1 else wm
             complete = bool(at_read.get("window_complete_at_read", state.is_complete(end_ms, policy)))
+            quarantined = read_output_metadata(
+                warehouse.layer_path(list(b.key(QUARANTINE).path), start_ms)).get("quarantined", 0)
             yield Output(
                 aligned,
                 metadata={
@@ -82,9 +84,13 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
                     "events_out": counts.events_out,
                     "row_events_out": counts.rows_out,
                     "ddl_events_out": counts.ddl_out,
+                    "quarantined": quarantined,
                     "window_complete": complete,
                     "global_watermark_ts": wm if wm is not None else -1,
                     "kafka_partitions": MetadataValue.md(watermark_table(state)),
+                    "events_per_minute_chart": MetadataValue.md(events_per_minute_chart(
+                        _events_per_minute(aligned), start_ms, b.settings.window_ms)),
+                    "watermark_lag_chart": MetadataValue.md(watermark_lag_chart(state)),
                 },
             )
             yield AssetCheckResult(
@@ -102,3 +108,10 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
             marked.unpersist()
 
     return change_table
+
+
+def _events_per_minute(aligned: DataFrame) -> dict[int, int]:
+    """Kept events per commit-time minute: one small aggregate (at most a window's minutes)."""
+    minute = F.floor(tso_ms_col(F.col("commit_ts")) / 60_000).cast("long") * 60_000
+    return {int(r.minute): int(r.n) for r in aligned.groupBy(minute.alias("minute"))
+            .agg(F.count(F.lit(1)).alias("n")).collect()}

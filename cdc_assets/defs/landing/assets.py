@@ -8,7 +8,7 @@ from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import LANDED, SourceBuild
 from cdc_assets.lib.landing import land
-from cdc_assets.lib.metadata import watermark_table
+from cdc_assets.lib.metadata import watermark_lag_chart, watermark_table
 from cdc_assets.lib.tso import tso_to_datetime
 
 
@@ -57,6 +57,7 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
                     partition_key_for_ms(b.partitions_def, complete[-1]) if complete else "none"
                 ),
                 "kafka_partitions": MetadataValue.md(watermark_table(state)),
+                "watermark_lag_chart": MetadataValue.md(watermark_lag_chart(state)),
             }
         )
 

@@ -48,6 +48,8 @@ def build_raw_messages(b: SourceBuild) -> AssetsDefinition:
         return Output(
             messages.where("_n = 1").drop("_n", "landing_seq"),
             metadata={
+                "messages_in": int(counts.landed),
+                "messages_out": int(counts.landed - counts.redelivered),
                 "messages": int(counts.landed - counts.redelivered),
                 "redelivered_offsets_dropped": int(counts.redelivered),
                 "window_complete_at_read": state.is_complete(end_ms, policy),

@@ -21,6 +21,7 @@ from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import CHANGE_TABLE, SNAPSHOTS, SourceBuild
 from cdc_assets.lib.landing import load_state
+from cdc_assets.lib.metadata import schema_version, table_rows_chart
 from cdc_assets.lib.snapshot import read_table
 from cdc_assets.lib.snapshot_store import read_manifest, table_path, write_window_snapshot
 
@@ -72,7 +73,11 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                 "tables": len(tables),
                 "tables_changed": len(written),
                 "rows_total": sum(t["rows"] for t in tables.values()),
+                "events_in": change_table.count(),
                 "table_rows": MetadataValue.md(_tables_md(tables)),
+                "table_rows_chart": MetadataValue.md(table_rows_chart(tables)),
+                "schema_versions": MetadataValue.json(
+                    {tid: schema_version(t["spark_schema"]) for tid, t in sorted(tables.items())}),
                 "manifest": MetadataValue.path(str(snap_root / "_manifests")),
             }
         )
@@ -127,9 +132,12 @@ def _duplicate_keys(spark: SparkSession, snapshots, table: dict) -> int:
 
 
 def _tables_md(tables: dict[str, dict]) -> str:
-    lines = ["| table | rows | inserted keys | deleted keys | written in window |", "|---|---|---|---|---|"]
+    """Per table: rows, key changes, schema version (short hash of column names and types)."""
+    lines = ["| table | rows | inserted keys | deleted keys | schema version | columns | written in window |",
+             "|---|---|---|---|---|---|---|"]
     for tid, t in sorted(tables.items()):
         lines.append(
-            f"| {tid} | {t['rows']} | {t['inserted_keys']} | {t['deleted_keys']} | {t['written_window_start_ms']} |"
+            f"| {tid} | {t['rows']} | {t['inserted_keys']} | {t['deleted_keys']} | "
+            f"{schema_version(t['spark_schema'])} | {len(t['schema']['columns'])} | {t['written_window_start_ms']} |"
         )
     return "\n".join(lines)
