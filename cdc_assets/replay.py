@@ -43,7 +43,8 @@ class ReplaySummary:
     incomplete_windows: int = 0
     tables: int = 0
     rows: int = 0
-    checks_failed: list[str] = field(default_factory=list)
+    checks_failed: list[str] = field(default_factory=list)  # ERROR severity: the replay is not ok
+    checks_warned: list[str] = field(default_factory=list)  # WARN severity: reported, still ok
     ok: bool = True
 
     def as_json(self) -> dict:
@@ -96,12 +97,10 @@ def replay(
             partition_key=key, instance=instance, raise_on_error=False, run_config=QUIET
         )
         _collect(result, summary)
-        failed = [
-            f"{e.asset_key.to_user_string()}:{e.check_name}@{key}"
-            for e in result.get_asset_check_evaluations()
-            if not e.passed and e.severity.value == "ERROR"
-        ]
+        failing = [e for e in result.get_asset_check_evaluations() if not e.passed]
+        failed = [_check_name(e, key) for e in failing if e.severity.value == "ERROR"]
         summary.checks_failed += failed
+        summary.checks_warned += [_check_name(e, key) for e in failing if e.severity.value != "ERROR"]
         summary.windows += 1
         progress(
             f"[{source.name}] window {key} ({i}/{len(keys)}): "
@@ -119,6 +118,10 @@ def replay(
         summary.rows = sum(t["rows"] for t in last["tables"].values())
     summary.ok = summary.ok and not summary.checks_failed
     return summary
+
+
+def _check_name(evaluation, key: str) -> str:
+    return f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}@{key}"
 
 
 def _key_start_ms(build, key: str) -> int:

@@ -21,7 +21,7 @@ from dagster import (
 
 from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, LANDED, QUARANTINE, RAW, SNAPSHOTS, SourceBuild
-from cdc_assets.lib.input_files import list_input_files, listing_digest, unlanded_files
+from cdc_assets.lib.input_files import files_not_landed, list_input_files, listing_digest
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.snapshot_store import list_manifests
 from cdc_assets.lib.window_plan import windows_to_materialize
@@ -118,10 +118,9 @@ def build_landing_sensor(b: SourceBuild, windows_job, land_job):
     )
     def landing_sensor(context: SensorEvaluationContext):
         landing_root = b.settings.warehouse / b.source.name / "landing"
-        state = load_state(landing_root)
-        files = list_input_files(b.source)
-        new = unlanded_files(files, state)
-        wm = state.global_watermark_ts(b.completeness())
+        files = list_input_files(b.source, landing_root)
+        new = files_not_landed(b.source, landing_root)
+        wm = load_state(landing_root).global_watermark_ts(b.completeness())
         requests = []
         if new:
             # One landing per distinct set of new files: the run key dedupes repeated ticks.

@@ -1,55 +1,67 @@
-"""What is waiting in a source's input location, and which of it has not been landed yet.
+"""A source's input files, and which of them are not landed yet (local folder).
 
-The sensor compares this cheap listing (path, size, mtime; no hashing) with the files the
-landing state has recorded. This module lists a local folder; an object-store prefix
-(S3) is listed by swapping `list_input_files` for one that returns the same records.
+The sensor asks "is there anything new to land?" without Spark and without reading file
+contents: a file is compared by size and mtime with what landing fingerprinted. Landing
+itself still decides by content digest. The S3 listing (objects under a prefix, compared
+with the local mirror) plugs in behind the same two functions.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
 
-from cdc_assets.lib.layouts import detect_layout, list_dump_files
+from cdc_assets.lib.landing import load_state
+from cdc_assets.lib.layouts import detect_layout, get_layout
 from cdc_assets.lib.settings import SourceConfig
-from cdc_assets.lib.watermark_state import LandingState
 
 
 @dataclass(frozen=True)
 class InputFile:
-    path: str
+    name: str  # path below the dump folder
     size: int
-    mtime_ns: int
+    version: str  # mtime in ns: changes with the content
 
 
-def list_input_files(source: SourceConfig) -> list[InputFile]:
-    """The dump files of `source` (its layout's files only), sorted by path; none when the
-    folder does not exist yet or holds nothing a layout recognises."""
+def list_input_files(source: SourceConfig, landing_root: Path | None = None,
+                     s3_client: Any = None) -> list[InputFile]:
+    """The source's data files (those of its layout), sorted by name."""
     root = Path(source.input_path)
+    return [_local_file(p, root) for p in _local_data_files(source, root)]
+
+
+def files_not_landed(source: SourceConfig, landing_root: Path, s3_client: Any = None) -> list[InputFile]:
+    """Input files that landing has not landed in their current version (new or changed)."""
+    root = Path(source.input_path)
+    state = load_state(landing_root)
+    pending = []
+    for path in _local_data_files(source, root):
+        digest = state.known_digest(path)
+        if digest is None or digest not in state.landed_digests:
+            pending.append(_local_file(path, root))
+    return pending
+
+
+def listing_digest(files: list[InputFile]) -> str:
+    """Names a set of file versions: the landing run's key, the sensor's cursor."""
+    h = hashlib.sha256()
+    for f in sorted(files, key=lambda f: f.name):
+        h.update(f"{f.name}\0{f.size}\0{f.version}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def _local_data_files(source: SourceConfig, root: Path) -> list[Path]:
     if not root.is_dir():
         return []
     try:
         layout = detect_layout(root) if source.layout == "auto" else source.layout
-    except ValueError:
-        return []  # empty, or ambiguous: landing would say why; the sensor just waits
-    out = []
-    for p in list_dump_files(root, layout):
-        st = p.stat()
-        out.append(InputFile(str(p), st.st_size, st.st_mtime_ns))
-    return out
+    except (ValueError, OSError):
+        return []  # nothing detectable yet: landing would say why, the sensor just waits
+    return get_layout(layout).list_files(root)
 
 
-def unlanded_files(files: list[InputFile], state: LandingState) -> list[InputFile]:
-    """Files landing has not seen with this size and mtime (new, or rewritten since)."""
-    seen = state.fingerprints
-    return [f for f in files
-            if (fp := seen.get(f.path)) is None or (fp["size"], fp["mtime_ns"]) != (f.size, f.mtime_ns)]
-
-
-def listing_digest(files: list[InputFile]) -> str:
-    """Names a set of files (with their sizes and mtimes): the landing run's run key."""
-    h = hashlib.sha256()
-    for f in sorted(files, key=lambda f: f.path):
-        h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}\n".encode())
-    return h.hexdigest()[:16]
+def _local_file(path: Path, root: Path) -> InputFile:
+    st = path.stat()
+    return InputFile(PurePosixPath(path.relative_to(root)).as_posix(), st.st_size, str(st.st_mtime_ns))

@@ -105,6 +105,7 @@ def test_sensor_lands_new_files_once_per_listing(tmp_path):
         state = LandingState.from_json(json.loads((landing / "state.json").read_text()))
         for p in dump.iterdir():
             state.remember_file(p, "digest-" + p.name)
+            state.landed_digests.add("digest-" + p.name)
         write_json_atomic(landing / "state.json", state.to_json())
         quiet = _tick(defs, sensor, instance, first.cursor)
         assert quiet.run_requests == [] and "no new dump file" in quiet.skip_message
