@@ -54,9 +54,9 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
         backfill_policy=BackfillPolicy.multi_run(1),
         group_name=b.group,
         check_specs=[
-            AssetCheckSpec(SCHEMA_CHECK, asset=log_key,
+            AssetCheckSpec(SCHEMA_CHECK, asset=log_key, partitions_def=b.partitions_def,
                            description="pandera ChangeLogModel + row invariants, failing counts in metadata"),
-            AssetCheckSpec(QUARANTINE_CHECK, asset=quarantine_key,
+            AssetCheckSpec(QUARANTINE_CHECK, asset=quarantine_key, partitions_def=b.partitions_def,
                            description="warns when the window quarantined anything"),
         ],
     )

@@ -42,9 +42,11 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
         tags=b.tags,
         io_manager_key="parquet_io_manager",
         check_specs=[
-            AssetCheckSpec(WINDOW_COMPLETE, asset=key, blocking=True,
+            # Checks are partitioned like their asset: the UI shows pass/fail per window.
+            AssetCheckSpec(WINDOW_COMPLETE, asset=key, partitions_def=b.partitions_def, blocking=True,
                            description="the global watermark (min over Kafka partitions) passed the window end"),
-            AssetCheckSpec(CONTRACT, asset=key, description="pandera ChangeTableModel + row invariants"),
+            AssetCheckSpec(CONTRACT, asset=key, partitions_def=b.partitions_def,
+                           description="pandera ChangeTableModel + row invariants"),
         ],
         description=(
             "Row and DDL events of the window with at-least-once duplicates removed and late "

@@ -44,10 +44,11 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         kinds={"spark", "parquet"},
         tags=b.tags,
         check_specs=[
-            AssetCheckSpec(PK_UNIQUE, asset=key, description="no primary key twice in any table written"),
-            AssetCheckSpec(RECONCILES, asset=key,
+            AssetCheckSpec(PK_UNIQUE, asset=key, partitions_def=b.partitions_def,
+                           description="no primary key twice in any table written"),
+            AssetCheckSpec(RECONCILES, asset=key, partitions_def=b.partitions_def,
                            description="previous rows + inserted keys - deleted keys = rows, per table"),
-            AssetCheckSpec(VALUES_CONVERT, asset=key,
+            AssetCheckSpec(VALUES_CONVERT, asset=key, partitions_def=b.partitions_def,
                            description="every non-null value converted to its column's Spark type"),
         ],
         description="Each table's rows at the window end (latest version per key; deletes removed), "
