@@ -30,9 +30,13 @@ _ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStat
            DagsterRunStatus.STARTED]
 
 
-def _windows_with_active_runs(instance: DagsterInstance, job_name: str) -> set[str]:
-    runs = instance.get_runs(filters=RunsFilter(job_name=job_name, statuses=_ACTIVE))
-    return {r.tags.get("dagster/partition") for r in runs}
+def _windows_with_active_runs(instance: DagsterInstance, b: SourceBuild) -> set[str]:
+    """Windows a queued or running run is already working on: runs of the window job, and
+    backfill or UI runs that target any windowed layer of this source."""
+    layers = {b.key(k) for k in (RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS)}
+    runs = instance.get_runs(filters=RunsFilter(statuses=_ACTIVE))
+    return {r.tags.get("dagster/partition") for r in runs
+            if r.job_name == window_job_name(b) or layers & set(r.asset_selection or ())}
 
 
 def pending_window_keys(b: SourceBuild, instance: DagsterInstance) -> list[str]:
@@ -40,7 +44,7 @@ def pending_window_keys(b: SourceBuild, instance: DagsterInstance) -> list[str]:
     manifest and no queued or running run (the schedule and the sensor share this)."""
     landing_root = b.settings.warehouse / b.source.name / "landing"
     snapshots = b.settings.warehouse / b.source.name / "snapshots"
-    busy = _windows_with_active_runs(instance, window_job_name(b))
+    busy = _windows_with_active_runs(instance, b)
     pending = windows_to_materialize(
         load_state(landing_root), b.completeness(), b.settings.window_ms,
         int(b.settings.partition_start.timestamp() * 1000), set(list_manifests(snapshots)),
@@ -104,7 +108,7 @@ def build_landing_sensor(b: SourceBuild, windows_job, land_job):
     """Watermark-driven automation: land new dump files, then run the windows they completed.
 
     Stopped by default: `make dev` must not start landing and materializing behind the
-    user's back (and a running sensor would race a manual backfill of the same windows).
+    user's back.
     Turn it on in the UI (Automation) or with `dagster sensor start`.
     """
 

@@ -1,4 +1,10 @@
-"""commitTs windows as Dagster partitions (UTC, fixed width; hourly by default)."""
+"""commitTs windows as Dagster partitions (UTC, fixed width; hourly by default).
+
+The assets set no backfill policy on purpose: Dagster's default then backfills one window
+per run, tagged with its partition key. A `BackfillPolicy.multi_run(1)` run carries a
+one-partition range instead, and partitioned asset checks evaluated in such a run lose
+their partition (Dagster 1.13), so the UI could not show check results per window.
+"""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ import uuid
 from datetime import datetime, timezone
 
 from dagster import (
+    AssetKey,
     DagsterRun,
     DagsterRunStatus,
     DefaultSensorStatus,
@@ -123,3 +124,9 @@ def test_sensor_requests_windows_the_watermark_completed_except_done_or_running(
         windows = [r for r in result.run_requests if r.job_name == "sample__windows"]
         assert [r.partition_key for r in windows] == ["2026-01-01-02:00"]
         assert windows[0].run_key == f"window-2026-01-01-02:00-wm{ms_to_tso(W0 + 3 * H)}"
+        # A backfill run (the asset job) on 02:00 makes that window busy too.
+        instance.add_run(DagsterRun(job_name="__ASSET_JOB", run_id=str(uuid.uuid4()),
+                                    status=DagsterRunStatus.STARTED, tags={"dagster/partition": "2026-01-01-02:00"},
+                                    asset_selection=frozenset({AssetKey(["sample", "raw_messages"])})))
+        again = _tick(defs, sensor, instance)
+        assert [r for r in again.run_requests if r.job_name == "sample__windows"] == []

@@ -9,7 +9,6 @@ from dagster import (
     AssetIn,
     AssetOut,
     AssetsDefinition,
-    BackfillPolicy,
     MetadataValue,
     Output,
     multi_asset,
@@ -51,7 +50,6 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             ),
         },
         partitions_def=b.partitions_def,
-        backfill_policy=BackfillPolicy.multi_run(1),
         group_name=b.group,
         check_specs=[
             AssetCheckSpec(SCHEMA_CHECK, asset=log_key, partitions_def=b.partitions_def,

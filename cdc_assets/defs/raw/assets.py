@@ -1,7 +1,7 @@
 """Layer 1: the raw messages of one commitTs window, with lineage."""
 
 
-from dagster import AssetExecutionContext, AssetsDefinition, BackfillPolicy, Output, asset
+from dagster import AssetExecutionContext, AssetsDefinition, Output, asset
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame, Window, functions as F
 
@@ -16,7 +16,6 @@ def build_raw_messages(b: SourceBuild) -> AssetsDefinition:
         key=b.key(RAW),
         deps=[b.key(LANDED)],
         partitions_def=b.partitions_def,
-        backfill_policy=BackfillPolicy.multi_run(1),
         group_name=b.group,
         kinds={"spark", "parquet"},
         tags=b.tags,

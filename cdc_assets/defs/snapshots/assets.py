@@ -8,7 +8,6 @@ from dagster import (
     AssetExecutionContext,
     AssetIn,
     AssetsDefinition,
-    BackfillPolicy,
     MaterializeResult,
     MetadataValue,
     TimeWindowPartitionMapping,
@@ -39,7 +38,6 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         # Window N is built on window N-1: Dagster runs them in order in a backfill.
         deps=[AssetDep(key, partition_mapping=TimeWindowPartitionMapping(start_offset=-1, end_offset=-1))],
         partitions_def=b.partitions_def,
-        backfill_policy=BackfillPolicy.multi_run(1),
         group_name=b.group,
         kinds={"spark", "parquet"},
         tags=b.tags,
