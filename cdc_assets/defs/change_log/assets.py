@@ -83,7 +83,6 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
                 metadata={
                     "messages_in": messages_in,
                     "events_out": sum(kinds.values()),
-                    "events": sum(kinds.values()),
                     "row_events": kinds.get("row", 0),
                     "ddl_events": kinds.get("ddl", 0),
                     "watermark_events": kinds.get("watermark", 0),

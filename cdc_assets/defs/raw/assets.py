@@ -49,7 +49,6 @@ def build_raw_messages(b: SourceBuild) -> AssetsDefinition:
             metadata={
                 "messages_in": int(counts.landed),
                 "messages_out": int(counts.landed - counts.redelivered),
-                "messages": int(counts.landed - counts.redelivered),
                 "redelivered_offsets_dropped": int(counts.redelivered),
                 "window_complete_at_read": state.is_complete(end_ms, policy),
                 "global_watermark_ts_at_read": wm if wm is not None else -1,
