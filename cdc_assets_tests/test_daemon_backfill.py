@@ -5,7 +5,8 @@ every asset check passing.
 
 Slow by nature (each run is a subprocess with its own Spark driver, and the backfill daemon
 ticks every 30 s): the dump is tiny and has two complete windows. The backfill makes four
-runs: the upstream layers of each window, then each window's snapshot in order.
+runs: the upstream layers of each window, then each window's snapshot in order. Measured on
+2 shared cores under heavy load (load average ~15): 514 s for the backfill, 642 s in all.
 """
 
 from __future__ import annotations
