@@ -1,6 +1,7 @@
 """Jobs, the hourly schedules and the landing sensor of one source."""
 
 
+import hashlib
 import json
 
 from dagster import (
@@ -21,7 +22,7 @@ from dagster import (
 
 from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, LANDED, QUARANTINE, RAW, SNAPSHOTS, SourceBuild
-from cdc_assets.lib.input_files import files_not_landed, list_input_files, listing_digest
+from cdc_assets.lib.input_files import InputFile, files_not_landed, list_input_files
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.snapshot_store import list_manifests
 from cdc_assets.lib.window_plan import windows_to_materialize
@@ -128,12 +129,12 @@ def build_landing_sensor(b: SourceBuild, windows_job, land_job):
         requests = []
         if new:
             # One landing per distinct set of new files: the run key dedupes repeated ticks.
-            requests.append(RunRequest(run_key=f"land-{listing_digest(new)}", job_name=land_job.name))
+            requests.append(RunRequest(run_key=f"land-{_listing_digest(new)}", job_name=land_job.name))
         # A window's run key names the watermark that completed it: a failed window is
         # retried once the watermark moves again (or from the UI), never in a tight loop.
         requests += [RunRequest(run_key=f"window-{k}-wm{wm}", job_name=windows_job.name, partition_key=k)
                      for k in pending_window_keys(b, context.instance)]
-        cursor = json.dumps({"listing": listing_digest(files), "global_watermark_ts": wm})
+        cursor = json.dumps({"listing": _listing_digest(files), "global_watermark_ts": wm})
         if not requests:
             return SensorResult(skip_reason=SkipReason(
                 f"no new dump file ({len(files)} listed) and no newly complete window (global watermark {wm})"),
@@ -141,3 +142,11 @@ def build_landing_sensor(b: SourceBuild, windows_job, land_job):
         return SensorResult(run_requests=requests, cursor=cursor)
 
     return landing_sensor
+
+
+def _listing_digest(files: list[InputFile]) -> str:
+    """Names a set of file versions: the landing run's key, the sensor's cursor."""
+    h = hashlib.sha256()
+    for f in sorted(files, key=lambda f: f.name):
+        h.update(f"{f.name}\0{f.size}\0{f.version}\n".encode())
+    return h.hexdigest()[:16]

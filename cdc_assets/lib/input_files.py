@@ -8,7 +8,6 @@ with the local mirror) plugs in behind the same two functions.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -42,14 +41,6 @@ def files_not_landed(source: SourceConfig, landing_root: Path, s3_client: Any = 
         if digest is None or digest not in state.landed_digests:
             pending.append(_local_file(path, root))
     return pending
-
-
-def listing_digest(files: list[InputFile]) -> str:
-    """Names a set of file versions: the landing run's key, the sensor's cursor."""
-    h = hashlib.sha256()
-    for f in sorted(files, key=lambda f: f.name):
-        h.update(f"{f.name}\0{f.size}\0{f.version}\n".encode())
-    return h.hexdigest()[:16]
 
 
 def _local_data_files(source: SourceConfig, root: Path) -> list[Path]:
