@@ -27,7 +27,7 @@ from cdc_assets.lib.snapshot import (
     reconstruct_table,
     window_table_schemas,
 )
-from cdc_assets.lib.storage import read_json, temp_sibling, window_dir, write_json_atomic
+from cdc_assets.lib.storage import exclusive, read_json, temp_sibling, window_dir, write_json_atomic
 
 
 def manifest_path(snapshots: Path, window_start_ms: int) -> Path:
@@ -50,6 +50,20 @@ def list_manifests(snapshots: Path) -> list[int]:
 
 
 def write_window_snapshot(
+    spark: SparkSession,
+    changes: DataFrame,
+    snapshots: Path,
+    window_start_ms: int,
+    window_end_ms: int,
+    previous: dict | None,
+) -> dict:
+    # Two runs of one window take turns: otherwise one run's clean-up could remove the
+    # folders the other is about to commit.
+    with exclusive(manifest_path(snapshots, window_start_ms)):
+        return _write_window_snapshot(spark, changes, snapshots, window_start_ms, window_end_ms, previous)
+
+
+def _write_window_snapshot(
     spark: SparkSession,
     changes: DataFrame,
     snapshots: Path,
@@ -101,6 +115,9 @@ def _remove_unreferenced(snapshots: Path, window_start_ms: int, tables: dict[str
         for entry in (read_manifest(snapshots, w) or {}).get("tables", {}).values()
     }
     for tid in tables:
-        for run in window_dir(snapshots / tid, window_start_ms).glob("run=*"):
+        folder = window_dir(snapshots / tid, window_start_ms)
+        for run in folder.glob("run=*"):
             if str(run.relative_to(snapshots)) not in referenced:
                 shutil.rmtree(run, ignore_errors=True)
+        for stale in folder.glob(".tmp-run=*"):  # left by a killed run of this window
+            shutil.rmtree(stale, ignore_errors=True)
