@@ -27,7 +27,7 @@ from cdc_assets.lib.snapshot import (
     reconstruct_table,
     window_table_schemas,
 )
-from cdc_assets.lib.storage import exclusive, read_json, temp_sibling, window_dir, write_json_atomic
+from cdc_assets.lib.storage import exclusive, read_json, remove_stale_temps, temp_sibling, window_dir, write_json_atomic
 
 
 def manifest_path(snapshots: Path, window_start_ms: int) -> Path:
@@ -60,6 +60,7 @@ def write_window_snapshot(
     # Two runs of one window take turns: otherwise one run's clean-up could remove the
     # folders the other is about to commit.
     with exclusive(manifest_path(snapshots, window_start_ms)):
+        remove_stale_temps(manifest_path(snapshots, window_start_ms))
         return _write_window_snapshot(spark, changes, snapshots, window_start_ms, window_end_ms, previous)
 
 
