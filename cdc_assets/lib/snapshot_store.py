@@ -57,21 +57,21 @@ def write_window_snapshot(
     window_end_ms: int,
     previous: dict | None,
 ) -> dict:
+    manifest_file = manifest_path(snapshots, window_start_ms)
     # Two runs of one window take turns: otherwise one run's clean-up could remove the
     # folders the other is about to commit.
-    with exclusive(manifest_path(snapshots, window_start_ms)):
-        remove_stale_temps(manifest_path(snapshots, window_start_ms))
-        return _write_window_snapshot(spark, changes, snapshots, window_start_ms, window_end_ms, previous)
+    with exclusive(manifest_file):
+        remove_stale_temps(manifest_file)
+        tables = _write_tables(spark, changes, snapshots, window_start_ms, previous)
+        manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms, "tables": tables}
+        write_json_atomic(manifest_file, manifest)
+        _remove_unreferenced(snapshots, window_start_ms, tables)
+    return manifest
 
 
-def _write_window_snapshot(
-    spark: SparkSession,
-    changes: DataFrame,
-    snapshots: Path,
-    window_start_ms: int,
-    window_end_ms: int,
-    previous: dict | None,
-) -> dict:
+def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, window_start_ms: int,
+                  previous: dict | None) -> dict[str, dict]:
+    """Write every table the window changed; carry the others over by reference."""
     latest = key_actions(changes).persist()
     try:
         schemas = window_table_schemas(changes)
@@ -102,10 +102,7 @@ def _write_window_snapshot(
                                "deleted_keys": 0, "conversion_failures": 0}
     finally:
         latest.unpersist()
-    manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms, "tables": tables}
-    write_json_atomic(manifest_path(snapshots, window_start_ms), manifest)
-    _remove_unreferenced(snapshots, window_start_ms, tables)
-    return manifest
+    return tables
 
 
 def _remove_unreferenced(snapshots: Path, window_start_ms: int, tables: dict[str, dict]) -> None:
