@@ -74,6 +74,7 @@ def replay(
         summary.files_landed += int(_metadata_value(meta, "new_files"))
         summary.ignored_watermarks += int(_metadata_value(meta, "regressed_watermarks")) + int(
             _metadata_value(meta, "implausible_watermarks"))
+    _record_checks(land, summary, "landing")
     landing_root = settings.warehouse / source.name / "landing"
     state = load_state(landing_root)
     summary.messages = sum(p["messages"] for p in state.partitions.values())
@@ -100,10 +101,7 @@ def replay(
             partition_key=key, instance=instance, raise_on_error=False, run_config=QUIET
         )
         _collect(result, summary)
-        failing = [e for e in result.get_asset_check_evaluations() if not e.passed]
-        failed = [_check_name(e, key) for e in failing if e.severity.value == "ERROR"]
-        summary.checks_failed += failed
-        summary.checks_warned += [_check_name(e, key) for e in failing if e.severity.value != "ERROR"]
+        failed = _record_checks(result, summary, key)
         summary.windows += 1
         progress(
             f"[{source.name}] window {key} ({i}/{len(keys)}): "
@@ -123,8 +121,14 @@ def replay(
     return summary
 
 
-def _check_name(evaluation, key: str) -> str:
-    return f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}@{key}"
+def _record_checks(result, summary: ReplaySummary, where: str) -> list[str]:
+    """Failed checks of one run: ERROR ones make the replay fail, WARN ones are reported."""
+    failing = [e for e in result.get_asset_check_evaluations() if not e.passed]
+    named = [(f"{e.asset_key.to_user_string()}:{e.check_name}@{where}", e.severity.value) for e in failing]
+    failed = [n for n, severity in named if severity == "ERROR"]
+    summary.checks_failed += failed
+    summary.checks_warned += [n for n, severity in named if severity != "ERROR"]
+    return failed
 
 
 def _key_start_ms(build, key: str) -> int:

@@ -34,7 +34,7 @@ SOURCE = "src"
 LAYERS = ("raw_messages", "change_log", "quarantine", "change_table", "snapshots")
 CHECKS = {
     "change_log": ["change_log_contract"],
-    "quarantine": ["nothing_quarantined"],
+    "quarantine": ["nothing_quarantined", "quarantine_rate_within_limit"],
     "change_table": ["window_complete", "change_table_contract"],
     "snapshots": ["primary_key_unique", "reconciliation", "values_convert"],
 }

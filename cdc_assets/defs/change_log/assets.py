@@ -58,7 +58,7 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
                            description="pandera ChangeLogModel + row invariants, failing counts in metadata"),
             AssetCheckSpec(QUARANTINE_CHECK, asset=quarantine_key, partitions_def=b.partitions_def,
                            description="warns when the window quarantined anything"),
-            AssetCheckSpec(QUARANTINE_RATE_CHECK, asset=quarantine_key,
+            AssetCheckSpec(QUARANTINE_RATE_CHECK, asset=quarantine_key, partitions_def=b.partitions_def,
                            description="errors when the share of quarantined messages exceeds the "
                            f"source's max_quarantine_rate ({b.source.max_quarantine_rate:g})"),
         ],
@@ -87,11 +87,10 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             bad_messages = rejected.select("topic", "kafka_partition", "kafka_offset").distinct().count()
             rate = bad_messages / messages if messages else 0.0
             outcome = validate(ChangeLogModel, events)
-            messages_in = raw_messages.count()
             yield Output(
                 events, output_name="change_log",
                 metadata={
-                    "messages_in": messages_in,
+                    "messages_in": messages,
                     "events_out": sum(kinds.values()),
                     "row_events": kinds.get("row", 0),
                     "ddl_events": kinds.get("ddl", 0),
