@@ -34,7 +34,10 @@ def test_every_complete_window_equals_the_truth(parquet_run):
     dump, summary, settings = parquet_run
     truth = load_truth(dump.truth_path)
     complete = [w["start_ms"] for w in truth["windows"] if w["complete"]]
-    assert summary.ok and summary.checks_failed == [] and summary.checks_warned == []
+    assert summary.ok and summary.checks_failed == []
+    # The only warning: landing ignored the resolved ts the simulated restart replayed.
+    assert truth["restart"] is not None
+    assert summary.checks_warned == ["src/landed_dump:watermarks_trusted@landing"]
     assert list_manifests(settings.warehouse / "src" / "snapshots") == complete
     assert differences_from_truth(settings, dump.truth_path) == {}
 
@@ -125,8 +128,10 @@ def test_replay_cli_on_kcat_jsonl_equals_the_truth(tmp_path, capsys, spark):
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     counts = load_truth(dump.truth_path)["counts"]
     assert code == 0
-    # The quarantine's WARN check fails (reported, not fatal) in the window that got the bad lines.
-    assert [c.split("@")[0] for c in summary["checks_warned"]] == ["src/quarantine:nothing_quarantined"]
+    # WARN checks fail (reported, not fatal): the restart's replayed resolved ts, and the
+    # quarantine of the window that got the bad lines.
+    assert [c.split("@")[0] for c in summary["checks_warned"]] == [
+        "src/landed_dump:watermarks_trusted", "src/quarantine:nothing_quarantined"]
     assert summary["windows"] == sum(w["complete"] for w in load_truth(dump.truth_path)["windows"])
     assert (summary["duplicates"], summary["late"], summary["quarantined"]) == (
         counts["duplicates"], counts["late"], 2)
