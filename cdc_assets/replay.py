@@ -39,6 +39,7 @@ class ReplaySummary:
     duplicates: int = 0
     late: int = 0
     quarantined: int = 0
+    ignored_watermarks: int = 0  # moved backwards or implausible (docs/reliability.md)
     windows: int = 0
     incomplete_windows: int = 0
     tables: int = 0
@@ -70,6 +71,8 @@ def replay(
     for mat in land.get_asset_materialization_events():
         meta = mat.materialization.metadata
         summary.files_landed += int(_metadata_value(meta, "new_files"))
+        summary.ignored_watermarks += int(_metadata_value(meta, "regressed_watermarks")) + int(
+            _metadata_value(meta, "implausible_watermarks"))
     landing_root = settings.warehouse / source.name / "landing"
     state = load_state(landing_root)
     summary.messages = sum(p["messages"] for p in state.partitions.values())

@@ -21,7 +21,7 @@ from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame, types as T
 
 from cdc_assets.lib.settings import Settings
-from cdc_assets.lib.storage import replace_dir, temp_sibling, window_dir
+from cdc_assets.lib.storage import exclusive, remove_stale_temps, replace_dir, temp_sibling, window_dir
 
 
 SCHEMA_FILE = "_cdc_schema.json"
@@ -127,15 +127,17 @@ class SparkParquetIOManager(ConfigurableIOManager):
 
     def handle_output(self, context: OutputContext, obj: DataFrame) -> None:
         final = self._path(context)
-        tmp = temp_sibling(final)
-        obj.write.parquet(str(tmp))
-        # Spark skips `_`-files when reading data; the schema lets empty windows load typed.
-        (tmp / SCHEMA_FILE).write_text(obj.schema.json())
-        plain = {k: getattr(v, "value", v) for k, v in (context.output_metadata or {}).items()}
-        (tmp / OUTPUT_METADATA_FILE).write_text(
-            json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
-        )
-        replace_dir(tmp, final)
+        with exclusive(final):
+            remove_stale_temps(final)
+            tmp = temp_sibling(final)
+            obj.write.parquet(str(tmp))
+            # Spark skips `_`-files when reading data; the schema lets empty windows load typed.
+            (tmp / SCHEMA_FILE).write_text(obj.schema.json())
+            plain = {k: getattr(v, "value", v) for k, v in (context.output_metadata or {}).items()}
+            (tmp / OUTPUT_METADATA_FILE).write_text(
+                json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
+            )
+            replace_dir(tmp, final)
         rows = self.pyspark.spark_session.read.parquet(str(final)).count()
         context.add_output_metadata({"rows": rows, "path": str(final)})
 

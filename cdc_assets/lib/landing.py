@@ -14,21 +14,20 @@ Layout under `<landing root>`:
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 from cdc_assets.lib.codecs import Decoder
 from cdc_assets.lib.layouts import get_layout, list_dump_files, read_dump
-from cdc_assets.lib.storage import read_json, replace_dir, temp_sibling, window_dir, write_json_atomic
+from cdc_assets.lib.storage import exclusive, read_json, remove_path, replace_dir, temp_sibling, window_dir, write_json_atomic
+from cdc_assets.lib.tso import plausible_ms
+from cdc_assets.lib.watermark_audit import plausible_watermark, regressions_by_partition
 from cdc_assets.lib.watermark_state import LandingState
 
 
@@ -43,6 +42,9 @@ class LandingResult:
     messages: int
     batch_id: str | None
     state: LandingState
+    # Watermarks ignored in this landing, per "topic/partition" (see lib/watermark_audit.py).
+    regressed_watermarks: dict[str, int] = field(default_factory=dict)
+    implausible_watermarks: dict[str, int] = field(default_factory=dict)
 
 
 def file_digest(path: Path) -> str:
@@ -53,16 +55,9 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-@contextmanager
-def landing_lock(landing_root: Path) -> Iterator[None]:
+def landing_lock(landing_root: Path):
     """One lander at a time per landing area (sensor, schedule and CLI may overlap)."""
-    landing_root.mkdir(parents=True, exist_ok=True)
-    with (landing_root / ".lock").open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    return exclusive(landing_root / "state.json")
 
 
 def messages_path(landing_root: Path, window_start_ms: int) -> Path:
@@ -99,6 +94,7 @@ def land(
 ) -> LandingResult:
     with landing_lock(landing_root):
         state = load_state(landing_root)
+        _remove_uncommitted_batches(landing_root, state)
         state.check_window_ms(window_ms)
         # Read the layout's checkpoint before listing: a file written after the listing is
         # then not covered by a checkpoint we record now.
@@ -121,35 +117,45 @@ def land(
         batch_id = hashlib.sha256("".join(sorted(new)).encode()).hexdigest()[:16]
         routed = decoder.route(read_dump(spark, list(new.values()), layout, dump_root))
         cached = routed.withColumns({
-            "routing_ms": _plausible(F.col("routing_ms")),
+            "routing_ms": plausible_ms(F.col("routing_ms")),
+            "_claimed_watermark_ts": F.col("watermark_ts"),
+            "watermark_ts": plausible_watermark(F.col("watermark_ts")),
             # Newest landing wins when the same offset is landed again with other content.
             "landing_seq": F.lit(len(state.batches)).cast("int"),
         }).persist()
         try:
             routed = _assign_windows(cached, window_ms, state)
+            regressed = regressions_by_partition(
+                read_watermark_index(spark, landing_root), routed.where(F.col("watermark_ts").isNotNull()))
             _write_messages(routed, landing_root, batch_id)
             _write_watermarks(routed, landing_root, batch_id)
             stats = _collect_stats(routed)
         finally:
             cached.unpersist()
         state.apply_batch(batch_id, sorted(new), stats)
+        state.record_ignored_watermarks(regressed, stats.implausible_watermarks)
         state.apply_checkpoint(checkpoint)
         write_json_atomic(landing_root / "state.json", state.to_json())
-        return LandingResult(len(new), skipped, stats.messages, batch_id, state)
+        return LandingResult(len(new), skipped, stats.messages, batch_id, state,
+                             regressed, stats.implausible_watermarks)
 
 
-# Routing times outside these bounds (seconds instead of ms, garbage) are not trusted:
-# such a message is treated as unroutable instead of opening a window in 1970 or 9999.
-MIN_ROUTING_MS = 946_684_800_000  # 2000-01-01
-MAX_ROUTING_MS = 7_258_118_400_000  # 2200-01-01
-
-
-def _plausible(ms):
-    return F.when((ms >= MIN_ROUTING_MS) & (ms < MAX_ROUTING_MS), ms)
+def _remove_uncommitted_batches(landing_root: Path, state: LandingState) -> None:
+    """A landing killed before it wrote state.json leaves batch folders no state knows:
+    remove them (their files are landed again), so no message is landed twice."""
+    committed = {b["batch_id"] for b in state.batches}
+    for folder in [*landing_root.glob("messages/window_start_ms=*/batch=*"), *landing_root.glob("watermarks/batch=*")]:
+        if folder.name.split("=", 1)[1] not in committed:
+            shutil.rmtree(folder, ignore_errors=True)
+    for stale in [*landing_root.glob(".tmp-*"), *landing_root.glob("messages/*/.tmp-*"),
+                  *landing_root.glob("watermarks/.tmp-*")]:
+        remove_path(stale)
 
 
 def _assign_windows(routed: DataFrame, window_ms: int, state: LandingState) -> DataFrame:
-    """Window = floor(routing_ms / width). A message with no usable time at all (garbage)
+    """Window = floor(routing_ms / width). Routing times outside the plausible range
+    (seconds instead of ms, garbage) were nulled: such a message is unroutable instead of
+    opening a window in 1970 or 9999. A message with no usable time at all (garbage)
     joins the earliest window of its batch (the first to be materialized), so it is
     quarantined there with its lineage instead of being dropped."""
     earliest = routed.agg(F.min("routing_ms")).first()[0]
@@ -192,6 +198,7 @@ class BatchStats:
     messages: int
     partitions: list[dict]  # topic, kafka_partition, messages, max_offset, max_watermark_ts, max_routing_ms
     windows: dict[int, int]  # window_start_ms -> messages
+    implausible_watermarks: dict[str, int] = field(default_factory=dict)  # "topic/partition" -> messages
 
 
 def _collect_stats(routed: DataFrame) -> BatchStats:
@@ -202,9 +209,12 @@ def _collect_stats(routed: DataFrame) -> BatchStats:
             F.max("kafka_offset").alias("max_offset"),
             F.max("watermark_ts").alias("max_watermark_ts"),
             F.max("routing_ms").alias("max_routing_ms"),
+            F.count_if(F.col("_claimed_watermark_ts").isNotNull() & F.col("watermark_ts").isNull())
+            .alias("implausible_watermarks"),
         )
         .collect()
     )
+    implausible: dict[str, int] = {}
     partitions: dict[tuple[str, int], dict] = {}
     windows: dict[int, int] = {}
     for r in per_partition:
@@ -215,11 +225,14 @@ def _collect_stats(routed: DataFrame) -> BatchStats:
              "max_offset": None, "max_watermark_ts": None, "max_routing_ms": None},
         )
         p["messages"] += r.messages
-        for field in ("max_offset", "max_watermark_ts", "max_routing_ms"):
-            value = getattr(r, field)
-            if value is not None and (p[field] is None or value > p[field]):
-                p[field] = value
-    return BatchStats(sum(windows.values()), list(partitions.values()), windows)
+        if r.implausible_watermarks:
+            key = f"{r.topic}/{r.kafka_partition}"
+            implausible[key] = implausible.get(key, 0) + r.implausible_watermarks
+        for name in ("max_offset", "max_watermark_ts", "max_routing_ms"):
+            value = getattr(r, name)
+            if value is not None and (p[name] is None or value > p[name]):
+                p[name] = value
+    return BatchStats(sum(windows.values()), list(partitions.values()), windows, implausible)
 
 
 def reset_landing(landing_root: Path) -> None:

@@ -33,6 +33,8 @@ class SourceConfig:
     # else event time), watermark, event-time or batch (the dump is complete).
     completeness: str = "auto"
     allowed_lateness_seconds: int = 0  # event-time mode only
+    # Share of a window's messages that may be quarantined before the ERROR check fails.
+    max_quarantine_rate: float = 0.01
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,7 @@ def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig,
             time_zone=str(raw.get("time_zone", "UTC")),
             completeness=str(raw.get("completeness", "auto")),
             allowed_lateness_seconds=int(raw.get("allowed_lateness_seconds", 0)),
+            max_quarantine_rate=_rate(raw.get("max_quarantine_rate", 0.01)),
         ))
     names = [s.name for s in sources]
     if len(set(names)) != len(names) or not names:
@@ -118,7 +121,14 @@ def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig,
 
 
 _SOURCE_KEYS = {"name", "protocol", "location", "layout", "options", "time_zone", "completeness",
-                "allowed_lateness_seconds"}
+                "allowed_lateness_seconds", "max_quarantine_rate"}
+
+
+def _rate(value) -> float:
+    rate = float(value)
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"max_quarantine_rate must be between 0 and 1, got {value!r}")
+    return rate
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -143,6 +153,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         time_zone=env.get("CDC_ASSETS_TIME_ZONE", "UTC"),
         completeness=env.get("CDC_ASSETS_COMPLETENESS", "auto"),
         allowed_lateness_seconds=int(env.get("CDC_ASSETS_ALLOWED_LATENESS_SECONDS", "0")),
+        max_quarantine_rate=_rate(env.get("CDC_ASSETS_MAX_QUARANTINE_RATE", "0.01")),
     )
     return Settings(
         home=home,

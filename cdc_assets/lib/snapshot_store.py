@@ -27,7 +27,7 @@ from cdc_assets.lib.snapshot import (
     reconstruct_table,
     window_table_schemas,
 )
-from cdc_assets.lib.storage import read_json, temp_sibling, window_dir, write_json_atomic
+from cdc_assets.lib.storage import exclusive, read_json, remove_stale_temps, temp_sibling, window_dir, write_json_atomic
 
 
 def manifest_path(snapshots: Path, window_start_ms: int) -> Path:
@@ -57,6 +57,21 @@ def write_window_snapshot(
     window_end_ms: int,
     previous: dict | None,
 ) -> dict:
+    manifest_file = manifest_path(snapshots, window_start_ms)
+    # Two runs of one window take turns: otherwise one run's clean-up could remove the
+    # folders the other is about to commit.
+    with exclusive(manifest_file):
+        remove_stale_temps(manifest_file)
+        tables = _write_tables(spark, changes, snapshots, window_start_ms, previous)
+        manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms, "tables": tables}
+        write_json_atomic(manifest_file, manifest)
+        _remove_unreferenced(snapshots, window_start_ms, tables)
+    return manifest
+
+
+def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, window_start_ms: int,
+                  previous: dict | None) -> dict[str, dict]:
+    """Write every table the window changed; carry the others over by reference."""
     latest = key_actions(changes).persist()
     try:
         schemas = window_table_schemas(changes)
@@ -87,10 +102,7 @@ def write_window_snapshot(
                                "deleted_keys": 0, "conversion_failures": 0}
     finally:
         latest.unpersist()
-    manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms, "tables": tables}
-    write_json_atomic(manifest_path(snapshots, window_start_ms), manifest)
-    _remove_unreferenced(snapshots, window_start_ms, tables)
-    return manifest
+    return tables
 
 
 def _remove_unreferenced(snapshots: Path, window_start_ms: int, tables: dict[str, dict]) -> None:
@@ -101,6 +113,9 @@ def _remove_unreferenced(snapshots: Path, window_start_ms: int, tables: dict[str
         for entry in (read_manifest(snapshots, w) or {}).get("tables", {}).values()
     }
     for tid in tables:
-        for run in window_dir(snapshots / tid, window_start_ms).glob("run=*"):
+        folder = window_dir(snapshots / tid, window_start_ms)
+        for run in folder.glob("run=*"):
             if str(run.relative_to(snapshots)) not in referenced:
                 shutil.rmtree(run, ignore_errors=True)
+        for stale in folder.glob(".tmp-run=*"):  # left by a killed run of this window
+            shutil.rmtree(stale, ignore_errors=True)

@@ -8,10 +8,13 @@ so they can never leave the warehouse root.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,32 @@ def replace_dir(tmp: Path, final: Path) -> None:
         shutil.rmtree(trash, ignore_errors=True)
     else:
         os.replace(tmp, final)
+
+
+@contextmanager
+def exclusive(final: Path) -> Iterator[None]:
+    """One writer at a time for `final` (two runs of the same window, a retry racing a
+    stale run): an OS file lock next to it, released even when the process dies."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with (final.parent / f".lock-{final.name}").open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def remove_path(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def remove_stale_temps(final: Path) -> None:
+    """Temporary siblings of `final` left by a killed writer (call while holding `exclusive`)."""
+    for stale in final.parent.glob(f".tmp-{final.name}-*"):
+        remove_path(stale)
 
 
 def temp_sibling(final: Path) -> Path:

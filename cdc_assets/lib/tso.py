@@ -29,3 +29,13 @@ def tso_ms_col(tso: Column) -> Column:
 def tso_time_col(tso: Column) -> Column:
     """TSO -> UTC timestamp column (millisecond precision)."""
     return F.timestamp_millis(tso_ms_col(tso))
+
+
+# Physical times a real changefeed can carry (ms since epoch): 2000-01-01 .. 2200-01-01.
+# Outside them a time is garbage (seconds for ms, a flipped bit) and is not trusted.
+MIN_PLAUSIBLE_MS = 946_684_800_000
+MAX_PLAUSIBLE_MS = 7_258_118_400_000
+
+
+def plausible_ms(ms: Column) -> Column:
+    return F.when((ms >= MIN_PLAUSIBLE_MS) & (ms < MAX_PLAUSIBLE_MS), ms)

@@ -85,7 +85,7 @@ def _invariants() -> dict[str, Column]:
             | (F.size("pk_names") != F.size("pk_values"))
         ),
         "row_without_image": is_row & F.col("before").isNull() & F.col("after").isNull(),
-        "ddl_without_sql": (kind == DDL) & F.col("ddl_sql").isNull(),
+        "ddl_without_sql": (kind == DDL) & (F.coalesce(F.length(F.trim("ddl_sql")), F.lit(0)) == 0),
         "watermark_without_ts": (kind == WATERMARK) & F.col("watermark_ts").isNull(),
     }
 

@@ -115,6 +115,14 @@ class LandingState:
         self.batches.append({"batch_id": batch_id, "files": len(digests), "messages": stats.messages})
         self.landed_digests.update(digests)
 
+    def record_ignored_watermarks(self, regressed: dict[str, int], implausible: dict[str, int]) -> None:
+        """Cumulative per-partition counts of watermarks that were reported, never trusted."""
+        for field_name, counts in (("regressed_watermarks", regressed), ("implausible_watermarks", implausible)):
+            for key, n in counts.items():
+                if key in self.partitions:
+                    p = self.partitions[key]
+                    p[field_name] = p.get(field_name, 0) + n
+
     def apply_checkpoint(self, checkpoint_ts: int | None) -> None:
         """A layout-level watermark (TiCDC storage sink's checkpoint-ts) covers every stream."""
         if checkpoint_ts is None:

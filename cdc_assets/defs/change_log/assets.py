@@ -27,9 +27,11 @@ from cdc_assets.lib.changelog_schema import (
 )
 from cdc_assets.lib.metadata import counts_table
 from cdc_assets.lib.validation import ChangeLogModel, validate
+from cdc_assets.lib.value_conversion import quarantine_unconvertible_values
 
 SCHEMA_CHECK = "change_log_contract"
 QUARANTINE_CHECK = "nothing_quarantined"
+QUARANTINE_RATE_CHECK = "quarantine_rate_within_limit"
 
 
 def build_change_log(b: SourceBuild) -> AssetsDefinition:
@@ -58,10 +60,15 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
                            description="pandera ChangeLogModel + row invariants, failing counts in metadata"),
             AssetCheckSpec(QUARANTINE_CHECK, asset=quarantine_key,
                            description="warns when the window quarantined anything"),
+            AssetCheckSpec(QUARANTINE_RATE_CHECK, asset=quarantine_key,
+                           description="errors when the share of quarantined messages exceeds the "
+                           f"source's max_quarantine_rate ({b.source.max_quarantine_rate:g})"),
         ],
     )
     def decode(context: AssetExecutionContext, raw_messages: DataFrame):
-        decoded = b.decoder().decode(raw_messages).persist()
+        # Cached once: the conversion rule below reads the distinct column types first.
+        cached = b.decoder().decode(raw_messages).persist()
+        decoded = quarantine_unconvertible_values(cached)
         try:
             by_kind = {
                 f"{r.kind}": int(r.n)
@@ -78,6 +85,9 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             reasons = {k.split(":", 1)[1]: v for k, v in by_kind.items() if k.startswith("quarantined:")}
             kinds = {k: v for k, v in by_kind.items() if not k.startswith("quarantined:")}
             quarantined = sum(reasons.values())
+            messages = raw_messages.count()
+            bad_messages = rejected.select("topic", "kafka_partition", "kafka_offset").distinct().count()
+            rate = bad_messages / messages if messages else 0.0
             outcome = validate(ChangeLogModel, events)
             yield Output(
                 events, output_name="change_log",
@@ -91,7 +101,8 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             )
             yield Output(
                 rejected, output_name="quarantine",
-                metadata={"quarantined": quarantined,
+                metadata={"quarantined": quarantined, "quarantined_messages": bad_messages,
+                          "messages_in": messages,
                           "by_reason": MetadataValue.md(counts_table(reasons, ("reason", "messages")))},
             )
             yield contract_check(log_key, SCHEMA_CHECK, outcome)
@@ -100,7 +111,14 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
                 severity=AssetCheckSeverity.WARN,
                 metadata={"quarantined": quarantined, "by_reason": MetadataValue.json(reasons)},
             )
+            yield AssetCheckResult(
+                asset_key=quarantine_key, check_name=QUARANTINE_RATE_CHECK,
+                passed=rate <= b.source.max_quarantine_rate, severity=AssetCheckSeverity.ERROR,
+                metadata={"messages": messages, "quarantined_messages": bad_messages,
+                          "rate": MetadataValue.float(round(rate, 6)),
+                          "max_rate": MetadataValue.float(b.source.max_quarantine_rate)},
+            )
         finally:
-            decoded.unpersist()
+            cached.unpersist()
 
     return decode

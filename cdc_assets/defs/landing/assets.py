@@ -1,7 +1,16 @@
 """Layer 0: land new dump files into per-window folders (unpartitioned, incremental)."""
 
 
-from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, MetadataValue, asset
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetsDefinition,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
 from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
 
@@ -13,6 +22,8 @@ from cdc_assets.lib.landing import land
 from cdc_assets.lib.metadata import watermark_table
 from cdc_assets.lib.tso import tso_to_datetime
 
+WATERMARK_CHECK = "watermarks_trusted"
+
 
 def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
     @asset(
@@ -20,6 +31,11 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
         group_name=b.group,
         kinds={"spark", "parquet"},
         tags=b.tags,
+        check_specs=[AssetCheckSpec(
+            WATERMARK_CHECK, asset=b.key(LANDED),
+            description="warns when this landing ignored watermarks that moved backwards (a replayed "
+            "resolved ts) or had an implausible time; they are never trusted",
+        )],
         description=(
             f"New files of the `{b.source.protocol}` dump at {b.source.input_path}, landed into "
             "per-window folders. Idempotent: a file already landed (same content) is skipped. "
@@ -56,8 +72,19 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
             f"landed {result.new_files} new file(s), {result.messages} message(s); "
             f"skipped {result.skipped_files}; {len(complete)} complete window(s)"
         )
+        regressed, implausible = result.regressed_watermarks, result.implausible_watermarks
+        if regressed or implausible:
+            context.log.warning(f"ignored watermarks: moved backwards {regressed}, implausible {implausible}")
         return MaterializeResult(
+            check_results=[AssetCheckResult(
+                check_name=WATERMARK_CHECK, passed=not regressed and not implausible,
+                severity=AssetCheckSeverity.WARN,
+                metadata={"regressed_watermarks": MetadataValue.json(regressed),
+                          "implausible_watermarks": MetadataValue.json(implausible)},
+            )],
             metadata={
+                "regressed_watermarks": sum(regressed.values()),
+                "implausible_watermarks": sum(implausible.values()),
                 "new_files": result.new_files,
                 "skipped_files": result.skipped_files,
                 "messages_landed": result.messages,

@@ -31,6 +31,7 @@ from cdc_assets.lib.changelog_schema import (
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.spark_helpers import (
     blank_to_null,
+    event_time_from_ms,
     first_failing_rule,
     lineage_columns,
     overlay,
@@ -229,7 +230,7 @@ class CanalJsonDecoder(Decoder):
             F.when((F.col("_kind") != WATERMARK) & F.col("m")["_tidb"]["commitTs"].isNull()
                    & (F.col("m")["id"] > 0), F.col("m")["id"]).alias("source_position"),
             tso_time_col(F.col("commit_ts")).alias("commit_time"),
-            F.timestamp_millis(F.when(F.col("m")["es"] > 0, F.col("m")["es"])).alias("event_time"),
+            event_time_from_ms(F.col("m")["es"]).alias("event_time"),
             "key",
             "value",
             reason.alias(REJECT_REASON),
@@ -255,6 +256,8 @@ class CanalJsonDecoder(Decoder):
              F.lit("DML message without data rows")),
             ((kind != WATERMARK) & F.col("commit_ts").isNull(), "missing_commit_ts",
              F.lit("no _tidb.commitTs and no es")),
+            ((kind == DDL) & blank_to_null(F.trim("ddl_sql")).isNull(), "missing_ddl_sql",
+             F.lit("DDL message without sql")),
             (is_row & (F.col("database").isNull() | F.col("table").isNull()), "missing_table_name",
              F.lit("DML message without database or table")),
             (is_row & F.coalesce(F.size(F.col("pk_names")) <= 0, F.lit(True)), "missing_primary_key",

@@ -24,7 +24,14 @@ from pyspark.sql import Column, DataFrame, functions as F, types as T
 from cdc_assets.lib.changelog_schema import DDL, DECODED_COLUMNS, REJECT_DETAIL, REJECT_REASON, ROW, WATERMARK
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.canal_json import canonical_values, has_non_latin1_binary
-from cdc_assets.lib.codecs.spark_helpers import blank_to_null, first_failing_rule, overlay, lineage_columns, value_text
+from cdc_assets.lib.codecs.spark_helpers import (
+    blank_to_null,
+    event_time_from_ms,
+    first_failing_rule,
+    lineage_columns,
+    overlay,
+    value_text,
+)
 from cdc_assets.lib.tso import PHYSICAL_SHIFT, tso_time_col
 
 _ROW_MAP = T.MapType(T.StringType(), T.StringType(), valueContainsNull=True)
@@ -118,7 +125,7 @@ class CloudCanalJsonDecoder(Decoder):
             F.when(~F.col("_kind").eqNullSafe(WATERMARK), commit_ts).alias("commit_ts"),
             tso_time_col(F.when(~F.col("_kind").eqNullSafe(WATERMARK), commit_ts)).alias("commit_time"),
             F.when(~F.col("_kind").eqNullSafe(WATERMARK) & (m["bid"] > 0), m["bid"]).alias("source_position"),
-            F.timestamp_millis(F.when(m["execTs"] > 0, m["execTs"])).alias("event_time"),
+            event_time_from_ms(m["execTs"]).alias("event_time"),
             F.when(is_row, m["pks"]).alias("pk_names"),
             canonical_values(before_raw, types, tz).alias("before"),
             canonical_values(after_raw, types, tz).alias("after"),
@@ -158,6 +165,8 @@ class CloudCanalJsonDecoder(Decoder):
              F.lit("DML message with empty pks")),
             (is_row & F.exists("pk_values", lambda v: v.isNull()), "null_primary_key",
              F.concat(F.lit("a primary key column is null or absent: "), F.array_join("pk_names", ","))),
+            ((kind == DDL) & blank_to_null(F.trim("ddl_sql")).isNull(), "missing_ddl_sql",
+             F.lit("DDL message without sql")),
             (is_row & F.col("_bad_binary"), "invalid_binary_value",
              F.lit("a binary column holds characters beyond ISO-8859-1")),
         ]

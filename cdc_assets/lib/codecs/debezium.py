@@ -52,7 +52,14 @@ from cdc_assets.lib.codecs.debezium_values import (
     value_kind_type,
     value_rule,
 )
-from cdc_assets.lib.codecs.spark_helpers import blank_to_null, Rule, first_failing_rule, lineage_columns, value_text
+from cdc_assets.lib.codecs.spark_helpers import (
+    Rule,
+    blank_to_null,
+    event_time_from_ms,
+    first_failing_rule,
+    lineage_columns,
+    value_text,
+)
 from cdc_assets.lib.tso import PHYSICAL_SHIFT, tso_time_col
 
 ROW_OPS = {"c": INSERT, "i": INSERT, "u": UPDATE, "d": DELETE, "r": READ}
@@ -229,7 +236,7 @@ class DebeziumDecoder(Decoder):
             .when(is_row, blank_to_null(source["table"])).alias("table"),
             F.when(kind != WATERMARK, self._commit_ts(source, F.col("_ts_ms"))).alias("commit_ts"),
             self._source_position(source).alias("source_position"),
-            F.timestamp_millis(_positive(source["ts_ms"])).alias("event_time"),
+            event_time_from_ms(source["ts_ms"]).alias("event_time"),
             F.when(is_row, F.col("_key_names"))
             .when(kind == DDL, change["table"]["primaryKeyColumnNames"]).alias("pk_names"),
             # One conversion expression for both images (expression size matters, see debezium_values).
@@ -301,7 +308,7 @@ class DebeziumDecoder(Decoder):
              F.concat(F.lit("unknown Debezium op "), op)),
             ((kind == WATERMARK) & F.col("watermark_ts").isNull(), "missing_watermark_ts",
              F.lit("watermark (op m) without source.commit_ts")),
-            ((kind == DDL) & F.col("ddl_sql").isNull(), "missing_ddl_sql", F.lit("DDL event without ddl")),
+            ((kind == DDL) & blank_to_null(F.trim("ddl_sql")).isNull(), "missing_ddl_sql", F.lit("DDL event without ddl")),
             ((kind != WATERMARK) & F.col("commit_ts").isNull(), "missing_commit_ts", F.lit(commit_hint)),
             (is_row & (F.col("database").isNull() | F.col("table").isNull()), "missing_table_name",
              F.lit("row event without source.db or source.table")),

@@ -62,6 +62,9 @@ def _datetime_text(d: dict) -> tuple[str, str]:
         return f"{h:02d}:{mi or 0:02d}:{s or 0:02d}{_micros(us)}", "time"
     if y is not None and mo is None:
         return f"{y:04d}", "year"
+    if day is None or (h is not None and (mi is None or s is None)):
+        present = sorted(k for k, v in d.items() if v is not None)
+        raise Reject("invalid_value", f"DateTime with missing segments (present: {present})")
     if h is None:
         return f"{y:04d}-{mo:02d}-{day:02d}", "date"
     return f"{y:04d}-{mo:02d}-{day:02d} {h:02d}:{mi:02d}:{s:02d}{_micros(us)}", "datetime"

@@ -54,6 +54,7 @@ from cdc_assets.lib.tso import PHYSICAL_SHIFT, tso_time_col
 VERSION = 1
 _LEN = 8
 EVENT_KINDS = {1: ROW, 2: DDL, 3: WATERMARK}
+MAX_TSO = 1 << 63  # a TSO is a signed 64-bit column downstream
 
 BINARY_FLAG, HANDLE_KEY_FLAG, PRIMARY_KEY_FLAG, UNSIGNED_FLAG = 0x01, 0x02, 0x08, 0x80
 _KEY_FLAGS = HANDLE_KEY_FLAG | PRIMARY_KEY_FLAG
@@ -156,6 +157,8 @@ def parse_json(raw: bytes, what: str) -> dict:
         obj = json.loads(text, parse_float=str, parse_constant=_no_constants)
     except ValueError as e:
         raise Reject("invalid_json", f"the {what} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise Reject("invalid_json", f"the {what} JSON nests too deeply") from None
     if not isinstance(obj, dict):
         raise Reject("unexpected_shape", f"the {what} JSON is not an object")
     return obj
@@ -296,7 +299,7 @@ def decode_event(index: int, key: bytes, value: bytes | None, tz: tzinfo) -> dic
             raise Reject("unknown_event_type", f"event key type {t!r}")
         ev["event_kind"] = kind
         ts = k.get("ts")
-        if type(ts) is not int or ts < 0:
+        if type(ts) is not int or not 0 <= ts < MAX_TSO:
             missing = "missing_watermark_ts" if kind == WATERMARK else "missing_commit_ts"
             raise Reject(missing, f"event key ts {ts!r}")
         if kind == WATERMARK:
@@ -314,6 +317,8 @@ def decode_event(index: int, key: bytes, value: bytes | None, tz: tzinfo) -> dic
             _fill_row(ev, k, value, tz)
     except Reject as err:
         ev.update({REJECT_REASON: err.reason, REJECT_DETAIL: err.detail})
+    except Exception as e:  # a shape no rule foresaw: this event is quarantined, never the run
+        ev.update({REJECT_REASON: "decoder_error", REJECT_DETAIL: f"{type(e).__name__}: {e}"[:500]})
     return ev
 
 
@@ -383,7 +388,7 @@ def decode_message(key: bytes | None, value: bytes | None, tz: tzinfo) -> list[d
         else:
             events.append(_rejected(i, Reject(
                 "unpaired_key_value", f"{len(keys)} event key(s) but {len(values)} value(s)")))
-    return events
+    return events  # a version-only key with no value is a valid, empty batch: no events
 
 
 def message_timestamps(key: bytes | None) -> tuple[int | None, int | None]:
@@ -393,10 +398,10 @@ def message_timestamps(key: bytes | None) -> tuple[int | None, int | None]:
     for frame in frames:
         try:
             k = json.loads(frame)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         ts = k.get("ts") if isinstance(k, dict) else None
-        if type(ts) is not int or ts < 0:
+        if type(ts) is not int or not 0 <= ts < MAX_TSO:
             continue
         best = ts if best is None else max(best, ts)
         if k.get("t") == 3:

@@ -11,6 +11,15 @@ def lineage_columns() -> list[str]:
     return [f.name for f in LINEAGE_FIELDS]
 
 
+# Up to 9999-12-31: beyond that Spark's timestamp functions raise instead of returning null.
+_MAX_EVENT_MS = 253_402_300_799_999
+
+
+def event_time_from_ms(ms: Column) -> Column:
+    """A producer's event time in ms -> timestamp; non-positive or absurd values -> null."""
+    return F.timestamp_millis(F.when((ms > 0) & (ms <= _MAX_EVENT_MS), ms))
+
+
 def blank_to_null(c: Column) -> Column:
     """Protocols write "" for "no database/table"; the change log says null."""
     return F.when(F.length(c) > 0, c)

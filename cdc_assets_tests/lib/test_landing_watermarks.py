@@ -1,0 +1,65 @@
+"""Watermarks that move backwards or make no sense are ignored and reported, never trusted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cdc_assets.lib.codecs import get_decoder
+from cdc_assets.lib.landing import land
+from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets_tests.canal_messages import row, values, watermark
+
+HOUR = 3_600_000
+T0 = 1_767_225_600_000  # 2026-01-01T00:00Z
+
+
+def _kcat_file(path: Path, messages: list[tuple[int, bytes]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(
+        json.dumps({"topic": "cdc", "partition": 0, "offset": off, "tstype": "create", "ts": T0,
+                    "broker": 1, "key": None, "payload": payload.decode()}) + "\n"
+        for off, payload in messages
+    ))
+
+
+def _land(spark, dump: Path, landing: Path):
+    return land(spark, dump_root=dump, layout="kcat-jsonl", decoder=get_decoder("canal-json"),
+                landing_root=landing, window_ms=HOUR)
+
+
+def test_backwards_and_implausible_watermarks_are_reported_and_ignored(spark, tmp_path):
+    dump, landing = tmp_path / "dump", tmp_path / "landing"
+    high, low = ms_to_tso(T0 + 2 * HOUR), ms_to_tso(T0 + HOUR)
+    _kcat_file(dump / "a.jsonl", [
+        (0, watermark(low)),
+        (1, row("INSERT", ms_to_tso(T0 + 10), values(1, "a"))),
+        (2, watermark(high)),
+        (3, watermark(low)),             # replayed resolved ts: moves backwards
+        (4, watermark(5 << 18)),         # 1970: a corrupted ts
+    ])
+    first = _land(spark, dump, landing)
+    assert first.regressed_watermarks == {"cdc/0": 1}
+    assert first.implausible_watermarks == {"cdc/0": 1}
+    assert first.state.global_watermark_ts() == high  # the maximum is kept
+
+    # A later batch replays an old watermark at a higher offset: reported across batches.
+    _kcat_file(dump / "b.jsonl", [(5, watermark(low)), (6, watermark(high + 1))])
+    second = _land(spark, dump, landing)
+    assert second.regressed_watermarks == {"cdc/0": 1}
+    assert second.implausible_watermarks == {}
+    part = second.state.partitions["cdc/0"]
+    assert (part["regressed_watermarks"], part["implausible_watermarks"]) == (2, 1)
+    assert second.state.global_watermark_ts() == high + 1
+
+
+def test_a_future_watermark_beyond_2200_does_not_complete_windows(spark, tmp_path):
+    dump, landing = tmp_path / "dump", tmp_path / "landing"
+    _kcat_file(dump / "a.jsonl", [
+        (0, row("INSERT", ms_to_tso(T0 + 10), values(1, "a"))),
+        (1, watermark(ms_to_tso(9_000_000_000_000))),  # year 2255
+    ])
+    result = _land(spark, dump, landing)
+    assert result.implausible_watermarks == {"cdc/0": 1}
+    assert result.state.global_watermark_ts() is None
+    assert result.state.complete_windows(HOUR) == []
