@@ -35,15 +35,22 @@ def land_job_name(b: SourceBuild) -> str:
     return f"{b.source.name}__land"
 
 
+# Every run of a source carries this tag; dagster.yaml limits it to one run per source, so
+# windows run in order however many sources run side by side (docs/deploying.md).
+SOURCE_TAG = "cdc_assets/source"
+
+
 def build_jobs(b: SourceBuild):
+    tags = {SOURCE_TAG: b.source.name}
     windows = define_asset_job(
         window_job_name(b),
+        tags=tags,
         selection=AssetSelection.assets(*[b.key(k) for k in (RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS)]),
         partitions_def=b.partitions_def,
         description="Every layer of one commitTs window, with its checks.",
     )
     land = define_asset_job(
-        land_job_name(b), selection=AssetSelection.assets(b.key(LANDED)),
+        land_job_name(b), selection=AssetSelection.assets(b.key(LANDED)), tags=tags,
         description="Land new dump files (incremental, idempotent).",
     )
     return windows, land

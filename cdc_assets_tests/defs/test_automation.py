@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import Path
 
 from dagster import build_schedule_context, instance_for_test
 
@@ -13,6 +14,7 @@ from cdc_assets.lib.tso import ms_to_tso
 from cdc_assets.lib.watermark_state import Completeness, LandingState
 from cdc_assets.lib.window_plan import windows_to_materialize
 
+REPO = Path(__file__).resolve().parents[2]
 H = 3_600_000
 W0 = 1767225600000  # 2026-01-01T00:00Z
 
@@ -50,3 +52,19 @@ def test_schedule_requests_pending_windows_oldest_first(tmp_path):
             scheduled_execution_time=datetime(2026, 1, 1, 4, 10, tzinfo=timezone.utc))
         requests = list(schedule.evaluate_tick(context).run_requests)
     assert [r.partition_key for r in requests] == ["2026-01-01-01:00", "2026-01-01-02:00"]
+
+
+def test_every_run_of_a_source_carries_its_tag_and_the_instance_limits_it_to_one(tmp_path, monkeypatch):
+    from dagster import DagsterInstance
+
+    from cdc_assets.defs.automation import SOURCE_TAG
+
+    defs = build_definitions(load_settings({"CDC_ASSETS_SOURCE": "orders"}))
+    for name in ("orders__windows", "orders__land"):
+        assert defs.resolve_job_def(name).tags[SOURCE_TAG] == "orders"
+    # The shipped dagster.yaml loads and limits that tag to one run per value.
+    (tmp_path / "dagster.yaml").write_text((REPO / "dagster.yaml").read_text())
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    with DagsterInstance.get() as instance:
+        (limit,) = instance.run_coordinator.get_run_queue_config().tag_concurrency_limits
+    assert limit == {"key": SOURCE_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
