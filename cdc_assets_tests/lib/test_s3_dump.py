@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import traceback
 import uuid
 from pathlib import Path
 
 import boto3
+import botocore.config
 import pytest
 
 from cdc_assets.lib.input_files import files_not_landed, list_input_files, mirror_root, wanted_object
@@ -116,3 +118,17 @@ def test_files_not_landed_for_a_local_folder(tmp_path):
     assert [f.name for f in files_not_landed(source, landing)] == ["t/part-1.parquet"]
     assert files_not_landed(SourceConfig(name="s", protocol="canal-json", input_path=str(tmp_path / "none")),
                             landing) == []
+
+
+def test_a_failing_s3_call_never_shows_the_credentials(s3_endpoint, tmp_path):
+    """Errors (a missing bucket, a dead endpoint) name the bucket, never the keys."""
+    secret = "never-print-this-secret-9f3a"
+    source = SourceConfig(name="s", protocol="canal-json", input_path="s3://no-such-bucket/dump")
+    for endpoint in (s3_endpoint, "http://127.0.0.1:9"):  # moto, then a closed port
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                              aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key=secret,
+                              config=botocore.config.Config(retries={"max_attempts": 1}, connect_timeout=2))
+        with pytest.raises(Exception) as failure:
+            list_input_files(source, tmp_path / "landing", s3_client=client)
+        text = "".join(traceback.format_exception(failure.value))
+        assert secret not in text and "AKIDEXAMPLE" not in text
