@@ -12,6 +12,7 @@ from dagster import BetaWarning, PreviewWarning
 
 from cdc_assets.lib.codecs import DECODERS
 from cdc_assets.lib.layouts import LAYOUTS
+from cdc_assets.lib.s3_dump import is_s3_uri
 from cdc_assets.lib.settings import SourceConfig, load_settings
 from cdc_assets.lib.watermark_state import COMPLETENESS_MODES
 
@@ -31,7 +32,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     base = load_settings()
     source = SourceConfig(
-        name=args.source, protocol=args.protocol, input_path=str(Path(args.input).absolute()),
+        name=args.source, protocol=args.protocol,
+        input_path=args.input if is_s3_uri(args.input) else str(Path(args.input).absolute()),
         layout=args.layout, options=_options(args.option), time_zone=args.time_zone,
         completeness=args.completeness, allowed_lateness_seconds=args.allowed_lateness_seconds,
     )
@@ -72,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("replay", help="land a dump and materialize every complete window through Dagster")
     r.add_argument("--protocol", required=True, choices=sorted(DECODERS))
-    r.add_argument("--input", required=True, help="folder holding the dump files")
+    r.add_argument("--input", required=True,
+                   help="folder holding the dump files, or s3://bucket/prefix (endpoint: CDC_ASSETS_S3_ENDPOINT_URL)")
     r.add_argument("--warehouse", required=True, help="folder for the landing area and every layer")
     r.add_argument("--layout", default="auto", choices=["auto", *LAYOUTS])
     r.add_argument("--source", default="replay", help="source name (asset key prefix)")

@@ -19,6 +19,7 @@ from dagster import (
     schedule,
     sensor,
 )
+from dagster_aws.s3 import S3Resource
 
 from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, LANDED, QUARANTINE, RAW, SNAPSHOTS, SourceBuild
@@ -62,15 +63,22 @@ def land_job_name(b: SourceBuild) -> str:
     return f"{b.source.name}__land"
 
 
+# Every run of a source carries this tag; dagster.yaml limits it to one run per source, so
+# windows run in order however many sources run side by side (docs/deploying.md).
+SOURCE_TAG = "cdc_assets/source"
+
+
 def build_jobs(b: SourceBuild):
+    tags = {SOURCE_TAG: b.source.name}
     windows = define_asset_job(
         window_job_name(b),
+        tags=tags,
         selection=AssetSelection.assets(*[b.key(k) for k in (RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS)]),
         partitions_def=b.partitions_def,
         description="Every layer of one commitTs window, with its checks.",
     )
     land = define_asset_job(
-        land_job_name(b), selection=AssetSelection.assets(b.key(LANDED)),
+        land_job_name(b), selection=AssetSelection.assets(b.key(LANDED)), tags=tags,
         description="Land new dump files (incremental, idempotent).",
     )
     return windows, land
@@ -121,10 +129,11 @@ def build_landing_sensor(b: SourceBuild, windows_job, land_job):
         description="Lands new dump files as they appear, and requests a run for every window "
         "the global watermark has completed (not the clock).",
     )
-    def landing_sensor(context: SensorEvaluationContext):
+    def landing_sensor(context: SensorEvaluationContext, s3: S3Resource):
         landing_root = b.settings.warehouse / b.source.name / "landing"
-        files = list_input_files(b.source, landing_root)
-        new = files_not_landed(b.source, landing_root)
+        client = s3.get_client() if b.is_s3 else None  # an s3:// source lists its prefix
+        files = list_input_files(b.source, landing_root, client)
+        new = files_not_landed(b.source, landing_root, client)
         wm = load_state(landing_root).global_watermark_ts(b.completeness())
         requests = []
         if new:

@@ -10,7 +10,9 @@ from cdc_assets.defs.change_table.assets import build_change_table
 from cdc_assets.defs.landing.assets import build_landed_dump
 from cdc_assets.defs.partitions import window_partitions
 from cdc_assets.defs.raw.assets import build_raw_messages
-from cdc_assets.defs.resources import SparkParquetIOManager, WarehouseResource, make_spark_resource
+from cdc_assets.defs.resources import (
+    SparkParquetIOManager, WarehouseResource, make_s3_resource, make_spark_resource,
+)
 from cdc_assets.defs.snapshots.assets import build_snapshots
 from cdc_assets.defs.source_build import SourceBuild
 from cdc_assets.lib.settings import Settings
@@ -40,6 +42,7 @@ def build_definitions(settings: Settings) -> Definitions:
         resources={
             "pyspark": pyspark,
             "warehouse": warehouse,
+            "s3": make_s3_resource(settings),
             "parquet_io_manager": SparkParquetIOManager(warehouse=warehouse, pyspark=pyspark),
         },
         # One Spark driver per run: steps share its session in one process.

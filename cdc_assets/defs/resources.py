@@ -1,4 +1,5 @@
-"""Resources: Spark (PySparkResource), the warehouse layout, and the Parquet IO manager."""
+"""Resources: Spark (PySparkResource), S3 (dagster-aws), the warehouse layout, and the
+Parquet IO manager."""
 
 
 import json
@@ -9,11 +10,13 @@ from pathlib import Path
 from dagster import (
     ConfigurableIOManager,
     ConfigurableResource,
+    EnvVar,
     InitResourceContext,
     InputContext,
     OutputContext,
     ResourceDependency,
 )
+from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame, types as T
 
@@ -32,7 +35,10 @@ def read_output_metadata(folder: Path) -> dict:
 
 
 def spark_config(settings: Settings) -> dict[str, str]:
-    return {
+    """The session's settings. The master URL alone picks where Spark runs: `local[N]`, a
+    standalone cluster (`spark://host:port`), or a Spark Connect server (`sc://host:port`).
+    `settings.spark_conf` (CDC_ASSETS_SPARK_CONF) is applied last, so it wins."""
+    conf = {
         "spark.master": settings.spark_master,
         "spark.app.name": "cdc_assets",
         "spark.ui.enabled": "false",
@@ -42,7 +48,17 @@ def spark_config(settings: Settings) -> dict[str, str]:
         "spark.sql.adaptive.enabled": "true",
         "spark.driver.memory": "4g",
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        **settings.spark_conf,
     }
+    if is_spark_connect(settings.spark_master):
+        # A Connect client only sets session (SQL) settings; the server owns the rest.
+        conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}
+        conf["spark.remote"] = settings.spark_master
+    return conf
+
+
+def is_spark_connect(master: str) -> bool:
+    return master.startswith("sc://")
 
 
 def use_this_python_for_workers() -> None:
@@ -61,6 +77,20 @@ class CdcSparkResource(PySparkResource):
 
 def make_spark_resource(settings: Settings) -> PySparkResource:
     return CdcSparkResource(spark_config=spark_config(settings))
+
+
+# Only the names of the variables reach Dagster's config; unset ones are left to boto3's own
+# chain (instance profile, IRSA, ~/.aws), so no key is ever written in a settings file.
+_AWS_CREDENTIAL_VARIABLES = {
+    "aws_access_key_id": "AWS_ACCESS_KEY_ID",
+    "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "aws_session_token": "AWS_SESSION_TOKEN",
+}
+
+
+def make_s3_resource(settings: Settings) -> S3Resource:
+    credentials = {field: EnvVar(var) for field, var in _AWS_CREDENTIAL_VARIABLES.items() if os.environ.get(var)}
+    return S3Resource(endpoint_url=settings.s3_endpoint_url, region_name=settings.s3_region, **credentials)
 
 
 class WarehouseResource(ConfigurableResource):

@@ -8,7 +8,9 @@ from pathlib import Path
 from dagster import AssetKey, TimeWindowPartitionsDefinition
 
 from cdc_assets.lib.codecs import Decoder, get_decoder
+from cdc_assets.lib.input_files import local_dump_root
 from cdc_assets.lib.layouts import detect_layout
+from cdc_assets.lib.s3_dump import is_s3_uri
 from cdc_assets.lib.settings import Settings, SourceConfig
 from cdc_assets.lib.watermark_state import EVENT_TIME_MODE, WATERMARK_MODE, Completeness
 
@@ -42,8 +44,17 @@ class SourceBuild:
         return Completeness(mode, self.source.allowed_lateness_seconds * 1000)
 
     @property
+    def landing_root(self) -> Path:
+        return self.settings.warehouse / self.source.name / "landing"
+
+    @property
+    def is_s3(self) -> bool:
+        return is_s3_uri(self.source.input_path)
+
+    @property
     def dump_root(self) -> Path:
-        return Path(self.source.input_path)
+        """The local folder landing reads (for an S3 source: the mirror of its prefix)."""
+        return local_dump_root(self.source, self.landing_root)
 
     def _layout_or_none(self) -> str | None:
         try:

@@ -1,44 +1,99 @@
-"""A source's input files, and which of them are not landed yet (local folder).
+"""A source's input files, in a local folder or under an S3 prefix, and which are not landed.
 
-The sensor asks "is there anything new to land?" without Spark and without reading file
-contents: a file is compared by size and mtime with what landing fingerprinted. Landing
-itself still decides by content digest. The S3 listing (objects under a prefix, compared
-with the local mirror) plugs in behind the same two functions.
+`files_not_landed` answers a sensor's question "is there anything new to land?" without
+Spark and without reading file contents: a local file is compared by size and mtime with
+what landing fingerprinted; an S3 object by ETag and size with what the mirror holds, and
+then the mirrored copy like a local file. Landing itself still decides by content digest.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Any
+from pathlib import Path, PurePath, PurePosixPath
+from typing import Any, Callable
 
 from cdc_assets.lib.landing import load_state
-from cdc_assets.lib.layouts import detect_layout, get_layout
+from cdc_assets.lib.layouts import LAYOUT_CLASSES, detect_layout, get_layout
+from cdc_assets.lib.s3_dump import MirrorResult, is_s3_uri, list_objects, mirror_prefix, not_mirrored
 from cdc_assets.lib.settings import SourceConfig
+
+MIRROR_DIR = "s3_mirror"  # below the source's landing root
+CHECKPOINT_FILE = "metadata"  # the storage sink's checkpoint-ts: needed to move its watermark
 
 
 @dataclass(frozen=True)
 class InputFile:
-    name: str  # path below the dump folder
+    name: str  # path below the dump folder or the S3 prefix
     size: int
-    version: str  # mtime in ns: changes with the content
+    version: str  # mtime in ns (local file) or ETag (S3 object): changes with the content
+
+
+def mirror_root(landing_root: Path) -> Path:
+    return landing_root / MIRROR_DIR
+
+
+def local_dump_root(source: SourceConfig, landing_root: Path) -> Path:
+    """The folder landing reads: the source's folder, or the local mirror of its S3 prefix."""
+    return mirror_root(landing_root) if is_s3_uri(source.input_path) else Path(source.input_path)
+
+
+def resolved_layout(source: SourceConfig, root: Path) -> str | None:
+    """The configured layout, or the detected one; None while nothing is detectable."""
+    if source.layout != "auto":
+        return source.layout
+    try:
+        return detect_layout(root)
+    except (ValueError, OSError):
+        return None
+
+
+def wanted_object(layout: str) -> Callable[[PurePath], bool]:
+    """Which paths below an S3 prefix to mirror: data of the layout (of any layout with
+    `auto`), and the storage sink's checkpoint file."""
+    layouts = list(LAYOUT_CLASSES.values()) if layout == "auto" else [get_layout(layout)]
+
+    def wanted(relative: PurePath) -> bool:
+        return str(relative) == CHECKPOINT_FILE or any(lay.is_data_file(relative) for lay in layouts)
+
+    return wanted
+
+
+def sync_s3_source(source: SourceConfig, landing_root: Path, s3_client: Any) -> MirrorResult:
+    """Download the source's new S3 objects into its mirror (see `s3_dump.mirror_prefix`)."""
+    mirror_root(landing_root).mkdir(parents=True, exist_ok=True)
+    return mirror_prefix(s3_client, source.input_path, mirror_root(landing_root), wanted_object(source.layout))
 
 
 def list_input_files(source: SourceConfig, landing_root: Path | None = None,
                      s3_client: Any = None) -> list[InputFile]:
-    """The source's data files (those of its layout), sorted by name."""
+    """The source's data files: a local folder's files of its layout, or the objects under
+    its S3 prefix that would be mirrored (`s3_client` required)."""
+    if is_s3_uri(source.input_path):
+        if s3_client is None:
+            raise ValueError(f"source {source.name!r} reads {source.input_path}: an S3 client is needed")
+        return [InputFile(str(o.relative), o.size, o.etag)
+                for o in list_objects(s3_client, source.input_path, wanted_object(source.layout))]
     root = Path(source.input_path)
     return [_local_file(p, root) for p in _local_data_files(source, root)]
 
 
 def files_not_landed(source: SourceConfig, landing_root: Path, s3_client: Any = None) -> list[InputFile]:
-    """Input files that landing has not landed in their current version (new or changed)."""
-    root = Path(source.input_path)
+    """Input files that landing has not landed in their current version (new or changed).
+
+    For an S3 source: the objects the mirror does not hold yet, plus mirrored files that
+    were not landed (a landing that failed after downloading)."""
+    pending: list[InputFile] = []
+    root = local_dump_root(source, landing_root)
+    if is_s3_uri(source.input_path):
+        if s3_client is None:
+            raise ValueError(f"source {source.name!r} reads {source.input_path}: an S3 client is needed")
+        objects = list_objects(s3_client, source.input_path, wanted_object(source.layout))
+        pending += [InputFile(str(o.relative), o.size, o.etag) for o in not_mirrored(objects, root)]
     state = load_state(landing_root)
-    pending = []
+    seen = {f.name for f in pending}
     for path in _local_data_files(source, root):
         digest = state.known_digest(path)
-        if digest is None or digest not in state.landed_digests:
+        if (digest is None or digest not in state.landed_digests) and _local_file(path, root).name not in seen:
             pending.append(_local_file(path, root))
     return pending
 
@@ -46,11 +101,8 @@ def files_not_landed(source: SourceConfig, landing_root: Path, s3_client: Any = 
 def _local_data_files(source: SourceConfig, root: Path) -> list[Path]:
     if not root.is_dir():
         return []
-    try:
-        layout = detect_layout(root) if source.layout == "auto" else source.layout
-    except (ValueError, OSError):
-        return []  # nothing detectable yet: landing would say why, the sensor just waits
-    return get_layout(layout).list_files(root)
+    layout = resolved_layout(source, root)
+    return get_layout(layout).list_files(root) if layout else []
 
 
 def _local_file(path: Path, root: Path) -> InputFile:

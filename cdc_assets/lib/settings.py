@@ -3,6 +3,9 @@
 Defaults: everything under `./.cdc_assets` (sample dump, landing area, warehouse), one
 source `sample` reading TiCDC Canal-JSON from the shipped simulator's dump, hourly
 commitTs windows starting 2026-01-01 UTC, local Spark.
+
+A source's input is a local folder or `s3://bucket/prefix`. S3 credentials are never
+settings: they come from the environment (AWS_ACCESS_KEY_ID, ... or an instance role).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ DEFAULT_START = "2026-01-01T00:00"
 class SourceConfig:
     name: str
     protocol: str
-    input_path: str
+    input_path: str  # a local folder or s3://bucket/prefix
     layout: str = "auto"  # auto | kafka-parquet | kcat-jsonl
     options: Mapping[str, str] = field(default_factory=dict)
     time_zone: str = "UTC"  # the changefeed's time zone, for TIMESTAMP columns
@@ -41,7 +44,11 @@ class Settings:
     sources: tuple[SourceConfig, ...]
     partition_start: datetime
     window_minutes: int = 60
+    # local[N] (default), spark://host:port (standalone cluster) or sc://host:port (Spark Connect).
     spark_master: str = "local[2]"
+    spark_conf: Mapping[str, str] = field(default_factory=dict)  # extra Spark settings, win over ours
+    s3_endpoint_url: str | None = None  # S3-compatible store (MinIO, moto); None = AWS
+    s3_region: str | None = None
 
     @property
     def window_ms(self) -> int:
@@ -66,6 +73,27 @@ def _parse_options(text: str) -> dict[str, str]:
     return dict(p.split("=", 1) for p in pairs)
 
 
+def _location(text: str, base: Path, home: Path) -> str:
+    """A local folder (relative to `base`) or an s3:// URI, kept as written."""
+    text = text.replace("${CDC_ASSETS_HOME}", str(home))
+    if text.startswith("s3://"):
+        return text
+    location = Path(text)
+    return str(location if location.is_absolute() else (base / location).absolute())
+
+
+def _common(env: Mapping[str, str], data: Mapping) -> dict:
+    """Settings shared by every source: Spark and the S3 endpoint (env wins over the file)."""
+    conf = {str(k): str(v) for k, v in (data.get("spark_conf") or {}).items()}
+    conf.update(_parse_options(env.get("CDC_ASSETS_SPARK_CONF", "")))
+    return {
+        "spark_master": env.get("CDC_ASSETS_SPARK_MASTER", data.get("spark_master", "local[2]")),
+        "spark_conf": conf,
+        "s3_endpoint_url": env.get("CDC_ASSETS_S3_ENDPOINT_URL", data.get("s3_endpoint_url")) or None,
+        "s3_region": env.get("CDC_ASSETS_S3_REGION", data.get("s3_region")) or None,
+    }
+
+
 def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig, ...]]:
     """A YAML file declaring the sources (see docs/configuration.md); relative locations
     are relative to the file."""
@@ -75,11 +103,9 @@ def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig,
         unknown = set(raw) - _SOURCE_KEYS
         if unknown:
             raise ValueError(f"{path}: source {raw.get('name')!r} has unknown keys {sorted(unknown)}")
-        location = Path(str(raw["location"]).replace("${CDC_ASSETS_HOME}", str(home)))
-        if not location.is_absolute():
-            location = (path.parent / location).absolute()
         sources.append(SourceConfig(
-            name=str(raw["name"]), protocol=str(raw["protocol"]), input_path=str(location),
+            name=str(raw["name"]), protocol=str(raw["protocol"]),
+            input_path=_location(str(raw["location"]), path.parent, home),
             layout=str(raw.get("layout", "auto")),
             options={str(k): str(v).lower() if isinstance(v, bool) else str(v)
                      for k, v in (raw.get("options") or {}).items()},
@@ -116,7 +142,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             sources=sources,
             partition_start=parse_start(str(env.get("CDC_ASSETS_START", data.get("start", DEFAULT_START)))),
             window_minutes=int(env.get("CDC_ASSETS_WINDOW_MINUTES", data.get("window_minutes", 60))),
-            spark_master=env.get("CDC_ASSETS_SPARK_MASTER", data.get("spark_master", "local[2]")),
+            **_common(env, data),
         )
     source = SourceConfig(
         name=env.get("CDC_ASSETS_SOURCE", "sample"),
@@ -135,5 +161,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         sources=(source,),
         partition_start=parse_start(env.get("CDC_ASSETS_START", DEFAULT_START)),
         window_minutes=int(env.get("CDC_ASSETS_WINDOW_MINUTES", "60")),
-        spark_master=env.get("CDC_ASSETS_SPARK_MASTER", "local[2]"),
+        **_common(env, {}),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime, timezone
+from pathlib import Path
 
 from dagster import (
     AssetKey,
@@ -24,6 +25,7 @@ from cdc_assets.lib.tso import ms_to_tso
 from cdc_assets.lib.watermark_state import Completeness, LandingState
 from cdc_assets.lib.window_plan import windows_to_materialize
 
+REPO = Path(__file__).resolve().parents[2]
 H = 3_600_000
 W0 = 1767225600000  # 2026-01-01T00:00Z
 
@@ -77,7 +79,8 @@ def _sensor_setup(tmp_path, watermark_ms: int):
 
 
 def _tick(defs, sensor, instance, cursor=None):
-    context = build_sensor_context(instance=instance, repository_def=defs.get_repository_def(), cursor=cursor)
+    context = build_sensor_context(instance=instance, repository_def=defs.get_repository_def(), cursor=cursor,
+                                   resources={"s3": defs.resources["s3"]})
     return sensor.evaluate_tick(context)
 
 
@@ -130,3 +133,19 @@ def test_sensor_requests_windows_the_watermark_completed_except_done_or_running(
                                     asset_selection=frozenset({AssetKey(["sample", "raw_messages"])})))
         again = _tick(defs, sensor, instance)
         assert [r for r in again.run_requests if r.job_name == "sample__windows"] == []
+
+
+def test_every_run_of_a_source_carries_its_tag_and_the_instance_limits_it_to_one(tmp_path, monkeypatch):
+    from dagster import DagsterInstance
+
+    from cdc_assets.defs.automation import SOURCE_TAG
+
+    defs = build_definitions(load_settings({"CDC_ASSETS_SOURCE": "orders"}))
+    for name in ("orders__windows", "orders__land"):
+        assert defs.resolve_job_def(name).tags[SOURCE_TAG] == "orders"
+    # The shipped dagster.yaml loads and limits that tag to one run per value.
+    (tmp_path / "dagster.yaml").write_text((REPO / "dagster.yaml").read_text())
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    with DagsterInstance.get() as instance:
+        (limit,) = instance.run_coordinator.get_run_queue_config().tag_concurrency_limits
+    assert limit == {"key": SOURCE_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}

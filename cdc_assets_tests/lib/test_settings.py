@@ -62,3 +62,31 @@ def test_unknown_keys_and_duplicate_names_are_rejected(tmp_path):
                     "  - {name: a, protocol: canal-json, location: y}\n")
     with pytest.raises(ValueError, match="unique"):
         load_settings({"CDC_ASSETS_SOURCES": str(path)})
+
+
+def test_s3_locations_spark_and_endpoint_come_from_the_file_and_the_environment(tmp_path):
+    path = tmp_path / "sources.yaml"
+    path.write_text(
+        "spark_master: spark://10.0.0.5:7077\n"
+        "spark_conf: {spark.executor.memory: 8g, spark.sql.shuffle.partitions: 64}\n"
+        "s3_endpoint_url: http://minio:9000\n"
+        "sources:\n"
+        "  - {name: a, protocol: canal-json, location: s3://dumps/tidb/orders}\n"
+        "  - {name: b, protocol: canal-json, location: local/dump}\n"
+    )
+    settings = load_settings({"CDC_ASSETS_SOURCES": str(path)})
+    a, b = settings.sources
+    assert (a.input_path, b.input_path) == ("s3://dumps/tidb/orders", str(tmp_path / "local" / "dump"))
+    assert settings.spark_master == "spark://10.0.0.5:7077"
+    assert settings.spark_conf == {"spark.executor.memory": "8g", "spark.sql.shuffle.partitions": "64"}
+    assert (settings.s3_endpoint_url, settings.s3_region) == ("http://minio:9000", None)
+
+    env = load_settings({"CDC_ASSETS_SOURCES": str(path), "CDC_ASSETS_SPARK_MASTER": "sc://connect:15002",
+                         "CDC_ASSETS_SPARK_CONF": "spark.sql.shuffle.partitions=16",
+                         "CDC_ASSETS_S3_ENDPOINT_URL": "http://127.0.0.1:9000", "CDC_ASSETS_S3_REGION": "eu-west-1"})
+    assert env.spark_master == "sc://connect:15002"
+    assert env.spark_conf == {"spark.executor.memory": "8g", "spark.sql.shuffle.partitions": "16"}
+    assert (env.s3_endpoint_url, env.s3_region) == ("http://127.0.0.1:9000", "eu-west-1")
+
+    plain = load_settings({"CDC_ASSETS_INPUT": "s3://dumps/x"})
+    assert plain.sources[0].input_path == "s3://dumps/x" and plain.spark_conf == {}

@@ -11,11 +11,13 @@ from dagster import (
     MetadataValue,
     asset,
 )
+from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
 
 from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import LANDED, SourceBuild
+from cdc_assets.lib.input_files import sync_s3_source
 from cdc_assets.lib.landing import land
 from cdc_assets.lib.metadata import watermark_lag_chart, watermark_table
 from cdc_assets.lib.tso import tso_to_datetime
@@ -36,12 +38,22 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
         )],
         description=(
             f"New files of the `{b.source.protocol}` dump at {b.source.input_path}, landed into "
-            "per-window folders. Idempotent: a file already landed (same content) is skipped."
+            "per-window folders. Idempotent: a file already landed (same content) is skipped. "
+            "An s3:// dump is first mirrored locally, downloading only new or changed objects."
         ),
     )
     def landed_dump(
-        context: AssetExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource
+        context: AssetExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource, s3: S3Resource
     ) -> MaterializeResult:
+        s3_metadata = {}
+        if b.is_s3:
+            mirrored = sync_s3_source(b.source, b.landing_root, s3.get_client())
+            context.log.info(
+                f"{b.source.input_path}: {mirrored.objects} object(s), downloaded {mirrored.downloaded} "
+                f"({mirrored.bytes_downloaded} bytes), {mirrored.unchanged} unchanged"
+            )
+            s3_metadata = {"s3_objects": mirrored.objects, "s3_objects_downloaded": mirrored.downloaded,
+                           "s3_bytes_downloaded": mirrored.bytes_downloaded}
         if not b.dump_root.exists():
             raise FileNotFoundError(f"dump folder {b.dump_root} does not exist (source {b.source.name!r})")
         result = land(
@@ -85,6 +97,7 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
                 ),
                 "kafka_partitions": MetadataValue.md(watermark_table(state)),
                 "watermark_lag_chart": MetadataValue.md(watermark_lag_chart(state)),
+                **s3_metadata,
             }
         )
 

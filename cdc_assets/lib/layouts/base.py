@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import ClassVar
 
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
@@ -19,11 +19,11 @@ _BOOKKEEPING_NAMES = frozenset({"_SUCCESS", "_temporary", "_spark_metadata"})
 _BOOKKEEPING_PREFIXES = ("_committed", "_started")
 
 
-def _hidden(path: Path, root: Path) -> bool:
-    """Hidden files / folders (`.name`) and Spark's bookkeeping below `root`."""
+def _hidden(relative: PurePath) -> bool:
+    """Hidden files / folders (`.name`) and Spark's bookkeeping in a path below the root."""
     return any(
         part.startswith(".") or part in _BOOKKEEPING_NAMES or part.startswith(_BOOKKEEPING_PREFIXES)
-        for part in path.relative_to(root).parts
+        for part in relative.parts
     )
 
 
@@ -41,11 +41,13 @@ class DumpLayout(ABC):
     name: ClassVar[str]
     extensions: ClassVar[tuple[str, ...]]
 
+    def is_data_file(self, relative: PurePath) -> bool:
+        """Whether a file at this path below the dump root is data of this layout (also
+        asked of S3 object keys, so it looks at the name only)."""
+        return relative.suffix in self.extensions and not _hidden(relative)
+
     def list_files(self, root: Path) -> list[Path]:
-        return sorted(
-            p for p in root.rglob("*")
-            if p.is_file() and p.suffix in self.extensions and not _hidden(p, root)
-        )
+        return sorted(p for p in root.rglob("*") if p.is_file() and self.is_data_file(p.relative_to(root)))
 
     @abstractmethod
     def read(self, spark: SparkSession, files: list[Path], root: Path) -> DataFrame:

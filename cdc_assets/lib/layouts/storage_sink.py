@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
@@ -29,12 +29,6 @@ _DATA_FILE = r"^CDC(\d+)\.json$"
 _DATA_FILE_NAME = re.compile(r"CDC\d+\.json")
 
 
-def _is_data_file(path: Path, root: Path) -> bool:
-    parts = path.relative_to(root).parts
-    in_version_meta = len(parts) > 4 and parts[3] == "meta"  # <schema>/<table>/<version>/meta/...
-    return _DATA_FILE_NAME.fullmatch(path.name) is not None and not in_version_meta
-
-
 class StorageSinkLayout(DumpLayout):
     name = "storage-sink"
     extensions = (".json",)
@@ -42,8 +36,11 @@ class StorageSinkLayout(DumpLayout):
     def is_present(self, root: Path) -> bool:
         return (root / "metadata").is_file()
 
-    def list_files(self, root: Path) -> list[Path]:
-        return [p for p in super().list_files(root) if _is_data_file(p, root)]
+    def is_data_file(self, relative: PurePath) -> bool:
+        parts = relative.parts
+        in_version_meta = len(parts) > 4 and parts[3] == "meta"  # <schema>/<table>/<version>/meta/...
+        return (super().is_data_file(relative) and _DATA_FILE_NAME.fullmatch(relative.name) is not None
+                and not in_version_meta)
 
     def read(self, spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
         rel = relative_path(F.col("source_file"), root)

@@ -1,0 +1,42 @@
+"""Which Spark and which S3 the resources connect to, from the settings alone."""
+
+from __future__ import annotations
+
+from dagster import EnvVar
+
+from cdc_assets.defs.resources import make_s3_resource, spark_config
+from cdc_assets.lib.settings import load_settings
+
+
+def test_the_master_url_alone_picks_local_standalone_or_spark_connect():
+    local = spark_config(load_settings({}))
+    assert local["spark.master"] == "local[2]" and "spark.remote" not in local
+
+    standalone = spark_config(load_settings({"CDC_ASSETS_SPARK_MASTER": "spark://10.0.0.5:7077",
+                                             "CDC_ASSETS_SPARK_CONF": "spark.executor.memory=8g"}))
+    assert standalone["spark.master"] == "spark://10.0.0.5:7077"
+    assert standalone["spark.executor.memory"] == "8g" and standalone["spark.driver.memory"] == "4g"
+
+    # Spark Connect: no master, only session (SQL) settings; the server owns the rest.
+    connect = spark_config(load_settings({"CDC_ASSETS_SPARK_MASTER": "sc://connect:15002",
+                                          "CDC_ASSETS_SPARK_CONF": "spark.sql.shuffle.partitions=32"}))
+    assert connect["spark.remote"] == "sc://connect:15002" and "spark.master" not in connect
+    assert connect["spark.sql.shuffle.partitions"] == "32"
+    assert all(k.startswith("spark.sql.") for k in connect if k != "spark.remote")
+
+
+def test_s3_credentials_are_environment_variable_references(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "very-secret")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    s3 = make_s3_resource(load_settings({"CDC_ASSETS_S3_ENDPOINT_URL": "http://127.0.0.1:9000"}))
+    assert s3.endpoint_url == "http://127.0.0.1:9000"
+    assert s3.aws_access_key_id == EnvVar("AWS_ACCESS_KEY_ID")
+    assert s3.aws_secret_access_key == EnvVar("AWS_SECRET_ACCESS_KEY")
+    assert s3.aws_session_token is None  # unset: boto3's own chain decides
+    assert "very-secret" not in repr(s3)
+
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    bare = make_s3_resource(load_settings({}))  # instance profile / IRSA: nothing to reference
+    assert (bare.aws_access_key_id, bare.aws_secret_access_key, bare.endpoint_url) == (None, None, None)

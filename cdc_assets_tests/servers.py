@@ -1,0 +1,134 @@
+"""Servers that tests start on free loopback ports (moto's S3, Spark standalone, Spark Connect).
+
+Each runs in its own process group and is stopped, with its children, when the context exits.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pyspark
+
+LOOPBACK = "127.0.0.1"
+VENV_BIN = Path(sys.executable).parent
+SPARK_HOME = Path(pyspark.__file__).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{_tail(log)}")
+        with socket.socket() as s:
+            if s.connect_ex((LOOPBACK, port)) == 0:
+                return
+        time.sleep(0.3)
+    raise TimeoutError(f"nothing listens on {LOOPBACK}:{port} after {timeout_s}s:\n{_tail(log)}")
+
+
+def _tail(log: Path, lines: int = 30) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else "(no log)"
+
+
+@contextmanager
+def server_process(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+    """Start `cmd` in a new process group; on exit stop the whole group (SIGTERM, then SIGKILL)."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                                start_new_session=True)
+    try:
+        yield proc
+    finally:
+        for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def spark_env(work: Path) -> dict[str, str]:
+    """Spark daemons of a test: loopback only, logs and pid files in the test's folder."""
+    return {
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": LOOPBACK,
+        "SPARK_LOG_DIR": str(work / "logs"),
+        "SPARK_PID_DIR": str(work),
+        "SPARK_WORKER_DIR": str(work / "worker"),
+        "PYSPARK_PYTHON": sys.executable,
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+@contextmanager
+def moto_s3(work: Path) -> Iterator[str]:
+    """moto's standalone S3 server over HTTP; yields its endpoint URL."""
+    port = free_port()
+    log = work / "moto.log"
+    with server_process([str(VENV_BIN / "moto_server"), "-H", LOOPBACK, "-p", str(port)], log) as proc:
+        wait_for_port(port, proc, log)
+        yield f"http://{LOOPBACK}:{port}"
+
+
+@contextmanager
+def spark_standalone(work: Path, cores: int = 1, memory: str = "1g") -> Iterator[str]:
+    """A standalone master and one worker from the pyspark package; yields spark://host:port
+    once the worker has registered."""
+    env = spark_env(work)
+    port = free_port()
+    master_log, worker_log = work / "master.log", work / "worker.log"
+    spark_class = str(SPARK_HOME / "bin" / "spark-class")
+    master_cmd = [spark_class, "org.apache.spark.deploy.master.Master",
+                  "--host", LOOPBACK, "--port", str(port), "--webui-port", str(free_port())]
+    url = f"spark://{LOOPBACK}:{port}"
+    with server_process(master_cmd, master_log, env) as master:
+        wait_for_port(port, master, master_log)
+        worker_cmd = [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", LOOPBACK,
+                      "--webui-port", str(free_port()), "--cores", str(cores), "--memory", memory, url]
+        with server_process(worker_cmd, worker_log, env) as worker:
+            _wait_for_log(master_log, "Registering worker", worker, worker_log)
+            yield url
+
+
+@contextmanager
+def spark_connect(work: Path) -> Iterator[str]:
+    """`start-connect-server.sh --wait` (foreground) on local[1]; yields sc://host:port."""
+    env = spark_env(work)
+    port = free_port()
+    log = work / "connect.log"
+    cmd = [str(SPARK_HOME / "sbin" / "start-connect-server.sh"), "--wait", "--master", "local[1]",
+           "--conf", f"spark.connect.grpc.binding.address={LOOPBACK}",
+           "--conf", f"spark.connect.grpc.binding.port={port}",
+           "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.memory=1g"]
+    with server_process(cmd, log, env) as proc:
+        wait_for_port(port, proc, log)
+        yield f"sc://{LOOPBACK}:{port}"
+
+
+def _wait_for_log(log: Path, text: str, proc: subprocess.Popen, proc_log: Path, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}:\n{_tail(proc_log)}")
+        if log.exists() and text in log.read_text(errors="replace"):
+            return
+        time.sleep(0.3)
+    raise TimeoutError(f"{text!r} not in {log} after {timeout_s}s:\n{_tail(log)}")
