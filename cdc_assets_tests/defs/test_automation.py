@@ -149,3 +149,30 @@ def test_every_run_of_a_source_carries_its_tag_and_the_instance_limits_it_to_one
     with DagsterInstance.get() as instance:
         (limit,) = instance.run_coordinator.get_run_queue_config().tag_concurrency_limits
     assert limit == {"key": SOURCE_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
+
+
+def test_sensor_lands_new_objects_of_an_s3_source(tmp_path, monkeypatch):
+    import boto3
+    from dagster_aws.s3 import S3Resource
+
+    from cdc_assets_tests.servers import moto_s3
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
+    with moto_s3(tmp_path) as endpoint:
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        client.create_bucket(Bucket="dumps")
+        client.put_object(Bucket="dumps", Key="cdc/part-0.jsonl",
+                          Body=b'{"topic": "t", "partition": 0, "offset": 0, "payload": "{}"}\n')
+        settings = load_settings({"CDC_ASSETS_HOME": str(tmp_path), "CDC_ASSETS_INPUT": "s3://dumps/cdc",
+                                  "CDC_ASSETS_LAYOUT": "kcat-jsonl", "CDC_ASSETS_S3_ENDPOINT_URL": endpoint,
+                                  "CDC_ASSETS_S3_REGION": "us-east-1"})
+        defs = build_definitions(settings)
+        sensor = next(s for s in defs.sensors if s.name == "sample__landing_sensor")
+        s3 = S3Resource(endpoint_url=endpoint, region_name="us-east-1",
+                        aws_access_key_id="test-key", aws_secret_access_key="test-secret")
+        with instance_for_test() as instance:
+            context = build_sensor_context(instance=instance, repository_def=defs.get_repository_def(),
+                                           resources={"s3": s3})
+            (land,) = sensor.evaluate_tick(context).run_requests
+    assert land.job_name == "sample__land" and land.run_key.startswith("land-")
