@@ -19,19 +19,18 @@ _BYTES_AS_TEXT = "ISO-8859-1"
 
 def file_lines(spark: SparkSession, files: list[Path]) -> DataFrame:
     """One row per non-blank line of `files`, split on LF with one trailing CR removed:
-    `source_file`, `mtime`, `line_no` (0-based, blank lines counted), `line` (binary)."""
+    `source_file`, `line_no` (0-based, blank lines counted), `line` (binary)."""
     whole = spark.read.format("binaryFile").load([str(p) for p in files]).select(
         F.col("content"), F.col("_metadata.file_path").alias("source_file"),
-        F.col("_metadata.file_modification_time").alias("mtime"),
     )
     exploded = whole.select(
-        "source_file", "mtime",
+        "source_file",
         F.posexplode(F.split(F.decode("content", _BYTES_AS_TEXT), "\n")).alias("line_no", "text"),
     )
     # `\z`, not `$`: Java's `$` also matches before a final U+0085, which is byte 0x85 here.
     text = F.regexp_replace("text", r"\r\z", "")
     return exploded.where(F.length(F.trim(text)) > 0).select(
-        "source_file", "mtime", "line_no", F.encode(text, _BYTES_AS_TEXT).alias("line"),
+        "source_file", "line_no", F.encode(text, _BYTES_AS_TEXT).alias("line"),
     )
 
 
@@ -46,7 +45,10 @@ def read_line_files(spark: SparkSession, files: list[Path], topic: Column, parti
         topic.alias("topic"),
         partition.cast("int").alias("kafka_partition"),
         (F.shiftleft(file_number.cast("long"), LINE_BITS) + F.col("line_no")).alias("kafka_offset"),
-        F.col("mtime").cast("timestamp").alias("kafka_timestamp"),
+        # No Kafka timestamp: a file's mtime tells when it was written or copied, not when its
+        # messages were produced. A message without a time of its own then joins the earliest
+        # window of its landing batch (and is quarantined there) instead of today's window.
+        F.lit(None).cast("timestamp").alias("kafka_timestamp"),
         F.lit(None).cast("binary").alias("key"),
         F.col("line").alias("value"),
         "source_file",

@@ -1,0 +1,38 @@
+"""The quarantine checks: WARN on anything quarantined, ERROR above the source's rate."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from dagster import DagsterInstance
+
+from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets.replay import replay
+from cdc_assets_tests.canal_messages import row, values, watermark
+from cdc_assets_tests.e2e import settings_for
+
+pytestmark = pytest.mark.slow
+T0 = 1_767_225_600_000  # 2026-01-01T00:00Z
+
+
+def _replay_with_rate(tmp_path, rate: float):
+    dump = tmp_path / "dump"
+    dump.mkdir(parents=True, exist_ok=True)
+    good = [row("INSERT", ms_to_tso(T0 + i * 1000), values(i, f"n{i}")) for i in range(1, 4)]
+    bad = [b'{"not": "canal"', b"\xff\xfe"]  # invalid JSON, invalid UTF-8
+    (dump / "topic.txt").write_bytes(b"\n".join([*good, *bad, watermark(ms_to_tso(T0 + 3_600_000))]) + b"\n")
+    settings = settings_for(tmp_path / "home", dump, layout="lines")
+    source = dataclasses.replace(settings.sources[0], max_quarantine_rate=rate)
+    settings = settings.with_overrides(sources=(source,))
+    return replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
+
+
+def test_quarantine_above_the_rate_fails_the_error_check(tmp_path):
+    summary = _replay_with_rate(tmp_path / "strict", 0.25)  # 2 of 6 messages quarantined
+    assert summary.quarantined == 2 and summary.windows == 1
+    assert summary.checks_failed == ["src/quarantine:quarantine_rate_within_limit@2026-01-01-00:00"]
+    assert not summary.ok
+
+    lenient = _replay_with_rate(tmp_path / "lenient", 0.5)
+    assert lenient.quarantined == 2 and lenient.checks_failed == [] and lenient.ok
