@@ -39,6 +39,7 @@ validate: $(STAMP)
 BENCH_EVENTS          ?= 1000000,10000000
 BENCH_RUNS            ?= 3
 BENCH_HISTORY_WINDOWS ?= 25
+BENCH_BUDGET_MINUTES  ?= 25
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(STAMP)
@@ -47,7 +48,7 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks --events $(BENCH_EVENTS) --runs $(BENCH_RUNS) \
-		--history-windows $(BENCH_HISTORY_WINDOWS) \
+		--history-windows $(BENCH_HISTORY_WINDOWS) --budget-minutes $(BENCH_BUDGET_MINUTES) \
 		--command "make bench BENCH_EVENTS=$(BENCH_EVENTS) BENCH_RUNS=$(BENCH_RUNS) BENCH_HISTORY_WINDOWS=$(BENCH_HISTORY_WINDOWS)"
 
 clean:

@@ -45,7 +45,24 @@ def _answer(engine: str, dump_root: Path, work: Path) -> check.Fingerprint | Non
     return None
 
 
-def bench_size(events: int, runs: int, engines: list[str], cache: Path, seed: int) -> dict:
+class Budget:
+    """Keeps `make bench` within its time budget on a slow or busy machine: repeat runs are
+    dropped first, then whole steps (the report lists both)."""
+
+    def __init__(self, minutes: float):
+        self.seconds = minutes * 60
+        self.started = time.perf_counter()
+        self.skipped: list[str] = []
+
+    def used(self) -> float:
+        return (time.perf_counter() - self.started) / self.seconds
+
+    def allows(self, share: float) -> bool:
+        return self.used() < share
+
+
+def bench_size(events: int, runs: int, engines: list[str], cache: Path, seed: int,
+               budget: Budget, first: bool) -> dict:
     t0 = time.perf_counter()
     dump = generate_dump(DumpSpec(events, seed=seed), cache)
     _log(f"{events:,} events: dump ready in {time.perf_counter() - t0:.1f}s at {dump.root}")
@@ -54,9 +71,16 @@ def bench_size(events: int, runs: int, engines: list[str], cache: Path, seed: in
     shutil.rmtree(work, ignore_errors=True)
     results: dict[str, Measured] = {}
     for engine in engines:
+        if not first and not budget.allows(0.8):
+            budget.skipped.append(f"`{engine}` at {events:,} events")
+            _log(f"  {engine}: skipped, time budget")
+            continue
         n = 1 if engine in SINGLE_RUN else runs
         m = Measured(engine, [])
         for i in range(n):
+            if i and not budget.allows(0.45 if first else 0.8):
+                _log(f"  {engine}: {i} run(s) only, time budget")
+                break
             m.runs.append(run_engine(engine, dump.root, work))
             if i == 0:
                 got = _answer(engine, dump.root, work)
@@ -77,23 +101,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--large-runs", type=int, default=1, help="runs per engine at larger sizes")
     p.add_argument("--history-windows", type=int, default=25, help="0 skips the window-cost test")
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--budget-minutes", type=float, default=25,
+                   help="drop repeat runs, then larger-size steps and the history test, to stay near it")
     p.add_argument("--cache", default=str(REPO / ".bench_cache"))
     p.add_argument("--out", default=str(REPO / "BENCHMARKS.md"))
     p.add_argument("--command", default="make bench", help="the command to print in the report")
     args = p.parse_args(argv)
     started = time.perf_counter()
+    budget = Budget(args.budget_minutes)
     cache = Path(args.cache)
     sizes = [int(s) for s in args.events.split(",") if s]
     sections = []
     for i, events in enumerate(sizes):
         engines = FULL if i == 0 else LARGE
-        sections.append(bench_size(events, args.runs if i == 0 else args.large_runs, engines, cache, args.seed))
+        sections.append(bench_size(events, args.runs if i == 0 else args.large_runs, engines, cache, args.seed,
+                                   budget, first=i == 0))
     history = None
-    if args.history_windows:
+    if args.history_windows and not budget.allows(0.7):
+        budget.skipped.append(f"the window-cost test ({args.history_windows} windows)")
+    elif args.history_windows:
         _log(f"window cost vs history: {args.history_windows} windows")
         history = measure_history(args.history_windows, cache, args.seed)
     total_s = time.perf_counter() - started
-    text = report.render(sections, history, command=args.command, total_s=total_s)
+    text = report.render(sections, history, command=args.command, total_s=total_s, skipped=budget.skipped)
     Path(args.out).write_text(text)
     _log(f"wrote {args.out} in {total_s / 60:.1f} min")
     wrong = [m.engine for s in sections for m in s["results"].values() if m.correct is False]
