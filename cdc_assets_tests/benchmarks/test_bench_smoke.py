@@ -24,6 +24,7 @@ def test_dump_is_cached_and_counts_what_it_wrote(dump, tmp_path):
     assert sum(counts["expected_rows"].values()) == sum(r for r, _ in check.expected(dump.root).values())
 
 
+@pytest.mark.slow
 def test_every_engine_gives_the_expected_answer(dump, tmp_path, spark):
     want = check.expected(dump.root)
     engines.duckdb_sql(dump.root, tmp_path / "duckdb")
