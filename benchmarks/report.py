@@ -49,6 +49,7 @@ def machine() -> list[str]:
     import psutil
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    busy = os.getloadavg()[0] > (os.cpu_count() or 1)
     return [
         f"- CPU: {_cpu_model()}, {os.cpu_count()} cores (`nproc`: {_cmd(['nproc'])}); "
         f"memory {psutil.virtual_memory().total / 2**30:.1f} GiB",
@@ -56,6 +57,8 @@ def machine() -> list[str]:
         f"- Python {platform.python_version()}; Java: {_cmd(['java', '-version'])}",
         f"- pyspark {version('pyspark')} (`local[2]`, driver memory 4g, the project's `spark_config`), "
         f"duckdb {version('duckdb')}, pyarrow {version('pyarrow')}, dagster {version('dagster')}",
+        *(["- **The machine was busy (load above the core count): every figure is slower and noisier "
+           "than on a quiet machine, the JVM ones most.**"] if busy else []),
     ]
 
 
@@ -138,11 +141,12 @@ def targets(sections: list[dict], history: dict | None) -> list[str]:
     if history and history.get("last"):
         r1 = history["last"] / history["first"]
         r2 = history["last"] / history["early_median"] if history.get("early_median") else None
-        row(f"window {history['windows']} ≤ {TARGET_HISTORY_RATIO}× window 1",
+        # Window 1 also pays the first Spark jobs of the JVM, so the steadier baseline decides.
+        baseline_ok = (r2 if r2 is not None else r1) <= TARGET_HISTORY_RATIO
+        row(f"window {history['windows']} ≤ {TARGET_HISTORY_RATIO}× window 1 (judged against windows 2–4)",
             f"{history['last']:.1f} s vs {history['first']:.1f} s ({r1:.2f}×); vs median of windows 2–4 "
             f"{_fmt(history.get('early_median'), 1)} s ({_ratio(history['last'], history.get('early_median'))})",
-            r1 <= TARGET_HISTORY_RATIO)
-        _ = r2
+            baseline_ok)
     if len(sections) > 1:
         for engine in ("cdc_decode", "duckdb_sql"):
             a = sections[0]["results"].get(engine)
