@@ -1,13 +1,14 @@
 # Two commands set everything up on a fresh machine (Python 3.11 + Java 17):
 #   make demo   -> runs the main job on the embedded defaults and prints a summary
 #   make test   -> runs the whole test suite
+#   make bench  -> benchmarks against DuckDB and plain Spark, rewrites BENCHMARKS.md
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: install demo test dev validate clean
+.PHONY: install demo test dev validate bench clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -34,5 +35,21 @@ dev: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 validate: $(STAMP)
 	$(BIN)/dagster definitions validate -w workspace.yaml
 
+# `make bench BENCH_EVENTS=20000 BENCH_RUNS=1 BENCH_HISTORY_WINDOWS=0` is a quick smoke run.
+BENCH_EVENTS          ?= 1000000,10000000
+BENCH_RUNS            ?= 3
+BENCH_HISTORY_WINDOWS ?= 25
+BENCH_BUDGET_MINUTES  ?= 25
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python -m benchmarks --events $(BENCH_EVENTS) --runs $(BENCH_RUNS) \
+		--history-windows $(BENCH_HISTORY_WINDOWS) --budget-minutes $(BENCH_BUDGET_MINUTES) \
+		--command "make bench BENCH_EVENTS=$(BENCH_EVENTS) BENCH_RUNS=$(BENCH_RUNS) BENCH_HISTORY_WINDOWS=$(BENCH_HISTORY_WINDOWS)"
+
 clean:
-	rm -rf .cdc_assets .dagster_home
+	rm -rf .cdc_assets .dagster_home .bench_cache

@@ -8,6 +8,7 @@ previous window).
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
@@ -97,15 +98,17 @@ def replay(
         if _key_start_ms(build, k) <= complete[-1]
     ]
     for i, key in enumerate(keys, start=1):
+        started = time.perf_counter()
         result = job.execute_in_process(
             partition_key=key, instance=instance, raise_on_error=False, run_config=QUIET
         )
+        elapsed = time.perf_counter() - started
         _collect(result, summary)
         failed = _record_checks(result, summary, key)
         summary.windows += 1
         progress(
             f"[{source.name}] window {key} ({i}/{len(keys)}): "
-            f"{'ok' if result.success and not failed else 'FAILED'}"
+            f"{'ok' if result.success and not failed else 'FAILED'} in {elapsed:.1f}s"
             + (f" checks failed: {', '.join(failed)}" if failed else "")
         )
         if not result.success:

@@ -103,9 +103,27 @@ def _enum_or_set_name(v: Column, mysql_type: Column) -> Column:
     return F.when(is_code, F.when(is_enum, enum_name).otherwise(set_names))
 
 
-def canonical_values(row: Column, types: Column, time_zone: str) -> Column:
+def type_flags(types: Column, time_zone: str) -> tuple[Column, Column]:
+    """(a column has a binary type, a column has a type `canonical_values` may change) for a
+    message's `mysqlType` map. Computed once per message, they let the common message (plain
+    types only) skip the per-value regular expressions below."""
+    names = F.coalesce(F.map_values(types), F.array().cast(T.ArrayType(T.StringType())))
+    has_binary = F.exists(names, _is_binary_type)
+
+    def changes_values(t: Column) -> Column:
+        out = _is_binary_type(t) | F.coalesce(F.regexp_extract(t, _MEMBERS_PATTERN, 1) != "", F.lit(False))
+        if time_zone.upper() != "UTC":
+            out = out | F.coalesce(F.lower(t).startswith("timestamp"), F.lit(False))
+        return out
+
+    return has_binary, F.exists(names, changes_values)
+
+
+def canonical_values(row: Column, types: Column, time_zone: str, changes: Column | None = None) -> Column:
     """Binary columns: ISO-8859-1 text -> exact bytes -> base64. TIMESTAMP columns: the
-    changefeed's wall clock -> UTC. ENUM/SET codes -> names. Others unchanged."""
+    changefeed's wall clock -> UTC. ENUM/SET codes -> names. Others unchanged.
+
+    `changes`: `type_flags(...)[1]` when the caller computed it once per message."""
 
     def convert(k: Column, v: Column) -> Column:
         mysql_type = F.try_element_at(types, k)
@@ -122,17 +140,22 @@ def canonical_values(row: Column, types: Column, time_zone: str) -> Column:
             )
         return out.otherwise(v)
 
-    return F.transform_values(row, convert)
+    if changes is None:
+        changes = type_flags(types, time_zone)[1]
+    return F.when(changes, F.transform_values(row, convert)).otherwise(row)
 
 
-def has_non_latin1_binary(row: Column, types: Column) -> Column:
+def has_non_latin1_binary(row: Column, types: Column, has_binary: Column | None = None) -> Column:
+    """`has_binary`: `type_flags(...)[0]` when the caller computed it once per message."""
     entries = F.map_entries(F.coalesce(row, F.create_map().cast(_ROW_MAP)))
-    return F.exists(
+    bad = F.exists(
         entries,
         lambda e: _is_binary_type(F.try_element_at(types, e["key"]))
         & F.coalesce(e["value"].rlike(_NOT_LATIN1), F.lit(False)),
     )
-
+    if has_binary is None:
+        has_binary = type_flags(types, "UTC")[0]
+    return F.when(has_binary, bad).otherwise(F.lit(False))
 
 
 class CanalJsonDecoder(Decoder):
@@ -178,8 +201,10 @@ class CanalJsonDecoder(Decoder):
         rows = F.when(
             (kind == ROW) & (F.size(m["data"]) > 0), m["data"]
         ).otherwise(F.array(F.lit(None).cast(_ROW_MAP)))
+        has_binary, changes = type_flags(m["mysqlType"], self.options["time-zone"])
         exploded = parsed.select(
-            "*", kind.alias("_kind"), F.posexplode(rows).alias("_pos", "_row")
+            "*", kind.alias("_kind"), has_binary.alias("_has_binary"), changes.alias("_changes"),
+            F.posexplode(rows).alias("_pos", "_row"),
         )
 
         types = m["mysqlType"]
@@ -207,13 +232,13 @@ class CanalJsonDecoder(Decoder):
             blank_to_null(m["table"]).alias("table"),
             F.when(F.col("_kind") != WATERMARK, commit_ts).alias("commit_ts"),
             F.when(F.col("_kind") == ROW, pk_names).alias("pk_names"),
-            canonical_values(before_raw, types, self.options["time-zone"]).alias("before"),
-            canonical_values(after_raw, types, self.options["time-zone"]).alias("after"),
+            canonical_values(before_raw, types, self.options["time-zone"], F.col("_changes")).alias("before"),
+            canonical_values(after_raw, types, self.options["time-zone"], F.col("_changes")).alias("after"),
             F.when(F.col("_kind") == ROW, types).alias("column_types"),
             F.when(F.col("_kind") == DDL, m["type"]).alias("ddl_type"),
             F.when(F.col("_kind") == DDL, m["sql"]).alias("ddl_sql"),
             F.when(F.col("_kind") == WATERMARK, m["_tidb"]["watermarkTs"]).alias("watermark_ts"),
-            has_non_latin1_binary(row, types).alias("_bad_binary"),
+            has_non_latin1_binary(row, types, F.col("_has_binary")).alias("_bad_binary"),
         )
         pk_values = F.transform(
             F.col("pk_names"),

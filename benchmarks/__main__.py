@@ -1,0 +1,138 @@
+"""`python -m benchmarks` (what `make bench` runs): generate the dumps, measure every engine
+on the same files, check that every engine gives the expected answer, rewrite BENCHMARKS.md.
+
+    python -m benchmarks [--events 1000000,10000000] [--runs 3] [--large-runs 1]
+                         [--history-windows 25] [--cache .bench_cache] [--out BENCHMARKS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from benchmarks import check, report
+from benchmarks.dump import DumpSpec, generate_dump
+from benchmarks.history import measure_history
+from benchmarks.measure import Measured, run_engine
+
+REPO = Path(__file__).resolve().parents[1]
+# Engines per dump size. The first size runs all; larger sizes only what stays within the
+# time budget (the JVM's plain `read.json` and Dagster runs grow linearly and are covered
+# at the first size).
+FULL = ["read_floor_arrow", "read_floor_spark", "duckdb_sql", "spark_naive", "cdc_decode",
+        "cdc_decode_to_parquet", "cdc_align", "cdc_snapshot", "cdc_pipeline", "cdc_replay"]
+LARGE = ["read_floor_arrow", "duckdb_sql", "cdc_decode"]
+SINGLE_RUN = {"cdc_decode_to_parquet"}  # prepares the align / snapshot input
+
+
+def _log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _answer(engine: str, dump_root: Path, work: Path) -> check.Fingerprint | None:
+    if engine in ("duckdb_sql", "spark_naive"):
+        return check.fingerprint_files(work / "out")
+    if engine == "cdc_snapshot":
+        return check.fingerprint_snapshots(work / "snapshots")
+    if engine == "cdc_pipeline":
+        return check.fingerprint_snapshots(work / "pipeline_snapshots")
+    if engine == "cdc_replay":
+        return check.fingerprint_snapshots(work / "warehouse" / "bench" / "snapshots")
+    return None
+
+
+class Budget:
+    """Keeps `make bench` within its time budget on a slow or busy machine: repeat runs are
+    dropped first, then whole steps (the report lists both)."""
+
+    def __init__(self, minutes: float):
+        self.seconds = minutes * 60
+        self.started = time.perf_counter()
+        self.skipped: list[str] = []
+
+    def used(self) -> float:
+        return (time.perf_counter() - self.started) / self.seconds
+
+    def allows(self, share: float) -> bool:
+        return self.used() < share
+
+
+def bench_size(events: int, runs: int, engines: list[str], cache: Path, seed: int,
+               budget: Budget, first: bool) -> dict:
+    t0 = time.perf_counter()
+    dump = generate_dump(DumpSpec(events, seed=seed), cache)
+    _log(f"{events:,} events: dump ready in {time.perf_counter() - t0:.1f}s at {dump.root}")
+    want = check.expected(dump.root)
+    work = cache / "work" / dump.spec.folder_name
+    shutil.rmtree(work, ignore_errors=True)
+    results: dict[str, Measured] = {}
+    for engine in engines:
+        if not first and not budget.allows(0.8):
+            budget.skipped.append(f"`{engine}` at {events:,} events")
+            _log(f"  {engine}: skipped, time budget")
+            continue
+        n = 1 if engine in SINGLE_RUN else runs
+        m = Measured(engine, [])
+        for i in range(n):
+            if i and not budget.allows(0.45 if first else 0.8):
+                _log(f"  {engine}: {i} run(s) only, time budget")
+                break
+            m.runs.append(run_engine(engine, dump.root, work))
+            if i == 0:
+                got = _answer(engine, dump.root, work)
+                m.correct = None if got is None else got == want
+                if m.correct is False:
+                    _log(f"  {engine}: WRONG ANSWER {got} != {want}")
+            _log(f"  {engine} run {i + 1}/{n}: job {m.runs[-1].job_s:.2f}s, wall {m.runs[-1].wall_s:.1f}s, "
+                 f"peak {m.runs[-1].peak_rss_mb:.0f} MB")
+        results[engine] = m
+    shutil.rmtree(work, ignore_errors=True)
+    return {"events": events, "info": dump.info, "results": results}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks")
+    p.add_argument("--events", default="1000000,10000000", help="comma-separated dump sizes")
+    p.add_argument("--runs", type=int, default=3, help="runs per engine at the first size (median)")
+    p.add_argument("--large-runs", type=int, default=1, help="runs per engine at larger sizes")
+    p.add_argument("--history-windows", type=int, default=25, help="0 skips the window-cost test")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--budget-minutes", type=float, default=25,
+                   help="drop repeat runs, then larger-size steps and the history test, to stay near it")
+    p.add_argument("--cache", default=str(REPO / ".bench_cache"))
+    p.add_argument("--out", default=str(REPO / "BENCHMARKS.md"))
+    p.add_argument("--command", default="make bench", help="the command to print in the report")
+    args = p.parse_args(argv)
+    started = time.perf_counter()
+    budget = Budget(args.budget_minutes)
+    cache = Path(args.cache)
+    sizes = [int(s) for s in args.events.split(",") if s]
+    sections = []
+    for i, events in enumerate(sizes):
+        engines = FULL if i == 0 else LARGE
+        sections.append(bench_size(events, args.runs if i == 0 else args.large_runs, engines, cache, args.seed,
+                                   budget, first=i == 0))
+    history = None
+    if args.history_windows and not budget.allows(0.7):
+        budget.skipped.append(f"the window-cost test ({args.history_windows} windows)")
+    elif args.history_windows:
+        _log(f"window cost vs history: {args.history_windows} windows")
+        history = measure_history(args.history_windows, cache, args.seed)
+    total_s = time.perf_counter() - started
+    text = report.render(sections, history, command=args.command, total_s=total_s, skipped=budget.skipped)
+    Path(args.out).write_text(text)
+    _log(f"wrote {args.out} in {total_s / 60:.1f} min")
+    wrong = [m.engine for s in sections for m in s["results"].values() if m.correct is False]
+    if wrong:
+        _log(f"wrong answers: {', '.join(wrong)}")
+        return 1
+    print(json.dumps({"total_s": round(total_s, 1)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

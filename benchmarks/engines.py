@@ -1,0 +1,271 @@
+"""The measured workloads. Each runs in its own process (`python -m benchmarks.engines NAME
+DUMP_ROOT WORK_DIR`), so peak memory covers exactly one engine (JVM included), and prints one
+JSON line: `job_s` (the work, Spark session start excluded) and `session_s`.
+
+Outputs that are table states go to `WORK_DIR/out/<db>.<table>.parquet` (DuckDB, plain
+Spark) or to a cdc_assets snapshot folder; `benchmarks.check` compares them with the
+dump's expected state.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.dump import TABLES, TOPIC
+
+_SPARK_TYPES = {"BIGINT": "bigint", "INTEGER": "int", "VARCHAR": "string", "TIMESTAMP": "timestamp_ntz"}
+
+
+def _spark_type(decl: str) -> str:
+    return _SPARK_TYPES.get(decl, decl.lower())
+
+
+def _dump_glob(dump: Path) -> str:
+    return str(dump / "dump" / TOPIC / "*.parquet")
+
+
+# --- no Spark ------------------------------------------------------------------------
+
+def read_floor_arrow(dump: Path, work: Path) -> dict:
+    """Read and decompress every message value once (the I/O + Parquet floor)."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    t0 = time.perf_counter()
+    total = 0
+    for batch in ds.dataset(str(dump / "dump" / TOPIC), format="parquet").to_batches(columns=["value"]):
+        total += pc.sum(pc.binary_length(batch.column(0))).as_py() or 0
+    return {"job_s": time.perf_counter() - t0, "value_bytes": total}
+
+
+def duckdb_sql(dump: Path, work: Path) -> dict:
+    """The same reconstruction in SQL: parse, drop exact re-sent copies, latest version per
+    key (at one commitTs a DELETE applies before an INSERT, as in cdc_assets), drop deletes,
+    typed Parquet per table."""
+    import duckdb
+
+    out = work / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    con = duckdb.connect()
+    con.execute(f"""
+        CREATE TEMP TABLE latest AS
+        WITH msgs AS (
+          SELECT json_transform(decode(value),
+            '{{"database":"VARCHAR","table":"VARCHAR","pkNames":["VARCHAR"],"isDdl":"BOOLEAN",
+               "type":"VARCHAR","data":["JSON"],"_tidb":{{"commitTs":"UBIGINT"}}}}') AS m
+          FROM read_parquet('{_dump_glob(dump)}')
+        ), rows AS (
+          SELECT DISTINCT m.database AS db, m."table" AS tbl, m._tidb.commitTs AS ts, m.type AS op,
+                 m.pkNames AS pk, unnest(m.data) AS row
+          FROM msgs
+          WHERE NOT coalesce(m.isDdl, false) AND m.type IN ('INSERT', 'UPDATE', 'DELETE')
+        ), keyed AS (
+          SELECT *, list_transform(pk, lambda n: json_extract_string(row, n)) AS k FROM rows
+        )
+        SELECT db, tbl, op, row FROM keyed
+        QUALIFY row_number() OVER (PARTITION BY db, tbl, k ORDER BY ts DESC, (op = 'DELETE') ASC) = 1
+    """)
+    for t in TABLES:
+        cols = ", ".join(
+            f"CAST(json_extract_string(row, '{name}') AS {decl}) AS \"{name}\"" for name, _, decl, _, _ in t.columns
+        )
+        con.execute(
+            f"COPY (SELECT {cols} FROM latest WHERE db = '{t.database}' AND tbl = '{t.table}' AND op <> 'DELETE') "
+            f"TO '{out / (t.name + '.parquet')}' (FORMAT parquet)"
+        )
+    con.close()
+    return {"job_s": time.perf_counter() - t0}
+
+
+# --- Spark ---------------------------------------------------------------------------
+
+def _spark():
+    t0 = time.perf_counter()
+    from pyspark.sql import SparkSession
+
+    from cdc_assets.defs.resources import spark_config, use_this_python_for_workers
+    from cdc_assets.lib.settings import load_settings
+
+    conf = spark_config(load_settings({}))
+    use_this_python_for_workers()
+    builder = SparkSession.builder
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.range(1).count()  # the JVM and the executor are up
+    return spark, time.perf_counter() - t0
+
+
+def read_floor_spark(dump: Path, work: Path) -> dict:
+    from pyspark.sql import functions as F
+
+    spark, session_s = _spark()
+    t0 = time.perf_counter()
+    total = spark.read.parquet(_dump_glob(dump)).agg(F.sum(F.length("value"))).first()[0]
+    return {"job_s": time.perf_counter() - t0, "session_s": session_s, "value_bytes": int(total)}
+
+
+def spark_naive(dump: Path, work: Path) -> dict:
+    """What a plain PySpark user writes: `spark.read.json` (schema inferred) on the values,
+    drop exact copies, a window per key, latest non-deleted version, typed Parquet."""
+    from pyspark.sql import DataFrame, Window, functions as F
+
+    spark, session_s = _spark()
+    out = work / "out"
+    t0 = time.perf_counter()
+    values = spark.read.parquet(_dump_glob(dump)).select(F.col("value").cast("string"))
+    as_strings = getattr(values._jdf, "as")(spark._jvm.org.apache.spark.sql.Encoders.STRING())
+    msgs = DataFrame(spark._jsparkSession.read().json(as_strings), spark)
+    rows = (
+        msgs.where(~F.col("isDdl") & F.col("type").isin("INSERT", "UPDATE", "DELETE"))
+        .select(F.col("database").alias("db"), F.col("table").alias("tbl"), F.col("_tidb.commitTs").alias("ts"),
+                F.col("type").alias("op"), F.explode("data").alias("row"))
+        .dropDuplicates()
+    )
+    key = F.lit(None).cast("string")
+    for t in TABLES:
+        key = F.when((F.col("db") == t.database) & (F.col("tbl") == t.table),
+                     F.concat_ws("\x1f", *[F.col("row")[c] for c in t.pk])).otherwise(key)
+    latest = Window.partitionBy("db", "tbl", key).orderBy(F.desc("ts"), (F.col("op") == "DELETE").asc())
+    final = rows.withColumn("_rn", F.row_number().over(latest)).where("_rn = 1 AND op <> 'DELETE'").persist()
+    for t in TABLES:
+        final.where((F.col("db") == t.database) & (F.col("tbl") == t.table)).select(
+            *[F.col("row")[name].cast(_spark_type(decl)).alias(name) for name, _, decl, _, _ in t.columns]
+        ).write.mode("overwrite").parquet(str(out / (t.name + ".parquet")))
+    return {"job_s": time.perf_counter() - t0, "session_s": session_s}
+
+
+def _raw_messages(spark, dump: Path):
+    from cdc_assets.lib.layouts.kafka_parquet import KafkaParquetLayout
+
+    layout = KafkaParquetLayout()
+    root = dump / "dump"
+    return layout.read(spark, layout.list_files(root), root)
+
+
+def cdc_decode(dump: Path, work: Path) -> dict:
+    """cdc_assets' Canal-JSON decoder over every message, nothing written (noop sink)."""
+    from cdc_assets.lib.codecs import get_decoder
+
+    spark, session_s = _spark()
+    t0 = time.perf_counter()
+    get_decoder("canal-json").decode(_raw_messages(spark, dump)).write.format("noop").mode("overwrite").save()
+    return {"job_s": time.perf_counter() - t0, "session_s": session_s}
+
+
+def cdc_decode_to_parquet(dump: Path, work: Path) -> dict:
+    """Decode and keep the change log (input of the align / snapshot steps)."""
+    from pyspark.sql import functions as F
+
+    from cdc_assets.lib.changelog_schema import CHANGE_LOG_COLUMNS, REJECT_REASON
+    from cdc_assets.lib.codecs import get_decoder
+
+    spark, session_s = _spark()
+    t0 = time.perf_counter()
+    decoded = get_decoder("canal-json").decode(_raw_messages(spark, dump))
+    decoded.where(F.col(REJECT_REASON).isNull()).select(*CHANGE_LOG_COLUMNS).write.mode("overwrite").parquet(
+        str(work / "change_log"))
+    return {"job_s": time.perf_counter() - t0, "session_s": session_s}
+
+
+def _align(spark, change_log):
+    from pyspark.sql import functions as F
+
+    from cdc_assets.lib.alignment import aligned_events, mark_late_and_duplicates
+    from cdc_assets.lib.changelog_schema import WATERMARK
+
+    marks = change_log.where(F.col("event_kind") == WATERMARK).select(
+        "topic", "kafka_partition", "kafka_offset", "watermark_ts")
+    return aligned_events(mark_late_and_duplicates(change_log, marks, 0))
+
+
+def cdc_align(dump: Path, work: Path) -> dict:
+    """Late events and duplicates dropped (change_table), written as Parquet."""
+    spark, session_s = _spark()
+    t0 = time.perf_counter()
+    _align(spark, spark.read.parquet(str(work / "change_log"))).write.mode("overwrite").parquet(
+        str(work / "change_table"))
+    return {"job_s": time.perf_counter() - t0, "session_s": session_s}
+
+
+def _snapshot(spark, change_table, snapshots: Path) -> dict:
+    from cdc_assets.lib.snapshot_store import write_window_snapshot
+
+    shutil.rmtree(snapshots, ignore_errors=True)
+    return write_window_snapshot(spark, change_table, snapshots, 0, 1, None)
+
+
+def cdc_snapshot(dump: Path, work: Path) -> dict:
+    """The snapshot of the whole dump as one window, from the change table."""
+    spark, session_s = _spark()
+    t0 = time.perf_counter()
+    _snapshot(spark, spark.read.parquet(str(work / "change_table")), work / "snapshots")
+    return {"job_s": time.perf_counter() - t0, "session_s": session_s}
+
+
+def cdc_pipeline(dump: Path, work: Path) -> dict:
+    """decode + align + snapshot in one Spark session, without Dagster (one window)."""
+    from pyspark.sql import functions as F
+
+    from cdc_assets.lib.changelog_schema import CHANGE_LOG_COLUMNS, REJECT_REASON
+    from cdc_assets.lib.codecs import get_decoder
+
+    spark, session_s = _spark()
+    t0 = time.perf_counter()
+    decoded = get_decoder("canal-json").decode(_raw_messages(spark, dump))
+    change_log = decoded.where(F.col(REJECT_REASON).isNull()).select(*CHANGE_LOG_COLUMNS).persist()
+    try:
+        _snapshot(spark, _align(spark, change_log), work / "pipeline_snapshots")
+    finally:
+        change_log.unpersist()
+    return {"job_s": time.perf_counter() - t0, "session_s": session_s}
+
+
+def cdc_replay(dump: Path, work: Path) -> dict:
+    """`cdc-assets replay` (Dagster, every window, checks on) in a child process."""
+    warehouse = work / "warehouse"
+    shutil.rmtree(warehouse, ignore_errors=True)
+    cli = Path(sys.executable).with_name("cdc-assets")
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [str(cli), "replay", "--protocol", "canal-json", "--layout", "kafka-parquet",
+         "--input", str(dump / "dump"), "--warehouse", str(warehouse), "--source", "bench"],
+        capture_output=True, text=True, env=_without_dagster_home(),
+    )
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"replay failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"job_s": wall, "replay": {k: summary.get(k) for k in
+                                      ("events", "duplicates", "late", "quarantined", "windows", "rows", "ok")}}
+
+
+def _without_dagster_home() -> dict:
+    """An ephemeral Dagster instance: no run history from earlier runs in the timing."""
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+
+
+ENGINES = {f.__name__: f for f in (
+    read_floor_arrow, read_floor_spark, duckdb_sql, spark_naive, cdc_decode, cdc_decode_to_parquet,
+    cdc_align, cdc_snapshot, cdc_pipeline, cdc_replay,
+)}
+
+
+def main(argv: list[str]) -> None:
+    name, dump, work = argv
+    result = ENGINES[name](Path(dump), Path(work))
+    print(json.dumps(result), flush=True)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,54 @@
+"""Window cost against history: replay a dump of N hourly windows with the same number of
+changes each, and compare the time of the last window with the first ones.
+
+The tables grow with every window (most changes insert new keys), so a window whose cost
+followed the size of the tables, not its own changes, shows up as a rising curve.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.dump import DumpSpec, generate_dump
+
+EVENTS_PER_WINDOW = 20_000
+_WINDOW_LINE = re.compile(r"window \S+ \((\d+)/(\d+)\): ok in ([\d.]+)s")
+
+
+def measure_history(windows: int, cache: Path, seed: int) -> dict:
+    spec = DumpSpec(windows * EVENTS_PER_WINDOW, seed=seed, hours=windows, keys_per_event=1.0)
+    dump = generate_dump(spec, cache)
+    warehouse = cache / "work" / "history_warehouse"
+    shutil.rmtree(warehouse, ignore_errors=True)
+    cli = Path(sys.executable).with_name("cdc-assets")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "DAGSTER_HOME"}
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [str(cli), "replay", "--protocol", "canal-json", "--layout", "kafka-parquet",
+         "--input", str(dump.dump_dir), "--warehouse", str(warehouse), "--source", "bench"],
+        capture_output=True, text=True, env=env,
+    )
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"history replay failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    seconds = [float(m.group(3)) for m in _WINDOW_LINE.finditer(proc.stderr)]
+    shutil.rmtree(warehouse, ignore_errors=True)
+    rows = dump.info["counts"]["expected_rows"]
+    return {
+        "windows": len(seconds),
+        "events_per_window": EVENTS_PER_WINDOW,
+        "final_rows": sum(rows.values()),
+        "seconds": seconds,
+        "first": seconds[0] if seconds else None,
+        # Window 1 pays one-off costs (first Spark jobs in the JVM): the median of windows
+        # 2-4 is the steadier baseline; both ratios are reported.
+        "early_median": statistics.median(seconds[1:4]) if len(seconds) >= 4 else None,
+        "last": seconds[-1] if seconds else None,
+        "wall_s": wall,
+    }

@@ -1,0 +1,257 @@
+"""BENCHMARKS.md, rewritten by every `make bench`."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from importlib.metadata import version
+
+from benchmarks.measure import Measured
+
+STEPS = {
+    "read_floor_arrow": "read floor: pyarrow reads and decompresses every value",
+    "read_floor_spark": "read floor in Spark: `sum(length(value))` over the dump",
+    "duckdb_sql": "DuckDB SQL: parse, dedup, latest per key, deletes dropped, typed Parquet",
+    "spark_naive": "plain PySpark: `read.json` (inferred schema) + dedup + window, typed Parquet",
+    "cdc_decode": "cdc_assets decode (Canal-JSON → change log + reject reasons), noop sink",
+    "cdc_decode_to_parquet": "cdc_assets decode, change log written as Parquet (input of the next two)",
+    "cdc_align": "cdc_assets dedup + align (late / duplicates dropped), change table Parquet",
+    "cdc_snapshot": "cdc_assets snapshot (key actions, schema, typed reconstruct), one window",
+    "cdc_pipeline": "cdc_assets decode + align + snapshot in one Spark session, no Dagster",
+    "cdc_replay": "`cdc-assets replay` end to end through Dagster: land + every window, checks on",
+}
+TARGET_DECODE_EPS = 300_000
+TARGET_CORE_RATIO = 3.0
+TARGET_REPLAY_S = 60.0
+TARGET_HISTORY_RATIO = 1.5
+
+
+def _cmd(args: list[str]) -> str:
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=30)
+        return (out.stdout or out.stderr).strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return "?"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def machine() -> list[str]:
+    import psutil
+
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    busy = os.getloadavg()[0] > (os.cpu_count() or 1)
+    return [
+        f"- CPU: {_cpu_model()}, {os.cpu_count()} cores (`nproc`: {_cmd(['nproc'])}); "
+        f"memory {psutil.virtual_memory().total / 2**30:.1f} GiB",
+        f"- OS: {platform.platform()}; load average when the report was written: {load}",
+        f"- Python {platform.python_version()}; Java: {_cmd(['java', '-version'])}",
+        f"- pyspark {version('pyspark')} (`local[2]`, driver memory 4g, the project's `spark_config`), "
+        f"duckdb {version('duckdb')}, pyarrow {version('pyarrow')}, dagster {version('dagster')}",
+        *(["- **The machine was busy (load above the core count): every figure is slower and noisier "
+           "than on a quiet machine, the JVM ones most.**"] if busy else []),
+    ]
+
+
+def _fmt(x: float | None, digits: int = 2) -> str:
+    return "–" if x is None else f"{x:,.{digits}f}"
+
+
+def _rate(n: float, s: float) -> str:
+    return "–" if not s else f"{n / s:,.0f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "–" if not a or not b else f"{a / b:.2f}×"
+
+
+def _answer(m: Measured) -> str:
+    return {None: "–", True: "✓ expected", False: "✗ WRONG"}[m.correct]
+
+
+def size_section(s: dict) -> list[str]:
+    info, results = s["info"], s["results"]
+    c = info["counts"]
+    msgs, mb = c["messages"], c["value_bytes"] / 1e6
+    duck = results.get("duckdb_sql")
+    naive = results.get("spark_naive")
+    lines = [
+        f"## {s['events']:,} row events",
+        "",
+        f"Dump: {msgs:,} Kafka messages ({c['row_events']:,} row events, {c['duplicates']:,} duplicates, "
+        f"{c['late']:,} late copies, {c['watermarks']:,} watermarks), {mb:,.0f} MB of message values, "
+        f"{len(info['tables'])} tables, {info['spec']['hours']} hourly windows; expected final state "
+        f"{sum(c['expected_rows'].values()):,} rows.",
+        "",
+        "| step | runs | job s (median) | messages/s | MB/s | × DuckDB time | × plain Spark time "
+        "| Spark session start s | peak RSS of the process tree MB | answer |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, m in results.items():
+        lines.append(
+            f"| `{name}`: {STEPS[name]} | {len(m.runs)} | {_fmt(m.job_s)} | {_rate(msgs, m.job_s)} "
+            f"| {_rate(mb, m.job_s)} | {_ratio(m.job_s, duck and duck.job_s)} "
+            f"| {_ratio(m.job_s, naive and naive.job_s)} | {_fmt(m.session_s, 1)} | {m.peak_rss_mb:,.0f} "
+            f"| {_answer(m)} |"
+        )
+    align, snap = results.get("cdc_align"), results.get("cdc_snapshot")
+    if align and snap and duck:
+        core = align.job_s + snap.job_s
+        lines += ["", f"Snapshot core (dedup + align + reconstruct = `cdc_align` + `cdc_snapshot`): "
+                      f"{core:.2f} s, {_ratio(core, duck.job_s)} DuckDB's whole reconstruction "
+                      f"(which also parses the JSON)."]
+    replay = results.get("cdc_replay")
+    if replay:
+        r = replay.extra.get("replay", {})
+        lines += ["", f"`cdc-assets replay` summary: {r}."]
+    return lines + [""]
+
+
+def targets(sections: list[dict], history: dict | None) -> list[str]:
+    first = sections[0]["results"]
+    msgs = sections[0]["info"]["counts"]["messages"]
+    rows = ["## Targets (2 cores)", "", "| target | measured | met |", "|---|---|---|"]
+
+    def row(name: str, measured: str, ok: bool | None) -> None:
+        rows.append(f"| {name} | {measured} | {'–' if ok is None else ('yes' if ok else '**no**')} |")
+
+    dec = first.get("cdc_decode")
+    if dec:
+        eps = msgs / dec.job_s
+        row(f"decode Canal-JSON ≥ {TARGET_DECODE_EPS:,} events/s (job time)", f"{eps:,.0f} messages/s",
+            eps >= TARGET_DECODE_EPS)
+    duck = first.get("duckdb_sql")
+    align, snap = first.get("cdc_align"), first.get("cdc_snapshot")
+    if duck and align and snap:
+        ratio = (align.job_s + snap.job_s) / duck.job_s
+        row(f"snapshot core within {TARGET_CORE_RATIO:g}× DuckDB", f"{ratio:.2f}×", ratio <= TARGET_CORE_RATIO)
+    rep = first.get("cdc_replay")
+    if rep:
+        row(f"end to end (`cdc-assets replay`, {sections[0]['events']:,} events) < {TARGET_REPLAY_S:g} s",
+            f"{rep.job_s:.1f} s (wall, JVM start included)", rep.job_s < TARGET_REPLAY_S)
+    if history and history.get("last"):
+        r1 = history["last"] / history["first"]
+        r2 = history["last"] / history["early_median"] if history.get("early_median") else None
+        # Window 1 also pays the first Spark jobs of the JVM, so the steadier baseline decides.
+        baseline_ok = (r2 if r2 is not None else r1) <= TARGET_HISTORY_RATIO
+        row(f"window {history['windows']} ≤ {TARGET_HISTORY_RATIO}× window 1 (judged against windows 2–4)",
+            f"{history['last']:.1f} s vs {history['first']:.1f} s ({r1:.2f}×); vs median of windows 2–4 "
+            f"{_fmt(history.get('early_median'), 1)} s ({_ratio(history['last'], history.get('early_median'))})",
+            baseline_ok)
+    if len(sections) > 1:
+        for engine in ("cdc_decode", "duckdb_sql"):
+            a = sections[0]["results"].get(engine)
+            b = sections[-1]["results"].get(engine)
+            if a and b:
+                ratio = b.peak_rss_mb / a.peak_rss_mb
+                row(f"peak memory flat from {sections[0]['events']:,} to {sections[-1]['events']:,} events "
+                    f"(`{engine}`)", f"{a.peak_rss_mb:,.0f} MB → {b.peak_rss_mb:,.0f} MB ({ratio:.2f}×)",
+                    ratio <= 1.25)
+    row("Open Protocol framing and DTS Avro decoding per Arrow batch (`mapInArrow`), not per-row UDFs",
+        "by construction: `open_protocol.py`, `dts_avro.py` (not timed here; the dumps are Canal-JSON)", True)
+    return rows + [""]
+
+
+def history_section(history: dict | None) -> list[str]:
+    if not history:
+        return []
+    secs = ", ".join(f"{s:.1f}" for s in history["seconds"])
+    return [
+        "## Window cost against history",
+        "",
+        f"`cdc-assets replay` of {history['windows']} hourly windows with {history['events_per_window']:,} row "
+        f"events each (most of them insert new keys: the tables end with {history['final_rows']:,} rows). "
+        f"Seconds per window (the whole Dagster run of the window: raw_messages, decode, change_table, "
+        f"snapshots, checks), in order: {secs}. Total wall time {history['wall_s']:.0f} s.",
+        "",
+    ]
+
+
+NOTES = """## How to read this
+
+- **Events/s** counts every Kafka message of the dump (row events, re-sent copies and
+  watermarks) divided by the step's job time. Job times exclude the Spark session start,
+  which is listed separately; `cdc_replay` is wall time of the whole CLI process (JVM start,
+  landing, every window).
+- **Peak RSS** is sampled every 50 ms over the engine's whole process tree: the Python
+  driver, the JVM and any Python workers. Spark's JVM is started with `spark.driver.memory=4g`,
+  so its RSS follows its heap size more than the data.
+- **Answer**: every engine that produces table states is checked against the generator's
+  expected final state: row count and an order-independent checksum per table (DuckDB
+  `hash` over the values cast to the declared types). A ✗ makes `make bench` exit 1.
+- All engines read the same files: Spark's Kafka-source Parquet layout (`key`, `value`,
+  `topic`, `partition`, `offset`, `timestamp`), generated by `benchmarks/dump.py` (seeded,
+  cached under `.bench_cache/`).
+- DuckDB and plain Spark are told the tables' column types and keys; cdc_assets discovers
+  them from the messages (`mysqlType`, `pkNames`) and also computes reject reasons, lineage,
+  the late-event rule, decimal scales and the checks, so the ratios overstate the cost of
+  the same work somewhat.
+- Ties at the same commitTs for one key: DuckDB and plain Spark order them as cdc_assets does
+  (a DELETE applies before an INSERT, so the INSERT wins: TiCDC's split update). The generated
+  dumps have no such ties, so this choice does not affect the figures.
+- Figures are medians of the runs listed. `--budget-minutes` (default 25) drops repeat runs,
+  then the larger-size steps and the window-cost test, when a slow machine would overrun it;
+  the machine section lists what was dropped. A loaded machine (see the load average above)
+  makes every figure slower and noisier, the JVM ones most.
+"""
+
+
+def render(sections: list[dict], history: dict | None, *, command: str, total_s: float,
+           skipped: list[str] | None = None) -> str:
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (benchmarks/); do not edit by hand.",
+        "",
+        "## Machine and command",
+        "",
+        *machine(),
+        f"- Command: `{command}`; the whole run took {total_s / 60:.1f} min.",
+        *([f"- Skipped to stay within the time budget: {', '.join(skipped)}."] if skipped else []),
+        "",
+    ]
+    lines += targets(sections, history)
+    for s in sections:
+        lines += size_section(s)
+    lines += history_section(history)
+    return "\n".join(lines) + "\n" + NOTES + "\n" + GAPS
+
+GAPS = """## Why targets are missed, and what would close the gap
+
+- **Decode.** The decoder is pure Spark SQL: `from_json` (Jackson, row by row, building the
+  `data` / `old` / `mysqlType` maps) and then the change-log expressions (images, key values,
+  lineage, and the ordered reject rules that pick one quarantine reason per event). Profiled
+  on 200k events, `from_json` alone is a bit under half of the decode time and the reject
+  rules about a third. The per-value regular expressions (binary / ENUM / SET / TIMESTAMP
+  handling) used to dominate; they now run only for messages whose `mysqlType` has such a
+  column. Reaching 300k events/s on 2 cores needs a parser outside the JVM's row-by-row path
+  (Arrow's C++ JSON reader or a SIMD JSON parser inside `mapInArrow`). Not done: Arrow's
+  reader has no map type (the row columns differ per table) and rejects a whole block for
+  one malformed message, so per-message quarantine reasons would need a fallback path.
+- **End to end.** `cdc-assets replay` runs one Dagster `execute_in_process` per window.
+  Every layer is written as Parquet by the IO manager and read back by the next one, and
+  every window runs pandera contracts and the snapshot checks. Each window pays these fixed
+  costs whatever its size, so the total grows with the number of windows as well as with
+  the events.
+- **Window cost against history.** A window rewrites every table it touches completely:
+  it reads the previous snapshot of the table (row count, type conversions), anti-joins it
+  with the window's keys, writes it, counts it and checks key uniqueness over it. So the
+  cost of a touched table follows its size, not the window's changes. Key-bucketed
+  snapshot folders (hash of the key into B buckets; a window rewrites only the buckets its
+  keys fall in, and the manifest carries the others over by reference, as it already does
+  for untouched tables) would make it follow the changes. Not implemented yet. With small
+  tables the fixed costs of a window dominate, so the measured ratio can pass while the
+  rewrite still grows with the tables.
+- **Memory.** Spark's RSS is mostly the JVM heap (`spark.driver.memory=4g`), which the JVM
+  grows lazily up to its limit; it does not hold the dump in memory (decode streams through
+  Parquet batches), so peak RSS is bounded by the heap setting rather than by the dump size.
+"""
