@@ -11,17 +11,14 @@ Properties, for every decoder:
 from __future__ import annotations
 
 import random
-import re
 from collections import Counter
 
 import pytest
 from pyspark.sql import DataFrame, functions as F
 
-from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA, REJECT_DETAIL, REJECT_REASON, conform
+from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA, REJECT_REASON, conform
 from cdc_assets.lib.codecs import get_decoder
 from cdc_assets.lib.simulator.protocols import ENCODERS
-from cdc_assets.lib.validation import ChangeLogModel, validate
-from cdc_assets.lib.value_conversion import quarantine_unconvertible_values
 from cdc_assets_tests.fuzz.corpus import (
     JSON_DECODERS,
     Corpus,
@@ -31,12 +28,11 @@ from cdc_assets_tests.fuzz.corpus import (
     simulated_corpus,
 )
 from cdc_assets_tests.fuzz.mutator import mutate
+from cdc_assets_tests.fuzz.properties import assert_decoder_properties, decode_like_the_asset
 
 MUTANTS_PER_SIMULATED = 14_000  # x 6 encoders
 MUTANTS_CONFORMANCE = 16_000  # captured JSON (decoded by each JSON decoder) and Open Protocol
-REASON_CODE = r"^[a-z][a-z0-9_]*$"
 MUTANT_TOPIC, CONTROL_TOPIC = "mutant", "control"
-VERSION_ONLY_KEY = (1).to_bytes(8, "big")
 
 
 @pytest.fixture(scope="module")
@@ -78,26 +74,11 @@ def _fuzz(spark, corpus: Corpus, n: int, name: str) -> dict:
     mutants, kinds = _mutants(corpus, n, f"fuzz/{name}")
     raw = raw_messages(spark, mutants, MUTANT_TOPIC).unionByName(
         raw_messages(spark, corpus.seeds, CONTROL_TOPIC, offset_base=10_000_000))
-    out = quarantine_unconvertible_values(decoder.decode(raw)).persist()  # as the decode asset does
+    out = decode_like_the_asset(decoder, raw).persist()
     try:
-        # An Open Protocol key holding only the version, with no value, is a valid empty batch.
-        empty_batch = F.col("key") == F.lit(VERSION_ONLY_KEY)
-        if corpus.decoder == "open-protocol":
-            raw = raw.where(~(empty_batch & F.coalesce(F.length("value") == 0, F.lit(True))))
-        missing = raw.select("topic", "kafka_offset").join(
-            out.select("topic", "kafka_offset").distinct(), on=["topic", "kafka_offset"], how="left_anti")
-        assert missing.count() == 0, f"{name}: messages vanished, e.g. {missing.limit(5).collect()}"
-
+        decoded = assert_decoder_properties(raw, out, decoder, name)
         rejected = out.where(F.col(REJECT_REASON).isNotNull())
-        malformed = rejected.where(~F.col(REJECT_REASON).rlike(REASON_CODE) | F.col(REJECT_DETAIL).isNull())
-        assert malformed.count() == 0, malformed.limit(3).collect()
-
-        decoded = conform(out.where(F.col(REJECT_REASON).isNull()), CHANGE_LOG_SCHEMA)
-        outcome = validate(ChangeLogModel, decoded)
-        assert outcome.passed, (name, outcome.invariant_violations, outcome.failed_checks[:3])
-
-        alone = quarantine_unconvertible_values(
-            decoder.decode(raw_messages(spark, corpus.seeds, CONTROL_TOPIC, 10_000_000)))
+        alone = decode_like_the_asset(decoder, raw_messages(spark, corpus.seeds, CONTROL_TOPIC, 10_000_000))
         alone = conform(alone.where(F.col(REJECT_REASON).isNull()), CHANGE_LOG_SCHEMA)
         mixed = decoded.where(F.col("topic") == CONTROL_TOPIC)
         assert _comparable(mixed) == _comparable(alone)
