@@ -87,18 +87,11 @@ def duckdb_sql(dump: Path, work: Path) -> dict:
 
 def _spark():
     t0 = time.perf_counter()
-    from pyspark.sql import SparkSession
 
-    from cdc_assets.defs.resources import spark_config, use_this_python_for_workers
+    from cdc_assets.defs.resources import spark_config, start_spark_session
     from cdc_assets.lib.settings import load_settings
 
-    conf = spark_config(load_settings({}))
-    use_this_python_for_workers()
-    builder = SparkSession.builder
-    for k, v in conf.items():
-        builder = builder.config(k, v)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = start_spark_session(spark_config(load_settings({})))
     spark.range(1).count()  # the JVM and the executor are up
     return spark, time.perf_counter() - t0
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc_assets.defs.resources import spark_config, use_this_python_for_workers
+from cdc_assets.defs.resources import spark_config, start_spark_session
 from cdc_assets.lib.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,12 +22,7 @@ os.environ.pop("DAGSTER_HOME", None)
 def spark() -> SparkSession:
     conf = spark_config(load_settings({}))
     conf.update({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
-    use_this_python_for_workers()
-    builder = SparkSession.builder
-    for k, v in conf.items():
-        builder = builder.config(k, v)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session = start_spark_session(conf)
     yield session
     session.stop()
 

@@ -67,6 +67,19 @@ def use_this_python_for_workers() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
+def start_spark_session(conf: dict[str, str]):
+    """A SparkSession outside Dagster (tests, benchmarks) with the resource's settings."""
+    from pyspark.sql import SparkSession
+
+    use_this_python_for_workers()
+    builder = SparkSession.builder
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
 class CdcSparkResource(PySparkResource):
     """`PySparkResource` that also pins the Python workers to this interpreter."""
 
