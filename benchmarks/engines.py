@@ -87,7 +87,6 @@ def duckdb_sql(dump: Path, work: Path) -> dict:
 
 def _spark():
     t0 = time.perf_counter()
-
     from cdc_assets.defs.resources import spark_config, start_spark_session
     from cdc_assets.lib.settings import load_settings
 
