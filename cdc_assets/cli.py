@@ -48,8 +48,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from cdc_assets.lib.export import export_snapshot
 
+    def spark():  # only for an instant inside a window
+        from cdc_assets.defs.resources import spark_config, start_spark_session
+
+        return start_spark_session(spark_config(load_settings()))
+
     snapshots = Path(args.warehouse) / args.source / "snapshots"
-    for t in export_snapshot(snapshots, Path(args.out), args.as_of):
+    for t in export_snapshot(snapshots, Path(args.out), args.as_of, spark=spark):
         print(json.dumps({"table": f"{t.database}.{t.table}", "rows": t.rows, "path": str(t.path)}))
     return 0
 
@@ -92,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="write each table's snapshot as OUT/<database>.<table>.parquet")
     e.add_argument("--warehouse", required=True)
     e.add_argument("--out", required=True)
-    e.add_argument("--as-of", default="latest", help="'latest' or a TSO (last window ended by then)")
+    e.add_argument("--as-of", default="latest", help="'latest', a TiDB TSO (commits <= it) or an ISO-8601 UTC time "
+                        "(commits before it); any instant, not only window ends")
     e.add_argument("--source", default="replay")
     e.set_defaults(func=cmd_export)
 

@@ -22,7 +22,7 @@ from dagster import (
 from dagster_aws.s3 import S3Resource
 
 from cdc_assets.defs.partitions import partition_key_for_ms
-from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, LANDED, QUARANTINE, RAW, SNAPSHOTS, SourceBuild
+from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, HISTORY, LANDED, QUARANTINE, RAW, SNAPSHOTS, SourceBuild
 from cdc_assets.lib.input_files import InputFile, files_not_landed, list_input_files
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.snapshot_store import list_manifests
@@ -35,7 +35,7 @@ _ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStat
 def _windows_with_active_runs(instance: DagsterInstance, b: SourceBuild) -> set[str]:
     """Windows a queued or running run is already working on: runs of the window job, and
     backfill or UI runs that target any windowed layer of this source."""
-    layers = {b.key(k) for k in (RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS)}
+    layers = {b.key(k) for k in (RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY)}
     runs = instance.get_runs(filters=RunsFilter(statuses=_ACTIVE))
     return {r.tags.get("dagster/partition") for r in runs
             if r.job_name == window_job_name(b) or layers & set(r.asset_selection or ())}
@@ -73,7 +73,7 @@ def build_jobs(b: SourceBuild):
     windows = define_asset_job(
         window_job_name(b),
         tags=tags,
-        selection=AssetSelection.assets(*[b.key(k) for k in (RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS)]),
+        selection=AssetSelection.assets(*[b.key(k) for k in (RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY)]),
         partitions_def=b.partitions_def,
         description="Every layer of one commitTs window, with its checks.",
     )

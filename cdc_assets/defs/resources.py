@@ -21,10 +21,9 @@ from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame, types as T
 
 from cdc_assets.lib.settings import Settings
-from cdc_assets.lib.storage import exclusive, remove_stale_temps, replace_dir, temp_sibling, window_dir
+from cdc_assets.lib.storage import SCHEMA_FILE, exclusive, remove_stale_temps, replace_dir, temp_sibling, window_dir
 
 
-SCHEMA_FILE = "_cdc_schema.json"
 # The output's metadata, stored with the data it describes (same atomic rename).
 OUTPUT_METADATA_FILE = "_cdc_output.json"
 

@@ -14,8 +14,8 @@ from cdc_assets.lib.s3_dump import is_s3_uri
 from cdc_assets.lib.settings import Settings, SourceConfig
 from cdc_assets.lib.watermark_state import EVENT_TIME_MODE, WATERMARK_MODE, Completeness
 
-LANDED, RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS = (
-    "landed_dump", "raw_messages", "change_log", "quarantine", "change_table", "snapshots",
+LANDED, RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY = (
+    "landed_dump", "raw_messages", "change_log", "quarantine", "change_table", "snapshots", "history",
 )
 
 

@@ -1,16 +1,27 @@
-"""Export a window's snapshot as one Parquet file per table: OUT/<database>.<table>.parquet."""
+"""Export every table's state as one Parquet file per table: OUT/<database>.<table>.parquet.
+
+`as_of` is `latest` (the newest window's snapshot), a TiDB TSO, or an ISO-8601 UTC time
+(`lib/point_in_time`). An instant at a window end is copied from that window's snapshot without
+Spark; any other instant replays part of the next window and needs a SparkSession (`spark`, a
+function that returns one, is called only then).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import tempfile
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
 
+from cdc_assets.lib.point_in_time import parse_instant, plan, tables_as_of
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, table_path
-from cdc_assets.lib.tso import tso_to_ms
+from cdc_assets.lib.storage import table_id
 
 
 @dataclass(frozen=True)
@@ -22,33 +33,53 @@ class ExportedTable:
     path: Path
 
 
-def choose_window(snapshots: Path, as_of: str) -> int:
-    """`latest`, or a TSO: the last window that ended at or before that instant."""
+def export_snapshot(snapshots: Path, out: Path, as_of: str = "latest",
+                    spark: Callable[[], SparkSession] | None = None) -> list[ExportedTable]:
     windows = list_manifests(snapshots)
     if not windows:
         raise FileNotFoundError(f"no snapshot has been materialized under {snapshots}")
     if as_of == "latest":
-        return windows[-1]
+        return _export_window(snapshots, windows[-1], out)
     try:
-        at_ms = tso_to_ms(int(as_of))
+        tso = parse_instant(as_of)
     except ValueError:
-        raise ValueError(f"--as-of takes 'latest' or a TiDB TSO, got {as_of!r}") from None
-    ended = [w for w in windows if read_manifest(snapshots, w)["window_end_ms"] <= at_ms]
-    if not ended:
-        raise ValueError(f"no materialized window ends at or before TSO {as_of}")
-    return ended[-1]
-
-
-def export_snapshot(snapshots: Path, out: Path, as_of: str = "latest") -> list[ExportedTable]:
-    window = choose_window(snapshots, as_of)
-    manifest = read_manifest(snapshots, window)
-    out.mkdir(parents=True, exist_ok=True)
+        raise ValueError(f"--as-of takes 'latest', a TiDB TSO or an ISO-8601 UTC time, got {as_of!r}") from None
+    p = plan(snapshots, tso)
+    if p.replay is None:
+        return _export_window(snapshots, p.base, out) if p.base is not None else []
+    if spark is None:
+        raise ValueError(f"TSO {tso} is inside a window: exporting it needs a SparkSession")
+    session = spark()
     exported = []
-    for tid, entry in sorted(manifest["tables"].items()):
-        table = ds.dataset(str(table_path(snapshots, entry)), format="parquet").to_table()
-        target = out / f"{tid}.parquet"
-        tmp = target.with_name(f".tmp-{target.name}-{uuid.uuid4().hex[:8]}")
-        pq.write_table(table, tmp)
-        tmp.replace(target)
-        exported.append(ExportedTable(entry["database"], entry["table"], table.num_rows, table.column_names, target))
+    with tempfile.TemporaryDirectory(prefix=".tmp-as-of-", dir=out.parent if out.parent.exists() else None) as tmp:
+        for i, ((database, table), t) in enumerate(sorted(tables_as_of(session, snapshots.parent, tso).items())):
+            # Through Spark's own Parquet writer: the same file types as a window's snapshot.
+            folder = Path(tmp) / str(i)
+            t.frame.coalesce(1).write.parquet(str(folder))
+            data = ds.dataset(str(folder), format="parquet", schema=_arrow_schema(folder, t.frame)).to_table()
+            exported.append(_write(out, database, table, data))
     return exported
+
+
+def _export_window(snapshots: Path, window: int, out: Path) -> list[ExportedTable]:
+    manifest = read_manifest(snapshots, window)
+    return [
+        _write(out, e["database"], e["table"], ds.dataset(str(table_path(snapshots, e)), format="parquet").to_table())
+        for _tid, e in sorted(manifest["tables"].items())
+    ]
+
+
+def _arrow_schema(folder: Path, frame) -> pa.Schema | None:
+    files = sorted(folder.glob("*.parquet"))
+    if files:
+        return pq.read_schema(files[0])
+    raise ValueError(f"Spark wrote no Parquet file for {frame.columns}")
+
+
+def _write(out: Path, database: str, table: str, data: pa.Table) -> ExportedTable:
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / f"{table_id(database, table)}.parquet"
+    tmp = target.with_name(f".tmp-{target.name}-{uuid.uuid4().hex[:8]}")
+    pq.write_table(data, tmp)
+    tmp.replace(target)
+    return ExportedTable(database, table, data.num_rows, data.column_names, target)

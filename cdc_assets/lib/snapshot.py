@@ -222,6 +222,13 @@ def _conform(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, Column]:
     return df.select(*columns, *originals), failures
 
 
+def conform_frame(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, int]:
+    """A table's rows in `schema` (a DDL changed it) and how many values did not convert."""
+    conformed, failures = _conform(df, schema)
+    lost = conformed.agg(F.coalesce(F.sum(failures), F.lit(0)).alias("f")).first().f
+    return conformed.select(*schema.columns, COMMIT_TS_COLUMN), int(lost or 0)
+
+
 def reconstruct_table(
     latest: DataFrame,
     schema: TableSchema,

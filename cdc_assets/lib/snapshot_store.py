@@ -20,13 +20,9 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_assets.lib.snapshot import (
-    TableSchema,
-    key_actions,
-    read_table,
-    reconstruct_table,
-    window_table_schemas,
-)
+from cdc_assets.lib.history import write_window_history
+from cdc_assets.lib.snapshot import read_table
+from cdc_assets.lib.table_timeline import apply_window, previous_states, state_id
 from cdc_assets.lib.storage import exclusive, read_json, remove_stale_temps, temp_sibling, window_dir, write_json_atomic
 
 
@@ -56,53 +52,65 @@ def write_window_snapshot(
     window_start_ms: int,
     window_end_ms: int,
     previous: dict | None,
+    history_root: Path | None = None,
 ) -> dict:
     manifest_file = manifest_path(snapshots, window_start_ms)
     # Two runs of one window take turns: otherwise one run's clean-up could remove the
     # folders the other is about to commit.
     with exclusive(manifest_file):
         remove_stale_temps(manifest_file)
-        tables = _write_tables(spark, changes, snapshots, window_start_ms, previous)
-        manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms, "tables": tables}
+        tables, ddl = _write_tables(spark, changes, snapshots, window_start_ms, previous, history_root)
+        manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms, "tables": tables,
+                    "ddl": ddl}
         write_json_atomic(manifest_file, manifest)
         _remove_unreferenced(snapshots, window_start_ms, tables)
     return manifest
 
 
 def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, window_start_ms: int,
-                  previous: dict | None) -> dict[str, dict]:
-    """Write every table the window changed; carry the others over by reference."""
-    latest = key_actions(changes).persist()
+                  previous: dict | None, history_root: Path | None) -> tuple[dict[str, dict], dict]:
+    """Write every table the window changed; carry the others over by reference.
+
+    Returns the manifest's tables and its DDL record (applied, dropped tables, unparsed)."""
+    prev_tables = (previous or {}).get("tables", {})
+    read = lambda e: read_table(spark, str(table_path(snapshots, e)), e["spark_schema"])  # noqa: E731
+    result = apply_window(spark, changes, previous_states(prev_tables, read), keep_history=history_root is not None)
     try:
-        schemas = window_table_schemas(changes)
-        prev_tables = (previous or {}).get("tables", {})
+        # History first: the versions that ended, before the manifest commits the window.
+        ended = write_window_history(result, history_root, window_start_ms) if history_root is not None else {}
         tables: dict[str, dict] = {}
-        for s in schemas.values():
-            prev_entry = prev_tables.get(s.id)
-            schema = TableSchema.from_json(prev_entry["schema"]).merged_with(s) if prev_entry else s
-            prev_df = (read_table(spark, str(table_path(snapshots, prev_entry)), prev_entry["spark_schema"])
-                       if prev_entry else None)
-            result = reconstruct_table(latest, schema, prev_df)
-            final = window_dir(snapshots / s.id, window_start_ms) / f"run={uuid.uuid4().hex[:12]}"
+        for name, state in result.tables.items():
+            tid = state_id(name)
+            if not state.changed:
+                entry = prev_tables[tid]
+                tables[tid] = {**entry, "previous_rows": entry["rows"], "inserted_keys": 0, "deleted_keys": 0,
+                               "removed_by_ddl": 0, "moved_in": 0, "conversion_failures": 0, "schema_changes": []}
+                continue
+            frame = state.frame if state.frame is not None else spark.createDataFrame([], state.schema.spark_schema())
+            final = window_dir(snapshots / tid, window_start_ms) / f"run={uuid.uuid4().hex[:12]}"
             tmp = temp_sibling(final)
-            result.frame.write.parquet(str(tmp))
+            frame.write.parquet(str(tmp))
             os.replace(tmp, final)
             rows = spark.read.parquet(str(final)).count() if any(final.glob("*.parquet")) else 0
-            tables[s.id] = {
-                "database": s.database, "table": s.table, "path": str(final.relative_to(snapshots)),
-                "rows": rows, "previous_rows": result.previous_rows,
-                "inserted_keys": result.inserted_keys, "deleted_keys": result.deleted_keys,
-                "conversion_failures": result.conversion_failures,
+            tables[tid] = {
+                "database": name[0], "table": name[1], "path": str(final.relative_to(snapshots)),
+                "rows": rows, "previous_rows": state.previous_rows,
+                "inserted_keys": state.inserted_keys, "deleted_keys": state.deleted_keys,
+                "removed_by_ddl": state.removed_by_ddl, "moved_in": state.moved_in,
+                "conversion_failures": state.conversion_failures,
                 "written_window_start_ms": window_start_ms,
-                "schema": schema.to_json(), "spark_schema": result.frame.schema.json(),
+                "schema": state.schema.to_json(), "spark_schema": frame.schema.json(),
+                "schema_changes": state.schema_changes,
             }
-        for tid, entry in prev_tables.items():
-            if tid not in tables:
-                tables[tid] = {**entry, "previous_rows": entry["rows"], "inserted_keys": 0,
-                               "deleted_keys": 0, "conversion_failures": 0}
     finally:
-        latest.unpersist()
-    return tables
+        result.release()
+    ddl = {
+        "applied": len(result.barriers),
+        "dropped_tables": {state_id(n): d for n, d in result.dropped.items() if n not in result.tables},
+        "unparsed": result.unparsed_ddl,
+        "history_versions_ended": ended,
+    }
+    return tables, ddl
 
 
 def _remove_unreferenced(snapshots: Path, window_start_ms: int, tables: dict[str, dict]) -> None:

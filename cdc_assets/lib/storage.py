@@ -21,6 +21,9 @@ from typing import Any
 _SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
+# Beside every IO-manager partition: its Spark schema, so an empty window still reads typed.
+SCHEMA_FILE = "_cdc_schema.json"
+
 def safe_name(name: str) -> str:
     """Percent-encode everything but [A-Za-z0-9_-]: reversible, no '/', no '..'."""
     return "".join(ch if ch in _SAFE else "".join(f"%{b:02X}" for b in ch.encode()) for ch in name)

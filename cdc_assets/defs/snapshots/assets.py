@@ -8,17 +8,18 @@ from dagster import (
     AssetExecutionContext,
     AssetIn,
     AssetsDefinition,
+    AssetSpec,
     MaterializeResult,
     MetadataValue,
     TimeWindowPartitionMapping,
-    asset,
+    multi_asset,
 )
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource
-from cdc_assets.defs.source_build import CHANGE_TABLE, SNAPSHOTS, SourceBuild
+from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, SNAPSHOTS, SourceBuild
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.metadata import schema_version, table_rows_chart
 from cdc_assets.lib.snapshot import read_table
@@ -30,27 +31,36 @@ VALUES_CONVERT = "values_convert"
 
 
 def build_snapshots(b: SourceBuild) -> AssetsDefinition:
-    key = b.key(SNAPSHOTS)
+    key, history_key = b.key(SNAPSHOTS), b.key(HISTORY)
+    # Window N is built on window N-1: Dagster runs them in order in a backfill.
+    previous_window = AssetDep(key, partition_mapping=TimeWindowPartitionMapping(start_offset=-1, end_offset=-1))
 
-    @asset(
-        key=key,
+    @multi_asset(
+        name=f"{b.source.name}__snapshots_and_history",
         ins={"change_table": AssetIn(key=b.key(CHANGE_TABLE))},
-        # Window N is built on window N-1: Dagster runs them in order in a backfill.
-        deps=[AssetDep(key, partition_mapping=TimeWindowPartitionMapping(start_offset=-1, end_offset=-1))],
+        specs=[
+            AssetSpec(key, deps=[b.key(CHANGE_TABLE), previous_window], partitions_def=b.partitions_def,
+                      group_name=b.group, kinds={"spark", "parquet"}, tags=b.tags,
+                      description="Each table's rows at the window end (latest version per key; deletes "
+                      "removed; DDL applied at its commit_ts), typed from the MySQL types, one Parquet "
+                      "folder per table and window plus a manifest."),
+            AssetSpec(history_key, deps=[b.key(CHANGE_TABLE), previous_window], partitions_def=b.partitions_def,
+                      group_name=b.group, kinds={"spark", "parquet"}, tags=b.tags,
+                      description="SCD type 2: the row versions that ended in the window, with valid-from "
+                      "/ valid-to commit TSOs and the operation that ended them; the versions still open "
+                      "are the window's snapshot rows."),
+        ],
         partitions_def=b.partitions_def,
-        group_name=b.group,
-        kinds={"spark", "parquet"},
-        tags=b.tags,
+        can_subset=False,
         check_specs=[
             AssetCheckSpec(PK_UNIQUE, asset=key, partitions_def=b.partitions_def,
                            description="no primary key twice in any table written"),
             AssetCheckSpec(RECONCILES, asset=key, partitions_def=b.partitions_def,
-                           description="previous rows + inserted keys - deleted keys = rows, per table"),
+                           description="previous rows + inserted keys - deleted keys - rows removed by DDL "
+                           "+ rows moved in by RENAME TABLE = rows, per table"),
             AssetCheckSpec(VALUES_CONVERT, asset=key, partitions_def=b.partitions_def,
                            description="every non-null value converted to its column's Spark type"),
         ],
-        description="Each table's rows at the window end (latest version per key; deletes removed), "
-        "typed from the MySQL types, one Parquet folder per table and window plus a manifest.",
     )
     def snapshots(
         context: AssetExecutionContext,
@@ -62,13 +72,21 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         start_ms, end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
         snap_root = warehouse.snapshots_root(b.source.name)
         previous = _previous_manifest(b, warehouse, start_ms)
+        history_root = warehouse.source_root(b.source.name) / HISTORY
         manifest = write_window_snapshot(
-            spark, change_table, snap_root, start_ms, end_ms, previous
+            spark, change_table, snap_root, start_ms, end_ms, previous, history_root=history_root
         )
-        tables = manifest["tables"]
+        tables, ddl = manifest["tables"], manifest["ddl"]
         written = {tid: t for tid, t in tables.items() if t["written_window_start_ms"] == start_ms}
+        ended = ddl["history_versions_ended"]
         yield MaterializeResult(
+            asset_key=key,
             metadata={
+                "ddl_applied": ddl["applied"],
+                "ddl_unparsed": len(ddl["unparsed"]),
+                "tables_dropped": MetadataValue.json(ddl["dropped_tables"]),
+                "schema_changes": MetadataValue.json(
+                    {tid: t["schema_changes"] for tid, t in tables.items() if t.get("schema_changes")}),
                 "tables": len(tables),
                 "tables_changed": len(written),
                 "rows_total": sum(t["rows"] for t in tables.values()),
@@ -80,28 +98,39 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                 "manifest": MetadataValue.path(str(snap_root / "_manifests")),
             }
         )
+        # After the snapshot: history depends on the previous window's snapshot.
+        yield MaterializeResult(
+            asset_key=history_key,
+            metadata={
+                "versions_ended": sum(ended.values()),
+                "versions_ended_by_table": MetadataValue.json(ended),
+                "path": MetadataValue.path(str(history_root)),
+            },
+        )
         dupes = {tid: _duplicate_keys(spark, snap_root, t) for tid, t in written.items()}
         yield AssetCheckResult(
-            check_name=PK_UNIQUE, passed=not any(dupes.values()),
+            asset_key=key, check_name=PK_UNIQUE, passed=not any(dupes.values()),
             metadata={"duplicate_keys": sum(dupes.values()), "by_table": MetadataValue.json(dupes)},
         )
         off = {
-            tid: t["rows"] - (t["previous_rows"] + t["inserted_keys"] - t["deleted_keys"])
+            tid: t["rows"] - (t["previous_rows"] + t["inserted_keys"] - t["deleted_keys"]
+                              - t.get("removed_by_ddl", 0) + t.get("moved_in", 0))
             for tid, t in tables.items()
         }
         yield AssetCheckResult(
-            check_name=RECONCILES, passed=not any(off.values()),
+            asset_key=key, check_name=RECONCILES, passed=not any(off.values()),
             metadata={
                 "tables_off": sum(1 for v in off.values() if v),
                 "by_table": MetadataValue.json({
-                    tid: {k: t[k] for k in ("previous_rows", "inserted_keys", "deleted_keys", "rows")}
+                    tid: {k: t.get(k, 0) for k in ("previous_rows", "inserted_keys", "deleted_keys", "removed_by_ddl",
+                                                   "moved_in", "rows")}
                     for tid, t in tables.items()
                 }),
             },
         )
         failures = {tid: t["conversion_failures"] for tid, t in written.items()}
         yield AssetCheckResult(
-            check_name=VALUES_CONVERT, passed=not any(failures.values()),
+            asset_key=key, check_name=VALUES_CONVERT, passed=not any(failures.values()),
             metadata={"conversion_failures": sum(failures.values()), "by_table": MetadataValue.json(failures)},
         )
 

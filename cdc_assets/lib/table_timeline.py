@@ -1,0 +1,333 @@
+"""A window's changes applied in commit order: row events, with the DDL as barriers between them.
+
+Every table's state (schema + rows) starts as the previous window's snapshot. Rows between two
+barriers are applied together (`snapshot.reconstruct_table`: latest action per key wins); a
+barrier then changes schemas and rows as its DDL says:
+
+| DDL | effect |
+|---|---|
+| CREATE TABLE | the declared columns, types and primary key; an existing table keeps its rows, conformed |
+| ADD COLUMN | existing rows get the declared default (MySQL's implicit one for NOT NULL), else null |
+| DROP COLUMN | the column disappears |
+| MODIFY / CHANGE COLUMN | new type (values `try_cast`, failures counted); CHANGE also renames |
+| RENAME COLUMN | the values carry over under the new name |
+| RENAME TABLE | rows and schema move to the new name; the old name has no snapshot after |
+| TRUNCATE TABLE | no rows |
+| DROP TABLE / DROP DATABASE | no snapshot after the drop; a later CREATE starts empty |
+
+A window without DDL takes the fast path: every table's rows in one pass, as before.
+`Flush` and `Closure` records let the history layer see each version that ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession, functions as F
+
+from cdc_assets.lib import ddl as D
+from cdc_assets.lib.changelog_schema import ROW
+from cdc_assets.lib.ddl_barriers import SEGMENT, Barrier, window_barriers, with_segments
+from cdc_assets.lib.mysql_types import typed_value
+from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN, TableSchema, conform_frame, key_actions, reconstruct_table, \
+    window_table_schemas
+from cdc_assets.lib.storage import table_id
+from cdc_assets.lib.tso import tso_to_ms
+
+Name = tuple[str, str]
+
+
+@dataclass
+class TableState:
+    schema: TableSchema
+    frame: DataFrame | None  # None: no rows
+    previous_rows: int = 0
+    inserted_keys: int = 0
+    deleted_keys: int = 0
+    removed_by_ddl: int = 0
+    moved_in: int = 0
+    conversion_failures: int = 0
+    changed: bool = False
+    schema_changes: list[dict] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Flush:
+    """Rows of one table applied together, on top of `before` (history: versions they ended)."""
+
+    name: Name
+    rows: DataFrame
+    before: DataFrame | None
+    schema: TableSchema
+
+
+@dataclass(frozen=True)
+class Closure:
+    """Every row of `frame` stopped existing under this name at `commit_ts` (TRUNCATE, DROP, RENAME)."""
+
+    name: Name
+    frame: DataFrame
+    schema: TableSchema
+    commit_ts: int
+    end_op: str
+
+
+@dataclass
+class WindowResult:
+    tables: dict[Name, TableState]
+    dropped: dict[Name, dict]
+    barriers: list[Barrier]
+    unparsed_ddl: list[dict]
+    flushes: list[Flush]
+    closures: list[Closure]
+    persisted: list[DataFrame]
+
+    def release(self) -> None:
+        """Free the cached inputs once every frame has been written."""
+        for df in self.persisted:
+            df.unpersist()
+
+
+def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, TableState],
+                 keep_history: bool = False) -> WindowResult:
+    """`previous`: every table of the previous snapshot (frames lazy). Returns the state at the window
+    end; call `release()` on it after writing its frames."""
+    run = _Run(spark, changes, previous, keep_history)
+    run.apply()
+    return WindowResult(run.states, run.dropped, run.barriers, run.unparsed, run.flushes, run.closures,
+                        run.persisted)
+
+
+class _Run:
+    def __init__(self, spark: SparkSession, changes: DataFrame, previous: dict[Name, TableState], keep_history: bool):
+        self.spark = spark
+        self.states = dict(previous)
+        self.keep_history = keep_history
+        self.barriers = window_barriers(changes)
+        self.rows = with_segments(changes.where(F.col("event_kind") == ROW), self.barriers)
+        self.dropped: dict[Name, dict] = {}
+        self.unparsed: list[dict] = []
+        self.flushes: list[Flush] = []
+        self.closures: list[Closure] = []
+        self.persisted: list[DataFrame] = []
+        self.progress: dict[Name, int] = {}  # per table: rows of segments below this are applied
+        self._gone: dict[Name, TableState] = {}  # dropped or renamed away in this window
+
+    def apply(self) -> None:
+        if self.barriers:
+            self.rows = self.rows.persist()
+            self.persisted.append(self.rows)
+        self._pending = {
+            (r.database, r.table): sorted(r.segments)
+            for r in self.rows.groupBy("database", "table").agg(F.collect_set(SEGMENT).alias("segments")).collect()
+        }
+        for barrier in self.barriers:
+            for change in barrier.changes:
+                self._apply_ddl(barrier, change)
+        self._flush_remaining()
+
+    # rows -------------------------------------------------------------------------------------
+    def _flush(self, name: Name, upto: int) -> None:
+        """Apply this table's rows of segments [next_segment, upto]."""
+        start = self.progress.get(name, 0)
+        self.progress[name] = max(start, upto + 1)
+        if not any(start <= s <= upto for s in self._pending.get(name, [])):
+            return
+        rows = self.rows.where(_is(name) & F.col(SEGMENT).between(start, upto))
+        self._apply_rows([name], rows, checkpoint=True)
+
+    def _flush_remaining(self) -> None:
+        last = len(self.barriers)
+        untouched = [n for n in self._pending if n not in self.progress]
+        partial = [n for n in self._pending if n in self.progress]
+        if untouched:  # the fast path: every such table's rows in one pass
+            rows = self.rows
+            for name in partial:
+                rows = rows.where(~_is(name))
+            self._apply_rows(untouched, rows, checkpoint=False)
+        for name in partial:
+            self._flush(name, last)
+
+    def _apply_rows(self, names: list[Name], rows: DataFrame, checkpoint: bool) -> None:
+        latest = key_actions(rows).persist()
+        self.persisted.append(latest)  # the fast path's frames read it until they are written
+        schemas = window_table_schemas(rows)
+        for name in names:
+            s = schemas.get(name)
+            if s is None:
+                continue
+            state = self.states.get(name)
+            schema = state.schema.merged_with(s) if state else s
+            before = state.frame if state else None
+            result = reconstruct_table(latest, schema, before)
+            frame = result.frame.localCheckpoint() if checkpoint else result.frame
+            if self.keep_history:
+                self.flushes.append(Flush(name, rows.where(_is(name)), before, schema))
+            if state is None:
+                state = self._new_state(name, schema)
+            state.schema, state.frame, state.changed = schema, frame, True
+            state.inserted_keys += result.inserted_keys
+            state.deleted_keys += result.deleted_keys
+            state.conversion_failures += result.conversion_failures
+
+    # DDL --------------------------------------------------------------------------------------
+    def _apply_ddl(self, b: Barrier, change: D.SchemaChange) -> None:
+        if isinstance(change, D.Unparsed):
+            self.unparsed.append({"commit_ts": b.commit_ts, "sql": b.sql[:500], "error": change.error})
+            return
+        if isinstance(change, D.CreateDatabase):
+            return
+        if isinstance(change, D.DropDatabase):
+            for name in {n for n in [*self.states, *self._pending] if n[0] == change.database}:
+                self._flush(name, b.index)
+                if name in self.states:
+                    self._remove(name, b, "DROP DATABASE")
+            return
+        name = change.table
+        self._flush(name, b.index)
+        if isinstance(change, D.RenameTable):
+            self._flush(change.new_table, b.index)
+        state = self.states.get(name)
+        if isinstance(change, D.CreateTable):
+            self._create(b, change, state)
+            return
+        if state is None:  # ALTER / TRUNCATE / DROP of a table this snapshot never had: nothing to change
+            return
+        if isinstance(change, D.DropTable):
+            self._remove(name, b, "DROP TABLE")
+        elif isinstance(change, D.TruncateTable):
+            self._record_closure(name, state, b.commit_ts, "TRUNCATE")
+            state.removed_by_ddl += self._count(state.frame)
+            state.frame = None
+            self._changed(state, b)
+        elif isinstance(change, D.RenameTable):
+            self._rename(b, state, change.new_table)
+        else:
+            self._alter(b, state, change)
+
+    def _create(self, b: Barrier, change: D.CreateTable, state: TableState | None) -> None:
+        if state is not None and change.if_not_exists:
+            return
+        db, table = change.table
+        schema = TableSchema(db, table, [c.name for c in change.columns],
+                             {c.name: c.mysql_type for c in change.columns}, list(change.primary_key))
+        if state is None:
+            state = self._new_state(change.table, schema)
+        state.schema = schema
+        self._conform(state)
+        self._changed(state, b)
+
+    def _new_state(self, name: Name, schema: TableSchema) -> TableState:
+        """A table that starts in this window; one dropped earlier in it keeps its counts, so that
+        previous + inserted - deleted - removed by DDL + moved in = rows still holds."""
+        gone = self._gone.pop(name, None)
+        state = TableState(schema, None)
+        if gone is not None:
+            state.previous_rows, state.inserted_keys, state.deleted_keys = \
+                gone.previous_rows, gone.inserted_keys, gone.deleted_keys
+            state.removed_by_ddl, state.moved_in = gone.removed_by_ddl, gone.moved_in
+            state.conversion_failures = gone.conversion_failures
+        self.states[name] = state
+        return state
+
+    def _remove(self, name: Name, b: Barrier, how: str, end_op: str | None = None) -> None:
+        state = self.states.pop(name)
+        self._record_closure(name, state, b.commit_ts, end_op or how.replace(" ", "_"))
+        rows = self._count(state.frame)
+        self.dropped[name] = {"commit_ts": b.commit_ts, "by": how, "sql": b.sql[:500], "rows": rows}
+        state.removed_by_ddl += rows
+        state.frame = None
+        self._gone[name] = state
+
+    def _rename(self, b: Barrier, state: TableState, new: Name) -> None:
+        old = (state.schema.database, state.schema.table)
+        frame, schema = state.frame, state.schema
+        self._remove(old, b, f"RENAME TABLE to {new[0]}.{new[1]}", "RENAME_TABLE")
+        # The rows start a version under the new name (history: valid from the rename).
+        moved = self._new_state(new, replace(schema, database=new[0], table=new[1]))
+        if frame is not None:
+            moved.frame = frame.withColumn(COMMIT_TS_COLUMN, F.lit(b.commit_ts).cast("long"))
+            moved.moved_in += self.dropped[old]["rows"]
+        self._changed(moved, b)
+
+    def _alter(self, b: Barrier, state: TableState, change: D.SchemaChange) -> None:
+        s = state.schema
+        if isinstance(change, D.AddColumn):
+            c = change.column
+            if c.name in s.columns:
+                return
+            at = 0 if change.first else (s.columns.index(change.after) + 1 if change.after in s.columns
+                                         else len(s.columns))
+            state.schema = replace(s, columns=s.columns[:at] + [c.name] + s.columns[at:],
+                                   mysql_types={**s.mysql_types, c.name: c.mysql_type})
+            if state.frame is not None:
+                default = _commit_time_text(b.commit_ts) if c.default_is_commit_time else c.default
+                typed = typed_value(F.lit(default).cast("string"), state.schema.spark_type_of(c.name))
+                state.frame = state.frame.withColumn(c.name, typed)
+        elif isinstance(change, D.DropColumn):
+            if change.name not in s.columns:
+                return
+            state.schema = replace(s, columns=[c for c in s.columns if c != change.name],
+                                   mysql_types={k: v for k, v in s.mysql_types.items() if k != change.name},
+                                   primary_key=[k for k in s.primary_key if k != change.name])
+            if state.frame is not None:
+                state.frame = state.frame.drop(change.name)
+        elif isinstance(change, D.ChangeColumn):
+            if change.old_name not in s.columns:
+                return
+            rename = lambda n: change.new_name if n == change.old_name else n  # noqa: E731
+            types = {rename(k): v for k, v in s.mysql_types.items()}
+            if change.mysql_type is not None:
+                types[change.new_name] = change.mysql_type
+            forget = lambda d: {rename(k): v for k, v in d.items() if k != change.old_name or change.mysql_type is None}  # noqa: E731
+            state.schema = replace(s, columns=[rename(c) for c in s.columns], mysql_types=types,
+                                   primary_key=[rename(k) for k in s.primary_key],
+                                   decimal_scales=forget(s.decimal_scales),
+                                   decimal_integer_digits=forget(s.decimal_integer_digits))
+            if state.frame is not None and change.old_name != change.new_name:
+                state.frame = state.frame.withColumnRenamed(change.old_name, change.new_name)
+        self._conform(state)
+        self._changed(state, b)
+
+    # helpers ----------------------------------------------------------------------------------
+    def _conform(self, state: TableState) -> None:
+        if state.frame is None:
+            return
+        frame, failures = conform_frame(state.frame, state.schema)
+        state.frame = frame.localCheckpoint()
+        state.conversion_failures += failures
+
+    def _changed(self, state: TableState, b: Barrier) -> None:
+        state.changed = True
+        state.schema_changes.append({"commit_ts": b.commit_ts, "ddl_type": b.ddl_type, "sql": b.sql[:500],
+                                     "columns": list(state.schema.columns)})
+
+    def _record_closure(self, name: Name, state: TableState, commit_ts: int, end_op: str) -> None:
+        if self.keep_history and state.frame is not None:
+            self.closures.append(Closure(name, state.frame, state.schema, commit_ts, end_op))
+
+    @staticmethod
+    def _count(frame: DataFrame | None) -> int:
+        return 0 if frame is None else frame.count()
+
+
+def _is(name: Name):
+    return (F.col("database") == name[0]) & (F.col("table") == name[1])
+
+
+def _commit_time_text(commit_ts: int) -> str:
+    return datetime.fromtimestamp(tso_to_ms(commit_ts) / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def previous_states(prev_tables: dict[str, dict], read: Callable[[dict], DataFrame]) -> dict[Name, TableState]:
+    """The previous manifest's tables as starting states (frames read lazily)."""
+    return {
+        (e["database"], e["table"]): TableState(TableSchema.from_json(e["schema"]), read(e), previous_rows=e["rows"])
+        for e in prev_tables.values()
+    }
+
+
+def state_id(name: Name) -> str:
+    return table_id(*name)
