@@ -4,6 +4,7 @@ against the simulator's truth at every complete window, in both dump layouts."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import pyarrow.parquet as pq
 import pytest
@@ -101,16 +102,18 @@ def test_export_writes_one_parquet_file_per_table(parquet_run, tmp_path, capsys)
     assert {x["table"] for x in lines} == set(load_truth(dump.truth_path)["tables"])
 
 
-def test_export_as_of_a_tso_picks_the_window_that_ended_by_then(parquet_run, tmp_path):
+def test_export_as_of_a_window_end_equals_that_windows_snapshot(parquet_run, tmp_path):
     _, _, settings = parquet_run
     snapshots = settings.warehouse / "src" / "snapshots"
     first = read_manifest(snapshots, list_manifests(snapshots)[0])
-    tso = first["window_end_ms"] << 18
-    out = tmp_path / "asof"
-    assert cli_main(["export", "--warehouse", str(settings.warehouse), "--source", "src",
-                     "--out", str(out), "--as-of", str(tso)]) == 0
-    for tid, entry in first["tables"].items():
-        assert pq.read_table(out / f"{tid}.parquet").num_rows == entry["rows"]
+    last_tso_of_window = (first["window_end_ms"] << 18) - 1  # commits <= this TSO
+    end_time = datetime.fromtimestamp(first["window_end_ms"] / 1000, tz=timezone.utc).isoformat()
+    for i, as_of in enumerate([str(last_tso_of_window), end_time]):  # a UTC time: commits before it
+        out = tmp_path / f"asof{i}"
+        assert cli_main(["export", "--warehouse", str(settings.warehouse), "--source", "src",
+                         "--out", str(out), "--as-of", as_of]) == 0
+        for tid, entry in first["tables"].items():
+            assert pq.read_table(out / f"{tid}.parquet").num_rows == entry["rows"]
 
 
 def test_replay_cli_on_kcat_jsonl_equals_the_truth(tmp_path, capsys, spark):

@@ -35,6 +35,9 @@ class Barrier:
     ddl_type: str | None
     sql: str
     changes: tuple[SchemaChange, ...]
+    # The table after the DDL, when the protocol carries it as structure (Debezium tableChanges).
+    declared_columns: dict[str, str] | None = None
+    declared_primary_key: tuple[str, ...] = ()
 
 
 def window_barriers(changes: DataFrame) -> list[Barrier]:
@@ -42,7 +45,7 @@ def window_barriers(changes: DataFrame) -> list[Barrier]:
     rows = (
         changes.where(F.col("event_kind") == DDL)
         .select("database", "table", "commit_ts", "source_position", "kafka_partition", "kafka_offset",
-                "event_index", "ddl_type", "ddl_sql")
+                "event_index", "ddl_type", "ddl_sql", "column_types", "pk_names")
         .orderBy("commit_ts", F.asc_nulls_last("source_position"), "kafka_partition", "kafka_offset",
                  "event_index")
         .collect()
@@ -50,7 +53,8 @@ def window_barriers(changes: DataFrame) -> list[Barrier]:
     return [
         Barrier(i, r.database or "", r.table or "", int(r.commit_ts), r.source_position, int(r.kafka_partition),
                 int(r.kafka_offset), int(r.event_index), r.ddl_type, r.ddl_sql or "",
-                tuple(parse_ddl(r.ddl_sql or "", r.database or "")))
+                tuple(parse_ddl(r.ddl_sql or "", r.database or "")),
+                dict(r.column_types) if r.column_types else None, tuple(r.pk_names or ()))
         for i, r in enumerate(rows)
     ]
 

@@ -126,6 +126,8 @@ class _Run:
         for barrier in self.barriers:
             for change in barrier.changes:
                 self._apply_ddl(barrier, change)
+            if barrier.declared_columns:
+                self._apply_structure(barrier)
         self._flush_remaining()
 
     # rows -------------------------------------------------------------------------------------
@@ -206,6 +208,34 @@ class _Run:
             self._rename(b, state, change.new_table)
         else:
             self._alter(b, state, change)
+
+    def _apply_structure(self, b: Barrier) -> None:
+        """The protocol's own description of the table after the DDL wins over what the SQL said
+        (the SQL still tells a rename from a drop + add, so values carry over)."""
+        name = (b.database, b.table)
+        if b.ddl_type and b.ddl_type.upper() in ("DROP", "ERASE") or name in self.dropped and name not in self.states:
+            return
+        self._flush(name, b.index)
+        state = self.states.get(name)
+        declared = b.declared_columns
+        pk = list(b.declared_primary_key) or (state.schema.primary_key if state else [])
+        if state is None:
+            state = self._new_state(name, TableSchema(name[0], name[1], list(declared), dict(declared), pk))
+        s = state.schema
+        keep = lambda d: {k: v for k, v in d.items() if k in declared and declared[k] == s.mysql_types.get(k)}  # noqa: E731
+        # Column order: the table's own, then new columns (a map's order is not to be relied on).
+        columns = [c for c in s.columns if c in declared] + [c for c in declared if c not in s.columns]
+        state.schema = replace(s, columns=columns, mysql_types=dict(declared), primary_key=pk,
+                               decimal_scales=keep(s.decimal_scales),
+                               decimal_integer_digits=keep(s.decimal_integer_digits))
+        if state.frame is not None:
+            missing = [c for c in declared if c not in state.frame.columns]
+            state.frame = state.frame.withColumns({c: F.lit(None) for c in missing}) if missing else state.frame
+        self._conform(state)
+        if not state.schema_changes or state.schema_changes[-1]["commit_ts"] != b.commit_ts:
+            self._changed(state, b)
+        else:
+            state.schema_changes[-1]["columns"] = list(state.schema.columns)
 
     def _create(self, b: Barrier, change: D.CreateTable, state: TableState | None) -> None:
         if state is not None and change.if_not_exists:

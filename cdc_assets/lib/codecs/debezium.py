@@ -78,7 +78,13 @@ _TABLE_CHANGE = T.StructType(
     [
         T.StructField("type", T.StringType()),
         T.StructField("id", T.StringType()),
-        T.StructField("table", T.StructType([T.StructField("primaryKeyColumnNames", T.ArrayType(T.StringType()))])),
+        T.StructField("table", T.StructType([
+            T.StructField("primaryKeyColumnNames", T.ArrayType(T.StringType())),
+            T.StructField("columns", T.ArrayType(T.StructType([
+                T.StructField("name", T.StringType()), T.StructField("typeName", T.StringType()),
+                T.StructField("length", T.LongType()), T.StructField("scale", T.LongType()),
+            ]))),
+        ])),
     ]
 )
 _ROW = "map<string,variant>"
@@ -103,6 +109,31 @@ def _bad_columns(raw: Column, image: Column) -> Column:
         lambda k: ~is_null_value(F.try_element_at(raw, k)) & F.try_element_at(image, k).isNull(),
     )
     return F.coalesce(bad, F.array().cast("array<string>"))
+
+
+
+_SIZED_TYPES = r"^(decimal|numeric|char|varchar|binary|varbinary|bit|datetime|timestamp|time|float|double)$"
+
+
+def _declared_columns(change: Column) -> Column:
+    """A schema-change event's `tableChanges[0].table.columns` as name -> MySQL type text, in
+    column order (the table after the DDL); null when the event carries no structure."""
+    columns = change["table"]["columns"]
+
+    def type_text(c: Column) -> Column:
+        base = F.lower(F.trim(c["typeName"]))
+        first = F.split(base, " ").getItem(0)
+        rest = F.trim(F.substring(base, F.length(first) + 1, 1000))
+        sized = first.rlike(_SIZED_TYPES) & c["length"].isNotNull() & (c["length"] >= 0)
+        params = F.concat(F.lit("("), c["length"].cast("string"),
+                          F.when(c["scale"].isNotNull() & first.rlike("^(decimal|numeric|float|double)$"),
+                                 F.concat(F.lit(","), c["scale"].cast("string"))).otherwise(F.lit("")), F.lit(")"))
+        return F.trim(F.concat_ws(" ", F.when(sized, F.concat(first, params)).otherwise(first), rest))
+
+    names = F.transform(columns, lambda c: c["name"])
+    ok = ((F.size(columns) > 0) & (F.size(F.array_distinct(names)) == F.size(names))
+          & F.forall(columns, lambda c: c["name"].isNotNull() & c["typeName"].isNotNull()))
+    return F.when(ok, F.map_from_arrays(names, F.transform(columns, type_text)))
 
 
 class DebeziumDecoder(Decoder):
@@ -245,7 +276,7 @@ class DebeziumDecoder(Decoder):
                 is_row,
                 F.when(field_map.isNotNull(), F.transform_values(field_map, lambda k, f: column_type(f)))
                 .otherwise(F.transform_values(F.coalesce(after_in, before_in), lambda k, x: value_kind_type(x))),
-            ).alias("column_types"),
+            ).when(kind == DDL, _declared_columns(change)).alias("column_types"),
             F.when(kind == DDL, ddl_type).alias("ddl_type"),
             F.when(kind == DDL, ddl).alias("ddl_sql"),
             F.when(kind == WATERMARK, source["commit_ts"]).alias("watermark_ts"),

@@ -1,0 +1,75 @@
+"""The DDL barrier engine on hand-made change-log rows: structure from the protocol, ties at
+one commit_ts, unparseable DDL."""
+
+from __future__ import annotations
+
+from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA
+from cdc_assets.lib.table_timeline import apply_window
+
+TS = 1_000 << 18
+
+
+def _event(offset: int, ts: int, kind: str = "row", partition: int = 0, **fields) -> dict:
+    base = {f.name: None for f in CHANGE_LOG_SCHEMA.fields}
+    base.update(topic="t", kafka_partition=partition, kafka_offset=offset, event_index=0, event_kind=kind,
+                database="db", table="t", commit_ts=ts)
+    base.update(fields)
+    return base
+
+
+def _insert(offset: int, ts: int, values: dict, types: dict, partition: int = 0) -> dict:
+    return _event(offset, ts, partition=partition, op="INSERT", pk_names=["id"], pk_values=[values["id"]],
+                  after=values, column_types=types)
+
+
+def _ddl(offset: int, ts: int, sql: str, declared: dict | None = None, pk=None) -> dict:
+    return _event(offset, ts, kind="ddl", ddl_type="ALTER", ddl_sql=sql, column_types=declared, pk_names=pk)
+
+
+def _apply(spark, events):
+    df = spark.createDataFrame(events, CHANGE_LOG_SCHEMA)
+    result = apply_window(spark, df, {})
+    out = {n: (s.schema, sorted(tuple(r) for r in s.frame.drop("_cdc_commit_ts").collect()))
+           for n, s in result.tables.items()}
+    unparsed = result.unparsed_ddl
+    result.release()
+    return out, unparsed
+
+
+def test_structure_from_the_protocol_wins_and_the_sql_still_renames(spark):
+    types = {"id": "int", "a": "varchar(5)", "b": "int"}
+    out, unparsed = _apply(spark, [
+        _insert(0, TS, {"id": "1", "a": "x", "b": "2"}, types),
+        # The SQL renames a -> a2; the structure also says c is now a bigint and b is gone.
+        _ddl(1, TS + 10, "ALTER TABLE t RENAME COLUMN a TO a2",
+             {"id": "int", "a2": "varchar(5)", "c": "bigint"}, ["id"]),
+        # Unparseable text: the structure alone decides.
+        _ddl(2, TS + 20, "ALTER TABLE t SOMETHING sqlglot DOES NOT KNOW",
+             {"id": "int", "a2": "varchar(5)", "c": "bigint", "d": "int"}, ["id"]),
+    ])
+    schema, rows = out[("db", "t")]
+    # (maps built by createDataFrame have no order, so the first columns' order is not asserted)
+    assert sorted(schema.columns[:2]) == ["a2", "id"] and schema.columns[2:] == ["c", "d"]
+    assert schema.mysql_types["c"] == "bigint"
+    assert rows == [(1, "x", None, None) if schema.columns[0] == "id" else ("x", 1, None, None)]
+    assert unparsed == []  # the structure made up for the text
+
+
+def test_unparseable_ddl_without_structure_is_recorded(spark):
+    out, unparsed = _apply(spark, [
+        _insert(0, TS, {"id": "1"}, {"id": "int"}),
+        _ddl(1, TS + 10, "ALTER TABLE t ADD COLUMN (c INT, d INT)"),
+    ])
+    assert out[("db", "t")][1] == [(1,)]
+    assert [u["sql"] for u in unparsed] == ["ALTER TABLE t ADD COLUMN (c INT, d INT)"]
+
+
+def test_a_row_at_the_same_commit_ts_as_a_ddl_in_another_partition_counts_as_after_it(spark):
+    types = {"id": "int", "v": "int"}
+    out, _ = _apply(spark, [
+        _insert(0, TS, {"id": "1", "v": "1"}, types),
+        _ddl(1, TS + 5, "TRUNCATE TABLE t"),
+        _insert(7, TS + 5, {"id": "2", "v": "2"}, types, partition=1),  # same ms, other partition: after
+        _insert(2, TS + 5, {"id": "3", "v": "3"}, types, partition=0),  # same partition, later offset: after
+    ])
+    assert out[("db", "t")][1] == [(2, 2), (3, 3)]
