@@ -149,7 +149,9 @@ def test_point_in_time_equals_the_brute_force_replay_at_random_instants(ddl_run,
     instants = sorted(set(rng.sample(ddl_and_rows, 8) + [ts - 1 for ts in rng.sample(ddl_and_rows, 4)]
                           + [rng.randrange(u.commits[0], u.commits[-1]) for _ in range(4)]))
     source_root = settings.warehouse / "src"
-    for tso in instants:
+    snapshots = source_root / "snapshots"
+    window_ends = [ms_to_tso(read_manifest(snapshots, w)["window_end_ms"]) - 1 for w in list_manifests(snapshots)]
+    for tso in instants + window_ends:
         got = {}
         for name, t in tables_as_of(spark, source_root, tso).items():
             columns = [c for c in t.frame.columns if c != COMMIT_TS_COLUMN]

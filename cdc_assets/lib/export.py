@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from cdc_assets.lib.point_in_time import parse_instant, plan, tables_as_of
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, table_path
@@ -56,7 +56,9 @@ def export_snapshot(snapshots: Path, out: Path, as_of: str = "latest",
             # Through Spark's own Parquet writer: the same file types as a window's snapshot.
             folder = Path(tmp) / str(i)
             t.frame.coalesce(1).write.parquet(str(folder))
-            data = ds.dataset(str(folder), format="parquet", schema=_arrow_schema(folder, t.frame)).to_table()
+            files = sorted(folder.glob("*.parquet"))
+            data = (ds.dataset([str(f) for f in files], format="parquet").to_table() if files
+                    else to_arrow_schema(t.frame.schema).empty_table())
             exported.append(_write(out, database, table, data))
     return exported
 
@@ -69,14 +71,7 @@ def _export_window(snapshots: Path, window: int, out: Path) -> list[ExportedTabl
     ]
 
 
-def _arrow_schema(folder: Path, frame) -> pa.Schema | None:
-    files = sorted(folder.glob("*.parquet"))
-    if files:
-        return pq.read_schema(files[0])
-    raise ValueError(f"Spark wrote no Parquet file for {frame.columns}")
-
-
-def _write(out: Path, database: str, table: str, data: pa.Table) -> ExportedTable:
+def _write(out: Path, database: str, table: str, data) -> ExportedTable:
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"{table_id(database, table)}.parquet"
     tmp = target.with_name(f".tmp-{target.name}-{uuid.uuid4().hex[:8]}")
