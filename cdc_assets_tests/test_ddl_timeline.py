@@ -11,7 +11,8 @@ import pytest
 from dagster import DagsterInstance
 
 from cdc_assets.lib.export import export_snapshot
-from cdc_assets.lib.history import END_OP, VALID_FROM, VALID_TO, read_history
+from cdc_assets.lib.history import END_OP, VALID_FROM, VALID_TO
+from cdc_assets.lib.history_read import full_history, read_history
 from cdc_assets.lib.point_in_time import parse_instant, tables_as_of
 from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, table_path
@@ -196,3 +197,12 @@ def test_history_holds_every_ended_version_and_snapshots_the_open_ones(ddl_run, 
         pk = u.tables[name].pk
         rows = pq.read_table(table_path(snapshots, entry)).to_pylist()
         assert {tuple(r[k] for k in pk): r[COMMIT_TS_COLUMN] for r in rows} == u.starts[name], name
+
+
+def test_full_history_adds_the_open_versions(ddl_run, spark):
+    u, settings, _ = ddl_run
+    frame = full_history(spark, settings.warehouse / "src", *ITEMS)
+    rows = frame.collect()
+    open_rows = {(r["id"], r[VALID_FROM]) for r in rows if r[VALID_TO] is None}
+    assert open_rows == {(key[0], ts) for key, ts in u.starts[ITEMS].items()}
+    assert len(rows) - len(open_rows) == sum(1 for e in u.ended if e[0] == ITEMS)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window, functions as F, types as T
+from pyspark.sql import Column, DataFrame, Window, functions as F
 
 from cdc_assets.lib.changelog_schema import DELETE, ROW, UPDATE
 from cdc_assets.lib.mysql_types import typed_value
@@ -124,31 +124,3 @@ def _identified(keys: list[str]) -> Column:
     for k in keys:
         ok = ok & F.col(k).isNotNull()
     return ok
-
-
-def read_history(spark: SparkSession, history_root: Path, database: str, table: str) -> DataFrame | None:
-    """Every ended version of one table, all windows. Versions that ended under different schemas
-    sit side by side: a column a version did not have is null."""
-    parts = sorted(history_root.glob(f"window_start_ms=*/{table_id(database, table)}/part=*"))
-    frames = [spark.read.parquet(str(p)) for p in parts if any(p.glob("*.parquet"))]
-    if not frames:
-        return None
-    out = frames[0]
-    for f in frames[1:]:
-        out = _union_loose(out, f)
-    return out
-
-
-def _union_loose(a: DataFrame, b: DataFrame) -> DataFrame:
-    """unionByName; a column typed differently on the two sides (MODIFY COLUMN) becomes bigint
-    when both are integers, else text."""
-    types_a = {f.name: f.dataType for f in a.schema.fields}
-    types_b = {f.name: f.dataType for f in b.schema.fields}
-    clash = {c: (T.LongType() if isinstance(types_a[c], _INTEGERS) and isinstance(types_b[c], _INTEGERS)
-                 else T.StringType())
-             for c in types_a.keys() & types_b.keys() if types_a[c] != types_b[c]}
-    common = lambda df: df.withColumns({c: F.col(c).cast(t) for c, t in clash.items()}) if clash else df  # noqa: E731
-    return common(a).unionByName(common(b), allowMissingColumns=True)
-
-
-_INTEGERS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
