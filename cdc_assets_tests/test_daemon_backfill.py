@@ -31,7 +31,7 @@ from cdc_assets.lib.truth import load_truth
 pytestmark = [pytest.mark.slow, pytest.mark.daemon]
 
 SOURCE = "src"
-LAYERS = ("raw_messages", "change_log", "quarantine", "change_table", "snapshots")
+LAYERS = ("raw_messages", "change_log", "quarantine", "change_table", "snapshots", "history")
 CHECKS = {
     "change_log": ["change_log_contract"],
     "quarantine": ["nothing_quarantined", "quarantine_rate_within_limit"],
