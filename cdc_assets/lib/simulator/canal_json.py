@@ -52,8 +52,9 @@ _TYPE_ALIASES = {"integer": "int"}
 class _TableCodec:
     """Per-table constants, computed once: column order, types, promotion thresholds."""
 
-    def __init__(self, table: TableDef):
+    def __init__(self, table: TableDef, time_zone: str = "UTC", java_floats: bool = False):
         self.columns = table.columns
+        self.time_zone, self.java_floats = time_zone, java_floats
         self.pk_names = list(table.primary_key)
         self.mysql_types = {}
         self.sql_types = {}
@@ -76,16 +77,17 @@ class _TableCodec:
         return out
 
     def text_row(self, row: dict) -> dict:
-        return {c.name: tidb_text(c, row[c.name]) for c in self.columns}
+        return {c.name: tidb_text(c, row[c.name], time_zone=self.time_zone, java_floats=self.java_floats)
+                for c in self.columns}
 
 
 class CanalJsonEncoder(Encoder):
     name = "canal-json"
     ddl_to_all_partitions = False
 
-    def __init__(self, tables: Iterable[TableDef]):
-        super().__init__(tables)
-        self._codecs = {k: _TableCodec(t) for k, t in self.tables.items()}
+    def __init__(self, tables: Iterable[TableDef], *, time_zone: str = "UTC"):
+        super().__init__(tables, time_zone=time_zone)
+        self._codecs = {k: _TableCodec(t, time_zone) for k, t in self.tables.items()}
 
     def encode_row(self, change: RowChange, commit_ts: int, *, build_ms: int) -> KeyValue:
         codec = self._codecs[(change.database, change.table)]
