@@ -32,7 +32,7 @@ from cdc_assets.lib.simulator.tso import make_tso
 from cdc_assets.lib.simulator.workload import INSERT, RowChange
 from cdc_assets.lib.value_conversion import quarantine_unconvertible_values
 from cdc_assets_tests.helpers import raw_frame
-from cdc_assets_tests.lib.types.matrix import MATRIX, Column, expected_for
+from cdc_assets_tests.lib.types.matrix import MATRIX, WALL_CLOCK_TIMESTAMP, expected_for
 
 DATABASE = "types"
 PROTOCOLS = {  # matrix name -> encoder class (its `decoder` names the decoder and options)
@@ -61,11 +61,14 @@ def tables() -> list[TableDef]:
     ]
 
 
-def messages(protocol: str, time_zone: str) -> tuple[list, list, dict]:
-    """(keys, values, decoder options): one INSERT per matrix value plus one NULL per column."""
+def messages(protocol: str, time_zone: str, only: str = "") -> tuple[list, list, dict, str]:
+    """(keys, values, decoder options, decoder name): one INSERT per matrix value plus one
+    NULL per column (of the columns whose type starts with `only`)."""
     encoder = PROTOCOLS[protocol](tables(), time_zone=time_zone)
     keys, values = [], []
     for i, column in enumerate(MATRIX):
+        if not column.mysql_type.startswith(only):
+            continue
         for j, v in enumerate([*(x.value for x in column.values), None]):
             ts = make_tso(1_767_225_600_000 + i * 1000 + j, 0)
             change = RowChange(DATABASE, table_name(i), INSERT, None, {"id": j, "v": v})
@@ -83,9 +86,10 @@ def _scale_and_digits(texts: list[str]) -> tuple[int, int]:
     return scale, digits
 
 
-def typed_matrix(spark, protocol: str, time_zone: str = TIME_ZONE) -> dict[str, list]:
-    """table -> [(id, Spark type, typed value)] after decode, value conversion and typing."""
-    keys, values, options, decoder_name = messages(protocol, time_zone)
+def typed_matrix(spark, protocol: str, time_zone: str = TIME_ZONE, only: str = "") -> tuple[dict, list]:
+    """(table -> [(id, (type text, Spark type), typed value)], quarantined events) after
+    decode, value conversion and typing."""
+    keys, values, options, decoder_name = messages(protocol, time_zone, only)
     decoded = quarantine_unconvertible_values(get_decoder(decoder_name, options).decode(
         raw_frame(spark, values, keys=keys)))
     rows = decoded.select(
@@ -143,14 +147,31 @@ def test_nothing_is_quarantined(protocol_result):
     assert rejected == [], f"{protocol}: quarantined {rejected}"
 
 
-def test_every_value_is_exact(protocol_result):
-    protocol, (result, _) = protocol_result
-    mismatches = []
+def mismatches(protocol: str, result: dict, only: str = "") -> list[str]:
+    out = []
     for i, column in enumerate(MATRIX):
+        if not column.mysql_type.startswith(only):
+            continue
         got = result.get(table_name(i), [])
         want = [*(expected_for(x, protocol) for x in column.values), None]
         actual = [_spark_instant(v, dtype) for _, (_, dtype), v in got]
         if [normal(v) for v in actual] != [normal(v) for v in want]:
             types = {str(t) for _, t, _ in got}
-            mismatches.append(f"{column.mysql_type} {types}: got {actual!r}, want {want!r}")
-    assert not mismatches, f"{protocol}:\n" + "\n".join(mismatches)
+            out.append(f"{column.mysql_type} {types}: got {actual!r}, want {want!r}")
+    return out
+
+
+def test_every_value_is_exact(protocol_result):
+    protocol, (result, _) = protocol_result
+    bad = mismatches(protocol, result)
+    assert not bad, f"{protocol}:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("protocol", WALL_CLOCK_TIMESTAMP)
+def test_timestamps_in_a_zone_without_dst(spark, protocol):
+    """Asia/Shanghai (+08:00 all year): every instant, the DST-ambiguous one included, is exact."""
+    result, rejected = typed_matrix(spark, protocol, "Asia/Shanghai", only="timestamp")
+    assert rejected == []
+    want = {i: [*(x.expected for x in c.values), None] for i, c in enumerate(MATRIX) if c.mysql_type.startswith("timestamp")}
+    got = {int(t[1:]): [_spark_instant(v, dtype) for _, (_, dtype), v in rows] for t, rows in result.items()}
+    assert got == want
