@@ -24,6 +24,9 @@ EDGE_TEXT = ("", "Zoë", "测试", "😀🎉", "🧑\u200d💻 dev", "\x00nul", 
 WALL_CLOCK_TIMESTAMP = ("canal-json", "open-protocol", "canal-official", "cloudcanal-json")
 # TiCDC writes ENUM / SET as their index / bit mask and names no members (mysqlType "enum").
 ENUM_AS_INDEX = ("canal-json", "open-protocol")
+# Debezium JSON is parsed into a Spark VARIANT, whose numbers have no negative zero.
+VARIANT_JSON = ("debezium", "debezium-json")
+_NEGATIVE_ZERO = "Spark's VARIANT reads the JSON number -0 / -0.0 as 0"
 
 
 def f32(v: float) -> float:
@@ -93,14 +96,14 @@ MATRIX: tuple[Column, ...] = (
         Value(Decimal(-9999999999), Decimal(-9999999999)),
     )),
     # -- binary floating point: the float32 / float64 value, bit for bit
-    Column("float", tuple(Value(v, f32(v)) for v in (
+    Column("float", (*(Value(v, f32(v)) for v in (
         3.4028234663852886e38, -3.4028234663852886e38, 1.401298464324817e-45, 1.1754943508222875e-38, 0.1,
         16777217.0, 1.5,
-    ))),
-    Column("double", same(
+    )), Value(-0.0, -0.0, dict.fromkeys(VARIANT_JSON, 0.0), _NEGATIVE_ZERO))),
+    Column("double", (*same(
         1.7976931348623157e308, -1.7976931348623157e308, 5e-324, 2.2250738585072014e-308, 0.1,
         0.30000000000000004, 9007199254740993.0, -1.5,
-    )),
+    ), Value(-0.0, -0.0, dict.fromkeys(VARIANT_JSON, 0.0), _NEGATIVE_ZERO))),
     # -- character data: any UTF-8, including 4-byte characters and NUL
     Column("varchar(255)", same(*EDGE_TEXT)),
     Column("char(10)", same("", "Zoë😀", "\x00")),
