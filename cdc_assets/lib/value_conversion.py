@@ -61,15 +61,23 @@ def canonical_values(decoded: DataFrame, type_texts: list[str]) -> DataFrame:
     def convert(k: Column, v: Column) -> Column:
         base = F.lower(F.regexp_extract(F.try_element_at(F.col("column_types"), k), r"^\s*([A-Za-z]+)", 1))
         out = F.when(v.isNull(), v)
-        if has_dates:
-            out = out.when(base.isin(*_ZERO_DATE_TYPES) & v.startswith("0000-00-00"), F.lit(None).cast("string"))
+        if has_dates:  # the cheap test first: And stops at the first false
+            out = out.when(v.startswith("0000-00-00") & base.isin(*_ZERO_DATE_TYPES), F.lit(None).cast("string"))
         if has_time:
             out = out.when(base == "time", canonical_time(v))
         return out.otherwise(v)
 
+    def changes(image: str) -> Column:
+        """Whether the image may change: rebuilding every map would cost the common case
+        (DATETIME columns, no zero dates) a copy of every row."""
+        if has_time:
+            return F.lit(True)
+        return F.exists(F.map_values(image), lambda v: v.startswith("0000-00-00"))
+
     is_row = (F.col("event_kind") == ROW) & F.col("column_types").isNotNull()
     return decoded.withColumns({
-        image: F.when(is_row, F.transform_values(image, convert)).otherwise(F.col(image)) for image in ("before", "after")
+        image: F.when(is_row & F.coalesce(changes(image), F.lit(False)), F.transform_values(image, convert))
+        .otherwise(F.col(image)) for image in ("before", "after")
     })
 
 

@@ -10,7 +10,6 @@ matrix's, bit for bit for floats. One decode job and one typing job per protocol
 
 from __future__ import annotations
 
-import math
 import re
 import struct
 from datetime import datetime, timezone
@@ -46,7 +45,6 @@ PROTOCOLS = {  # matrix name -> encoder class (its `decoder` names the decoder a
 }
 # A zone with DST: TIMESTAMP text in the repeated hour is ambiguous (see matrix).
 TIME_ZONE = "America/New_York"
-_PARAMLESS_DECIMAL = re.compile(r"^\s*(decimal|numeric)\b(?!\s*\()", re.IGNORECASE)
 
 
 def table_name(i: int) -> str:
@@ -105,7 +103,8 @@ def typed_matrix(spark, protocol: str, time_zone: str = TIME_ZONE, only: str = "
     for table, rs in by_table.items():
         type_text = next(r.type for r in rs if r.type is not None)
         mtype = parse_mysql_type(type_text)
-        inferred = _scale_and_digits([r.v for r in rs if r.v is not None]) if is_decimal_without_params(mtype) else (0, 0)
+        texts = [r.v for r in rs if r.v is not None]
+        inferred = _scale_and_digits(texts) if is_decimal_without_params(mtype) else (0, 0)
         dtypes[table] = (type_text, spark_type(mtype, *inferred))
 
     texts = spark.createDataFrame([(r.table, int(r.id), r.v) for r in rows], "table string, id int, v string")
@@ -172,6 +171,7 @@ def test_timestamps_in_a_zone_without_dst(spark, protocol):
     """Asia/Shanghai (+08:00 all year): every instant, the DST-ambiguous one included, is exact."""
     result, rejected = typed_matrix(spark, protocol, "Asia/Shanghai", only="timestamp")
     assert rejected == []
-    want = {i: [*(x.expected for x in c.values), None] for i, c in enumerate(MATRIX) if c.mysql_type.startswith("timestamp")}
+    want = {i: [*(x.expected for x in c.values), None]
+            for i, c in enumerate(MATRIX) if c.mysql_type.startswith("timestamp")}
     got = {int(t[1:]): [_spark_instant(v, dtype) for _, (_, dtype), v in rows] for t, rows in result.items()}
     assert got == want
