@@ -8,7 +8,8 @@ Mirrors tiflow's `canal_json_row_event_encoder.go`:
 - `sqlType` is Java's SQL type code, computed from the row image sent in `data`: unsigned
   integers beyond the signed range are promoted (bigint unsigned > 2^63-1 -> DECIMAL 3);
 - UPDATE: `old` holds every column's previous value; DELETE: the row is in `data`,
-  `old` is null; values are TiDB text, binary bytes as ISO-8859-1 code points;
+  `old` is null; values are TiDB text, binary bytes as ISO-8859-1 code points,
+  TIMESTAMP in the changefeed's zone, ENUM / SET as index / bit mask (`values.tidb_text`);
 - DDL and TIDB_WATERMARK messages carry null sqlType/mysqlType/data/old.
 
 One deviation: TiCDC's `mysqlType` object comes from a Go map, so its key order is random

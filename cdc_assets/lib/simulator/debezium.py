@@ -7,9 +7,10 @@ Mirrors ticdc's `pkg/sink/codec/debezium/codec.go`:
 - `source.commit_ts` = commit TSO, `source.ts_ms` = commit physical ms, `payload.ts_ms` =
   build time; the field schemas carry `tidb_type` (the extension);
 - values as Debezium's MySQL connector writes them, with TiCDC's differences: DECIMAL as
-  a float64 (type double), binary strings as base64 text (type string), DATETIME as
-  epoch ms of the wall clock (io.debezium.time.Timestamp, fsp 0), BIGINT UNSIGNED as a
-  wrapped int64 (2^64-1 -> -1);
+  a float64 (type double), binary strings as base64 text (type string), BIGINT UNSIGNED
+  as a wrapped int64 (2^64-1 -> -1); DATE in days, DATETIME in ms (fsp 0-3) or us, TIME
+  in us, TIMESTAMP as a UTC ISO instant, BIT(1) boolean, BIT(n) little-endian bytes,
+  ENUM / SET names (see `debezium_value`);
 - DDL (`SchemaChangeKey` / `SchemaChangeValue`, `tableChanges`) to every partition; the
   watermark is TiCDC's checkpoint event (`op` "m", `source.commit_ts` = ts).
 
@@ -190,7 +191,7 @@ def _ddl_column(col: ColumnDef, position: int) -> dict:
     base = "int" if col.base_type == "integer" else col.base_type
     unsigned = " UNSIGNED" if col.kind == UINT else ""
     name = base.upper() + unsigned
-    length = col.params[0] if col.params else None  # TiCDC: only a non-default length
+    length = col.params[0] if col.params and not col.members else None  # TiCDC: only a non-default length
     return {
         "name": col.name, "jdbcType": _JDBC_TYPES.get(base, 12), "nativeType": None, "comment": None,
         "defaultValueExpression": None, "enumValues": None, "typeName": name, "typeExpression": name,

@@ -7,9 +7,11 @@ Mirrors tiflow's open-protocol encoder with old values on:
 - row value `{"u": cols}` (INSERT), `{"u": cols, "p": old cols}` (UPDATE), `{"d": cols}`
   (DELETE, every column); columns in Go map order (sorted by name), each
   `{"t": type code, "h": true (handle columns only), "f": flags, "v": value}`.
-- values: integers as JSON numbers (unsigned bigint above 2^63 too), decimals and
-  datetimes as strings, char/varchar as UTF-8 text, text/blob types as base64 of the
-  bytes, binary/varbinary as Go `strconv.Quote` text without the quotes.
+- values: integers as JSON numbers (unsigned bigint above 2^63 too; YEAR, BIT and the
+  ENUM index / SET mask too), FLOAT / DOUBLE as Go prints them, decimals, dates, times
+  and JSON as TiDB's text (TIMESTAMP in the changefeed's zone), char/varchar as UTF-8
+  text, text/blob types as base64 of the bytes, binary/varbinary as Go `strconv.Quote`
+  text without the quotes.
 - flags: BinaryFlag for binary-charset columns (TiDB gives numbers and datetimes the
   binary charset too), HandleKey + PrimaryKey (+ MultipleKey for composite keys),
   Nullable, Unsigned.
