@@ -58,13 +58,17 @@ def canonical_values(decoded: DataFrame, type_texts: list[str]) -> DataFrame:
     if not has_time and not has_dates:
         return decoded
 
+    def base(k: Column) -> Column:
+        return F.lower(F.regexp_extract(F.try_element_at(F.col("column_types"), k), r"^\s*([A-Za-z]+)", 1))
+
     def convert(k: Column, v: Column) -> Column:
-        base = F.lower(F.regexp_extract(F.try_element_at(F.col("column_types"), k), r"^\s*([A-Za-z]+)", 1))
         out = F.when(v.isNull(), v)
-        if has_dates:  # the cheap test first: And stops at the first false
-            out = out.when(v.startswith("0000-00-00") & base.isin(*_ZERO_DATE_TYPES), F.lit(None).cast("string"))
+        if has_dates:  # the cheap test first: And stops at the first false. A key stays as it is.
+            zero = v.startswith("0000-00-00") & base(k).isin(*_ZERO_DATE_TYPES)
+            out = out.when(zero & ~F.coalesce(F.array_contains("pk_names", k), F.lit(False)),
+                           F.lit(None).cast("string"))
         if has_time:
-            out = out.when(base == "time", canonical_time(v))
+            out = out.when(base(k) == "time", canonical_time(v))
         return out.otherwise(v)
 
     def changes(image: str) -> Column:
@@ -75,10 +79,15 @@ def canonical_values(decoded: DataFrame, type_texts: list[str]) -> DataFrame:
         return F.exists(F.map_values(image), lambda v: v.startswith("0000-00-00"))
 
     is_row = (F.col("event_kind") == ROW) & F.col("column_types").isNotNull()
-    return decoded.withColumns({
+    out = {
         image: F.when(is_row & F.coalesce(changes(image), F.lit(False)), F.transform_values(image, convert))
         .otherwise(F.col(image)) for image in ("before", "after")
-    })
+    }
+    if has_time:  # the key's text must stay the text of the key column in the images
+        out["pk_values"] = F.when(is_row & F.col("pk_names").isNotNull(), F.zip_with(
+            "pk_names", "pk_values", lambda k, v: F.when(base(k) == "time", canonical_time(v)).otherwise(v),
+        )).otherwise(F.col("pk_values"))
+    return decoded.withColumns(out)
 
 
 def _checked_types(texts: list[str]) -> dict[str, T.DataType]:
