@@ -90,7 +90,9 @@ def _is_binary_type(mysql_type: Column) -> Column:
 def _enum_or_set_name(v: Column, mysql_type: Column) -> Column:
     """Index (ENUM) / bit mask (SET) -> member name(s), when the type lists the members and
     the value is a number that is not itself a member; null otherwise."""
-    members = F.split(F.regexp_extract(mysql_type, _MEMBERS_PATTERN, 1), "','")
+    # MySQL's type text doubles a quote inside a member: enum('it''s').
+    members = F.transform(F.split(F.regexp_extract(mysql_type, _MEMBERS_PATTERN, 1), "','"),
+                          lambda m: F.replace(m, F.lit("''"), F.lit("'")))
     number = v.try_cast("long")
     is_code = (F.regexp_extract(mysql_type, _MEMBERS_PATTERN, 1) != "") & number.isNotNull() & ~F.array_contains(
         members, v

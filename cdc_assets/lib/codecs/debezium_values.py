@@ -81,7 +81,9 @@ def _floor_div(c: Column, n: int) -> Column:
 
 
 def _two_digits(c: Column) -> Column:
-    return F.lpad(c.cast("string"), 2, "0")
+    """At least two digits: lpad alone would cut TIME's 838 hours down to "83"."""
+    text = c.cast("string")
+    return F.lpad(text, F.greatest(F.length(text), F.lit(2)), "0")
 
 
 def _clock_text(us: Column) -> Column:
@@ -115,19 +117,59 @@ def bits_text(hex_pairs: Column) -> Column:
     )
 
 
+_LIMB = 10**19  # base of the limbs an unscaled decimal is accumulated in
+_D38 = "decimal(38,0)"
+
+
+def _limbs_times_plus(acc: Column, mul: int, x: Column) -> Column:
+    """acc * mul + x for acc = struct(l0, l1, l2) = l2 * 10^38 + l1 * 10^19 + l0 (exact:
+    decimal(38,0) arithmetic, carries between limbs; l2 null once beyond 76 digits)."""
+    limb = F.lit(str(_LIMB)).cast("decimal(20,0)")
+    t0 = acc["l0"] * mul + x
+    r0 = F.pmod(t0, limb)
+    t1 = acc["l1"] * mul + ((t0 - r0) / limb).cast(_D38)
+    r1 = F.pmod(t1, limb)
+    l2 = F.try_add(F.try_multiply(acc["l2"], F.lit(mul)), ((t1 - r1) / limb).cast(_D38))
+    return F.struct(r0.cast(_D38).alias("l0"), r1.cast(_D38).alias("l1"), l2.cast(_D38).alias("l2"))
+
+
 def _unscaled(hex_pairs: Column) -> Column:
-    """Big-endian two's-complement bytes -> decimal(38,0); null beyond 38 digits."""
+    """Big-endian two's-complement bytes -> the integer's exact decimal text (MySQL's 65
+    digits and more: three decimal(38,0) limbs, so no digit is lost to Spark's 38)."""
     values = F.transform(hex_pairs, lambda p: F.conv(p, 16, 10).cast("int"))
     negative = F.coalesce(F.try_element_at(values, F.lit(1)) >= 128, F.lit(False))
+    zero = F.lit(0).cast(_D38)
     # For a negative number sum the complemented bytes: -(~x + 1) needs no 256^n term.
     magnitude = F.aggregate(
-        values,
-        F.lit(0).cast("decimal(38,0)"),
-        lambda acc, x: F.try_add(
-            F.try_multiply(acc, F.lit(256)), F.when(negative, 255 - x).otherwise(x)
-        ).cast("decimal(38,0)"),
+        values, F.struct(zero.alias("l0"), zero.alias("l1"), zero.alias("l2")),
+        lambda acc, x: _limbs_times_plus(acc, 256, F.when(negative, 255 - x).otherwise(x)),
     )
-    return F.when(negative, -F.try_add(magnitude, F.lit(1)).cast("decimal(38,0)")).otherwise(magnitude)
+    magnitude = F.when(negative, _limbs_times_plus(magnitude, 1, F.lit(1))).otherwise(magnitude)
+    digits = F.regexp_replace(F.concat(
+        magnitude["l2"].cast("string"), F.lpad(magnitude["l1"].cast("string"), 19, "0"),
+        F.lpad(magnitude["l0"].cast("string"), 19, "0"),
+    ), r"^0+(?=\d)", "")
+    return F.when(magnitude["l2"].isNotNull(), F.concat(F.when(negative, F.lit("-")).otherwise(F.lit("")), digits))
+
+
+def plain_number_text(text: Column) -> Column:
+    """A JSON number in exponent form ("1.0E38", "-9.5e-7") -> plain decimal text; other
+    text unchanged. For DECIMAL columns written as doubles (TiCDC's Debezium), so the
+    snapshot sees the digits and not an exponent it cannot read as a decimal."""
+    pattern = r"^(-?)(\d+)(?:\.(\d+))?[eE]([+-]?\d+)$"
+
+    def group(i: int) -> Column:
+        return F.regexp_extract(text, pattern, i)
+
+    digits = F.concat(group(2), group(3))
+    point = F.length(group(2)) + group(4).cast("int")
+    body = (
+        F.when(point <= 0, F.concat(F.lit("0."), F.repeat(F.lit("0"), -point), digits))
+        .when(point >= F.length(digits), F.concat(digits, F.repeat(F.lit("0"), point - F.length(digits))))
+        .otherwise(F.concat(digits.substr(F.lit(1), point), F.lit("."), digits.substr(point + 1, F.length(digits))))
+    )
+    plain = F.concat(group(1), F.regexp_replace(body, r"^0+(?=\d)", ""))
+    return F.when(text.rlike(pattern), plain).otherwise(text)
 
 
 def decimal_text(text: Column, scale: Column) -> Column:
@@ -167,6 +209,8 @@ def value_rule(f: Column) -> Column:
         _case(f["name"], _RULE_BY_NAME),
         F.when((F.lower(f["type"]) == "bytes") | _is_binary_type(declared), F.lit("base64")),
         F.when(F.coalesce(declared.rlike(r"^\s*bigint\s+unsigned"), F.lit(False)), F.lit("unsigned_bigint")),
+        # TiCDC writes DECIMAL as a JSON double: its digits, never an exponent.
+        F.when(F.coalesce(declared.rlike(r"^\s*(decimal|numeric)\b"), F.lit(False)), F.lit("decimal_number")),
         F.lit("text"),
     )
     return F.struct(rule.alias("rule"), _param(f, "scale").try_cast("int").alias("scale"))
@@ -211,7 +255,7 @@ def canonical_values(raw: Column, rules: Column) -> Column:
     def unscaled(k: Column, v: Column) -> Column:
         is_decimal = (((v["rule"] == "decimal") & (v["kind"] == "STRING")) | (v["rule"] == "variable_decimal"))
         return v.withField("unscaled", F.when(is_decimal & v["bytes"].isNotNull(),
-                                              _unscaled(v["hex"]).cast("string")))
+                                              _unscaled(v["hex"])))
 
     def final(k: Column, v: Column) -> Column:
         rule, text = v["rule"], v["text"]
@@ -225,6 +269,7 @@ def canonical_values(raw: Column, rules: Column) -> Column:
             # A Connect Decimal is base64 bytes; Flink CDC's numeric format writes a number.
             .when(((rule == "decimal") & (v["kind"] == "STRING")) | (rule == "variable_decimal"),
                   decimal_text(v["unscaled"], v["scale"]))
+            .when(rule.isin("decimal", "decimal_number"), plain_number_text(text))
             .when(rule == "base64", F.base64(v["bytes"]))
             .when((rule == "unsigned_bigint") & (v["number"] < 0),
                   (v["number"].cast("decimal(20,0)") + F.lit(str(_TWO_POW_64)).cast("decimal(20,0)")).cast("string"))

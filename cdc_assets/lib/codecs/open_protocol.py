@@ -147,14 +147,25 @@ def _no_constants(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
+class _NegativeZero(int):
+    """Go writes a float -0.0 as `-0`: an int to json, but the FLOAT column's value is -0.0."""
+
+    def __str__(self) -> str:
+        return "-0"
+
+
+def _parse_int(text: str) -> int:
+    return _NegativeZero(0) if text == "-0" else int(text)
+
+
 def parse_json(raw: bytes, what: str) -> dict:
-    """Floats keep their text (parse_float=str); ints stay exact Python ints."""
+    """Floats keep their text (parse_float=str); ints stay exact Python ints (`-0` too)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise Reject("invalid_utf8", f"the {what} JSON is not valid UTF-8") from None
     try:
-        obj = json.loads(text, parse_float=str, parse_constant=_no_constants)
+        obj = json.loads(text, parse_float=str, parse_int=_parse_int, parse_constant=_no_constants)
     except ValueError as e:
         raise Reject("invalid_json", f"the {what} is not valid JSON: {e}") from None
     except RecursionError:

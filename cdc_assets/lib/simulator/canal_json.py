@@ -8,7 +8,8 @@ Mirrors tiflow's `canal_json_row_event_encoder.go`:
 - `sqlType` is Java's SQL type code, computed from the row image sent in `data`: unsigned
   integers beyond the signed range are promoted (bigint unsigned > 2^63-1 -> DECIMAL 3);
 - UPDATE: `old` holds every column's previous value; DELETE: the row is in `data`,
-  `old` is null; values are TiDB text, binary bytes as ISO-8859-1 code points;
+  `old` is null; values are TiDB text, binary bytes as ISO-8859-1 code points,
+  TIMESTAMP in the changefeed's zone, ENUM / SET as index / bit mask (`values.tidb_text`);
 - DDL and TIDB_WATERMARK messages carry null sqlType/mysqlType/data/old.
 
 One deviation: TiCDC's `mysqlType` object comes from a Go map, so its key order is random
@@ -52,8 +53,9 @@ _TYPE_ALIASES = {"integer": "int"}
 class _TableCodec:
     """Per-table constants, computed once: column order, types, promotion thresholds."""
 
-    def __init__(self, table: TableDef):
+    def __init__(self, table: TableDef, time_zone: str = "UTC", java_floats: bool = False):
         self.columns = table.columns
+        self.time_zone, self.java_floats = time_zone, java_floats
         self.pk_names = list(table.primary_key)
         self.mysql_types = {}
         self.sql_types = {}
@@ -76,16 +78,17 @@ class _TableCodec:
         return out
 
     def text_row(self, row: dict) -> dict:
-        return {c.name: tidb_text(c, row[c.name]) for c in self.columns}
+        return {c.name: tidb_text(c, row[c.name], time_zone=self.time_zone, java_floats=self.java_floats)
+                for c in self.columns}
 
 
 class CanalJsonEncoder(Encoder):
     name = "canal-json"
     ddl_to_all_partitions = False
 
-    def __init__(self, tables: Iterable[TableDef]):
-        super().__init__(tables)
-        self._codecs = {k: _TableCodec(t) for k, t in self.tables.items()}
+    def __init__(self, tables: Iterable[TableDef], *, time_zone: str = "UTC"):
+        super().__init__(tables, time_zone=time_zone)
+        self._codecs = {k: _TableCodec(t, time_zone) for k, t in self.tables.items()}
 
     def encode_row(self, change: RowChange, commit_ts: int, *, build_ms: int) -> KeyValue:
         codec = self._codecs[(change.database, change.table)]

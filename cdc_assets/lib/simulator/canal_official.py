@@ -37,6 +37,9 @@ _INT_WIDTHS = {
 def full_mysql_type(col: ColumnDef) -> str:
     """The column type as MySQL's information_schema COLUMN_TYPE prints it."""
     base = "int" if col.base_type == "integer" else col.base_type
+    if col.members:
+        quoted = ",".join("'" + m.replace("'", "''") + "'" for m in col.members)
+        return f"{base}({quoted})"
     params = col.params
     if not params and col.base_type in _INT_WIDTHS:
         params = (_INT_WIDTHS[col.base_type][1 if col.unsigned else 0],)
@@ -53,9 +56,10 @@ class CanalOfficialEncoder(Encoder):
     decoder = ("canal-json", {"enable-tidb-extension": "false", "content-compatible": "true"})
     ddl_to_all_partitions = False
 
-    def __init__(self, tables: Iterable[TableDef]):
-        super().__init__(tables)
-        self._codecs = {k: _TableCodec(t) for k, t in self.tables.items()}
+    def __init__(self, tables: Iterable[TableDef], *, time_zone: str = "UTC"):
+        super().__init__(tables, time_zone=time_zone)
+        # Canal is Java: floats as Float/Double.toString.
+        self._codecs = {k: _TableCodec(t, time_zone, java_floats=True) for k, t in self.tables.items()}
         self._mysql_types = {k: {c.name: full_mysql_type(c) for c in t.columns} for k, t in self.tables.items()}
         self._batch_ids: dict[int, int] = {}  # commit_ts -> batch id (stable across re-sends)
 

@@ -35,9 +35,10 @@ class CloudCanalJsonEncoder(Encoder):
     name = "cloudcanal-json"
     ddl_to_all_partitions = False
 
-    def __init__(self, tables: Iterable[TableDef]):
-        super().__init__(tables)
-        self._codecs = {k: _TableCodec(t) for k, t in self.tables.items()}
+    def __init__(self, tables: Iterable[TableDef], *, time_zone: str = "UTC"):
+        super().__init__(tables, time_zone=time_zone)
+        # CloudCanal is Java: floats as Float/Double.toString (like Canal).
+        self._codecs = {k: _TableCodec(t, time_zone, java_floats=True) for k, t in self.tables.items()}
         self._val_types = {k: {c.name: full_mysql_type(c) for c in t.columns} for k, t in self.tables.items()}
         self._batch_ids: dict[int, int] = {}  # commit_ts -> bid (stable across re-sends)
 

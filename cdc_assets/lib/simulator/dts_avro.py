@@ -17,12 +17,14 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from cdc_assets.lib.codecs.dts_avro_schema import NAMESPACE, parsed_record_schema
 from cdc_assets.lib.simulator.encoder import Encoder, KeyValue
-from cdc_assets.lib.simulator.schema import BINARY, DATETIME, DECIMAL, STRING, ColumnDef, TableDef
+from cdc_assets.lib.simulator.schema import (
+    BINARY, BIT, DATE, DATETIME, DECIMAL, ENUM, FLOAT, JSON, SET, STRING, TIME, TIMESTAMP, YEAR, ColumnDef, TableDef,
+)
 from cdc_assets.lib.simulator.tso import tso_physical_ms
 from cdc_assets.lib.simulator.workload import DELETE, INSERT, DdlEvent, RowChange
 
@@ -46,9 +48,54 @@ def datetime_value(v: datetime) -> tuple[str, dict]:
                                "second": v.second, "millis": v.microsecond or None})
 
 
+def _date_time(**segments) -> tuple[str, dict]:
+    keys = ("year", "month", "day", "hour", "minute", "second", "millis")
+    return _named("DateTime", {k: segments.get(k) for k in keys})
+
+
+def _zero_date(text: str) -> tuple[str, dict]:
+    """MySQL's zero DATE / DATETIME ("0000-00-00 00:00:00"): all segments 0."""
+    segments = dict.fromkeys(("year", "month", "day"), 0)
+    if " " in text:
+        segments.update(hour=0, minute=0, second=0)
+    return _date_time(**segments)
+
+
+def _time_value(v: timedelta) -> tuple[str, dict]:
+    """TIME as DateTime hour/minute/second segments; the sign rides on the hour, so a
+    negative TIME above -1 h cannot be told from a positive one (not simulated)."""
+    us = abs(v) // timedelta(microseconds=1)
+    seconds, micro = divmod(us, 1_000_000)
+    hour = seconds // 3600 * (-1 if v < timedelta(0) else 1)
+    return _date_time(hour=hour, minute=seconds // 60 % 60, second=seconds % 60, millis=micro or None)
+
+
 def avro_value(col: ColumnDef, v) -> tuple[str, dict | str] | None:
+    """DTS's MySQL mapping (an assumption: no real record is public): integers and BIT as
+    Integer, FLOAT/DOUBLE as Float, DATE/TIME/DATETIME/YEAR as DateTime segments, TIMESTAMP
+    as an instant (Timestamp: epoch seconds + micros), text/ENUM/SET as Character, JSON as
+    TextObject."""
     if v is None:
         return None
+    kind = col.kind
+    if isinstance(v, str) and kind in (DATE, DATETIME):
+        return _zero_date(v)
+    if kind == FLOAT:
+        return _named("Float", {"value": float(v), "precision": 0, "scale": 0})
+    if kind == DATE:
+        return _date_time(year=v.year, month=v.month, day=v.day)
+    if kind == TIME:
+        return _time_value(v)
+    if kind == YEAR:
+        return _date_time(year=v)
+    if kind == TIMESTAMP:
+        return _named("Timestamp", {"timestamp": int(v.timestamp() // 1), "millis": v.microsecond})
+    if kind in (ENUM, SET):
+        return _named("Character", {"charset": "utf8mb4", "value": v.encode("utf-8")})
+    if kind == JSON:
+        return _named("TextObject", {"type": "JSON", "value": v})
+    if kind == BIT:
+        return _named("Integer", {"precision": 0, "value": str(v)})
     if col.kind == DECIMAL:
         return _named("Decimal", {"value": format(Decimal(v), "f"), "precision": col.precision, "scale": col.scale})
     if col.kind == STRING:
@@ -87,8 +134,8 @@ class DtsAvroEncoder(Encoder):
     name = "dts-avro"
     ddl_to_all_partitions = False
 
-    def __init__(self, tables: Iterable[TableDef]):
-        super().__init__(tables)
+    def __init__(self, tables: Iterable[TableDef], *, time_zone: str = "UTC"):
+        super().__init__(tables, time_zone=time_zone)  # TIMESTAMP is an instant: no zone needed
         self._fields = {k: [{"name": c.name, "dataTypeNumber": TYPE_CODES[c.base_type]} for c in t.columns]
                         for k, t in self.tables.items()}
         self._tags = {k: {"pk_uk_info": json.dumps({"PRIMARY": list(t.primary_key)})}

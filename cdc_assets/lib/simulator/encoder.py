@@ -30,8 +30,10 @@ class Encoder(ABC):
         if "decoder" not in cls.__dict__ and "name" in cls.__dict__:
             cls.decoder = (cls.name, {})
 
-    def __init__(self, tables: Iterable[TableDef]):
+    def __init__(self, tables: Iterable[TableDef], *, time_zone: str = "UTC"):
         self.tables = {(t.database, t.table): t for t in tables}
+        #: The changefeed's (TiCDC `--tz`) or MySQL server's zone: TIMESTAMP text is its wall clock.
+        self.time_zone = time_zone
 
     def table(self, database: str, table: str) -> TableDef:
         return self.tables[(database, table)]

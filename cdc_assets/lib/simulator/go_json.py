@@ -26,10 +26,22 @@ _FIXUPS = {
 }
 
 
+# A number written verbatim: Go (and Java) print floats in their own notation, Python's
+# `repr` would differ ("3.4028234663852886e+38" for a float32). See `raw_number`.
+_RAW = "\ue000"
+_RAW_RE = re.compile(f'"{_RAW}([^"{_RAW}]*){_RAW}"')
+
+
+def raw_number(text: str) -> str:
+    """Mark a JSON number's exact text; `go_json_dumps` writes it unquoted."""
+    return f"{_RAW}{text}{_RAW}"
+
+
 def _fix(m: re.Match) -> str:
     return _FIXUPS[m.group(0)]
 
 
 def go_json_dumps(obj) -> str:
     """Compact JSON (insertion-ordered keys) as Go's encoder would write it."""
-    return _FIXUP_RE.sub(_fix, _DUMPS(obj))
+    out = _FIXUP_RE.sub(_fix, _DUMPS(obj))
+    return _RAW_RE.sub(r"\1", out) if _RAW in out else out

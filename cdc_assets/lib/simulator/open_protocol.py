@@ -7,9 +7,11 @@ Mirrors tiflow's open-protocol encoder with old values on:
 - row value `{"u": cols}` (INSERT), `{"u": cols, "p": old cols}` (UPDATE), `{"d": cols}`
   (DELETE, every column); columns in Go map order (sorted by name), each
   `{"t": type code, "h": true (handle columns only), "f": flags, "v": value}`.
-- values: integers as JSON numbers (unsigned bigint above 2^63 too), decimals and
-  datetimes as strings, char/varchar as UTF-8 text, text/blob types as base64 of the
-  bytes, binary/varbinary as Go `strconv.Quote` text without the quotes.
+- values: integers as JSON numbers (unsigned bigint above 2^63 too; YEAR, BIT and the
+  ENUM index / SET mask too), FLOAT / DOUBLE as Go prints them, decimals, dates, times
+  and JSON as TiDB's text (TIMESTAMP in the changefeed's zone), char/varchar as UTF-8
+  text, text/blob types as base64 of the bytes, binary/varbinary as Go `strconv.Quote`
+  text without the quotes.
 - flags: BinaryFlag for binary-charset columns (TiDB gives numbers and datetimes the
   binary charset too), HandleKey + PrimaryKey (+ MultipleKey for composite keys),
   Nullable, Unsigned.
@@ -24,10 +26,14 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable
 
+from cdc_assets.lib.simulator import floats
 from cdc_assets.lib.simulator.encoder import Encoder, KeyValue
-from cdc_assets.lib.simulator.go_json import go_json_dumps
-from cdc_assets.lib.simulator.schema import BINARY, DATETIME, DECIMAL, INT, STRING, UINT, ColumnDef, TableDef
-from cdc_assets.lib.simulator.values import format_datetime
+from cdc_assets.lib.simulator.go_json import go_json_dumps, raw_number
+from cdc_assets.lib.simulator.schema import (
+    BINARY, BIT, DATE, DATETIME, DECIMAL, ENUM, FLOAT, INT, JSON, SET, STRING, TIME, TIMESTAMP, UINT, YEAR,
+    ColumnDef, TableDef,
+)
+from cdc_assets.lib.simulator.values import enum_index, set_bits, tidb_text
 from cdc_assets.lib.simulator.workload import DELETE, UPDATE, DdlEvent, RowChange
 
 VERSION = 1
@@ -40,6 +46,8 @@ TYPE_CODES = {
     "decimal": 246, "datetime": 12, "char": 254, "varchar": 15, "binary": 254, "varbinary": 15,
     "tinytext": 249, "tinyblob": 249, "mediumtext": 250, "mediumblob": 250,
     "longtext": 251, "longblob": 251, "text": 252, "blob": 252,
+    "float": 4, "double": 5, "timestamp": 7, "date": 10, "time": 11, "year": 13, "bit": 16, "json": 245,
+    "enum": 247, "set": 248,
 }
 _BASE64_BASES = {"tinytext", "mediumtext", "longtext", "text", "tinyblob", "mediumblob", "longblob", "blob"}
 # TiDB DDL action -> docs "DDL Type Code".
@@ -83,7 +91,8 @@ def _json(obj) -> bytes:
 class _TableCodec:
     """Per-table constants: type codes and flags per column, in Go map (sorted) order."""
 
-    def __init__(self, table: TableDef):
+    def __init__(self, table: TableDef, time_zone: str = "UTC"):
+        self.time_zone = time_zone
         composite = len(table.primary_key) > 1
         self.columns = sorted(table.columns, key=lambda c: c.name)
         self.meta = {c.name: (TYPE_CODES[c.base_type], self._flags(c, composite)) for c in self.columns}
@@ -91,7 +100,7 @@ class _TableCodec:
     @staticmethod
     def _flags(col: ColumnDef, composite: bool) -> int:
         flag = 0
-        if col.kind != STRING:  # binary charset: binary strings, numbers, datetimes
+        if col.kind not in (STRING, ENUM, SET, JSON):  # binary charset: binary strings, numbers, datetimes
             flag |= BINARY_FLAG
         if col.primary_key:
             flag |= HANDLE_KEY_FLAG | PRIMARY_KEY_FLAG | (MULTIPLE_KEY_FLAG if composite else 0)
@@ -109,21 +118,28 @@ class _TableCodec:
             if c.primary_key:
                 col["h"] = True
             col["f"] = flag
-            col["v"] = _value(c, row[c.name])
+            col["v"] = _value(c, row[c.name], self.time_zone)
             out[c.name] = col
         return out
 
 
-def _value(col: ColumnDef, v):
+def _value(col: ColumnDef, v, time_zone: str = "UTC"):
+    """tiflow `internal.Column`: numbers as JSON numbers (ENUM / SET / BIT as their index,
+    mask, number; FLOAT / DOUBLE printed by Go), DECIMAL, dates, times and JSON as TiDB's
+    text (TIMESTAMP in the changefeed's zone)."""
     if v is None:
         return None
     kind = col.kind
-    if kind in (INT, UINT):
+    if kind in (INT, UINT, YEAR, BIT):
         return v
-    if kind == DECIMAL:
-        return format(v, "f")
-    if kind == DATETIME:
-        return format_datetime(v)
+    if kind == ENUM:
+        return enum_index(col, v)
+    if kind == SET:
+        return set_bits(col, v)
+    if kind == FLOAT:
+        return raw_number(floats.go_json(v, 32 if col.base_type == "float" else 64))
+    if kind in (DECIMAL, DATETIME, TIMESTAMP, DATE, TIME, JSON):
+        return tidb_text(col, v, time_zone=time_zone)
     data = v.encode("utf-8") if kind == STRING else v
     if col.base_type in _BASE64_BASES:
         return base64.b64encode(data).decode("ascii")
@@ -137,9 +153,9 @@ class OpenProtocolEncoder(Encoder):
     name = "open-protocol"
     ddl_to_all_partitions = True
 
-    def __init__(self, tables: Iterable[TableDef]):
-        super().__init__(tables)
-        self._codecs = {k: _TableCodec(t) for k, t in self.tables.items()}
+    def __init__(self, tables: Iterable[TableDef], *, time_zone: str = "UTC"):
+        super().__init__(tables, time_zone=time_zone)
+        self._codecs = {k: _TableCodec(t, time_zone) for k, t in self.tables.items()}
 
     @staticmethod
     def _key(ts: int, t: int, database: str = "", table: str = "") -> bytes:

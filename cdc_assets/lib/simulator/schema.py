@@ -11,13 +11,22 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-_TYPE_RE = re.compile(r"^\s*([a-z]+)\s*(?:\(([^)]*)\))?\s*(unsigned)?\s*$", re.IGNORECASE)
+_TYPE_RE = re.compile(r"^\s*([a-z]+)\s*(?:\((.*)\))?\s*(unsigned)?\s*$", re.IGNORECASE | re.DOTALL)
+_MEMBER_RE = re.compile(r"'((?:[^']|'')*)'")
 _INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 _STRING_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
 _BINARY_TYPES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
 
 # Value kinds the simulator knows how to generate, print and encode.
 INT, UINT, DECIMAL, STRING, DATETIME, BINARY = "int", "uint", "decimal", "string", "datetime", "binary"
+# Kinds only the type-fidelity matrix uses (the workload generates none of them). Python
+# values: float, datetime.date, aware datetime (TIMESTAMP: an instant), timedelta (TIME),
+# int (YEAR, BIT), member name / comma-joined names (ENUM, SET), JSON text (JSON). A str
+# for a DATE/DATETIME/TIMESTAMP is MySQL's zero value text ("0000-00-00 ...").
+FLOAT, DATE, TIMESTAMP, TIME, YEAR, ENUM, SET, BIT, JSON = (
+    "float", "date", "timestamp", "time", "year", "enum", "set", "bit", "json")
+_SIMPLE_KINDS = {"float": FLOAT, "double": FLOAT, "date": DATE, "timestamp": TIMESTAMP, "time": TIME,
+                 "year": YEAR, "enum": ENUM, "set": SET, "bit": BIT, "json": JSON}
 
 
 @dataclass(frozen=True)
@@ -32,8 +41,12 @@ class ColumnDef:
         m = _TYPE_RE.match(self.mysql_type)
         if not m:
             raise ValueError(f"cannot parse MySQL type {self.mysql_type!r}")
-        params = tuple(int(p) for p in m.group(2).split(",")) if m.group(2) else ()
-        return m.group(1).lower(), params, bool(m.group(3))
+        base = m.group(1).lower()
+        if base in ("enum", "set"):  # members, not numbers: enum('a','it''s')
+            params = tuple(x.replace("''", "'") for x in _MEMBER_RE.findall(m.group(2) or ""))
+        else:
+            params = tuple(int(p) for p in m.group(2).split(",")) if m.group(2) else ()
+        return base, params, bool(m.group(3))
 
     @property
     def base_type(self) -> str:
@@ -61,6 +74,8 @@ class ColumnDef:
             return DATETIME
         if base in _BINARY_TYPES:
             return BINARY
+        if base in _SIMPLE_KINDS:
+            return _SIMPLE_KINDS[base]
         raise ValueError(f"the simulator does not support MySQL type {self.mysql_type!r}")
 
     @property
@@ -70,6 +85,20 @@ class ColumnDef:
     @property
     def precision(self) -> int:
         return self.params[0] if self.kind == DECIMAL and self.params else 10
+
+    @property
+    def fsp(self) -> int:
+        """Fractional-second digits of DATETIME / TIMESTAMP / TIME (0..6)."""
+        return self.params[0] if self.kind in (DATETIME, TIMESTAMP, TIME) and self.params else 0
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """ENUM / SET members, in declaration order."""
+        return self.params if self.kind in (ENUM, SET) else ()
+
+    @property
+    def bit_length(self) -> int:
+        return self.params[0] if self.kind == BIT and self.params else 1
 
     @property
     def max_length(self) -> int | None:

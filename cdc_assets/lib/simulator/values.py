@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import base64
 import random
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
-from cdc_assets.lib.simulator.schema import BINARY, DATETIME, DECIMAL, INT, STRING, UINT, ColumnDef
+from cdc_assets.lib.simulator import floats
+from cdc_assets.lib.simulator.schema import (
+    BINARY, BIT, DATE, DATETIME, DECIMAL, ENUM, FLOAT, INT, JSON, SET, STRING, TIME, TIMESTAMP, UINT, YEAR,
+    ColumnDef,
+)
 
 _INT_RANGES = {
     "tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64,
@@ -54,24 +59,80 @@ def make_decimal(unscaled: int, scale: int) -> Decimal:
     return Decimal(unscaled).scaleb(-scale)
 
 
-def format_datetime(v: datetime) -> str:
+def _fraction(microsecond: int, fsp: int) -> str:
+    return f".{microsecond:06d}"[: fsp + 1] if fsp else ""
+
+
+def format_date(v: date) -> str:
     # Not strftime: "%Y" does not zero-pad years < 1000 on every platform.
-    return f"{v.year:04d}-{v.month:02d}-{v.day:02d} {v.hour:02d}:{v.minute:02d}:{v.second:02d}"
+    return f"{v.year:04d}-{v.month:02d}-{v.day:02d}"
 
 
-def tidb_text(col: ColumnDef, v) -> str | None:
-    """The value as TiDB prints it (binary: the raw bytes as ISO-8859-1 text)."""
+def format_datetime(v: datetime, fsp: int = 0) -> str:
+    """MySQL's text of a DATETIME(fsp): exactly `fsp` fraction digits."""
+    return f"{format_date(v)} {v.hour:02d}:{v.minute:02d}:{v.second:02d}{_fraction(v.microsecond, fsp)}"
+
+
+def format_time(v: timedelta, fsp: int = 0) -> str:
+    """MySQL's TIME text: may be negative and beyond 24 h ("-838:59:59")."""
+    us = abs(v) // timedelta(microseconds=1)
+    seconds, micro = divmod(us, 1_000_000)
+    sign = "-" if v < timedelta(0) else ""
+    return f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}{_fraction(micro, fsp)}"
+
+
+def zone(name: str):
+    return timezone.utc if name.upper() == "UTC" else ZoneInfo(name)
+
+
+def wall_clock(v: datetime, time_zone: str) -> datetime:
+    """A TIMESTAMP (an aware instant) as the wall clock of `time_zone`, naive."""
+    return v.astimezone(zone(time_zone)).replace(tzinfo=None)
+
+
+def enum_index(col: ColumnDef, v: str) -> int:
+    """ENUM value -> its 1-based index (0: the invalid value '')."""
+    return col.members.index(v) + 1 if v else 0
+
+
+def set_bits(col: ColumnDef, v: str) -> int:
+    """SET value ("a,c") -> its bit mask (member i is bit i)."""
+    return sum(1 << col.members.index(m) for m in v.split(",") if m)
+
+
+def tidb_text(col: ColumnDef, v, *, time_zone: str = "UTC", java_floats: bool = False) -> str | None:
+    """The value as TiDB prints it (binary: the raw bytes as ISO-8859-1 text).
+
+    TiCDC Canal-JSON rules (tiflow `formatColumnValue`): ENUM / SET as index / bit mask,
+    BIT as the unsigned number, FLOAT / DOUBLE as Go's 'f' format, TIMESTAMP in the
+    changefeed's `time_zone`. `java_floats`: official Canal (Java) prints floats instead.
+    """
     if v is None:
         return None
     kind = col.kind
-    if kind in (INT, UINT):
+    if kind in (INT, UINT, YEAR, BIT):
         return str(v)
     if kind == DECIMAL:
         return format(v, "f")
-    if kind == STRING:
+    if kind in (STRING, JSON):
+        return v
+    if isinstance(v, str) and kind in (DATE, DATETIME, TIMESTAMP):  # a zero date, as MySQL prints it
         return v
     if kind == DATETIME:
-        return format_datetime(v)
+        return format_datetime(v, col.fsp)
+    if kind == TIMESTAMP:
+        return format_datetime(wall_clock(v, time_zone), col.fsp)
+    if kind == DATE:
+        return format_date(v)
+    if kind == TIME:
+        return format_time(v, col.fsp)
+    if kind == FLOAT:
+        bits = 32 if col.base_type == "float" else 64
+        return floats.java(v, bits) if java_floats else floats.go_fixed(v, bits)
+    if kind == ENUM:
+        return str(enum_index(col, v))
+    if kind == SET:
+        return str(set_bits(col, v))
     return v.decode("latin-1")  # BINARY: byte b -> code point b
 
 
