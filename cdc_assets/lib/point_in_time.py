@@ -90,11 +90,9 @@ def tables_as_of(spark: SparkSession, source_root: Path, tso: int) -> dict[Name,
     if p.replay is not None:
         changes = _change_table(spark, source_root, p.replay).where(F.col("commit_ts") <= F.lit(tso))
         result = apply_window(spark, changes, states)
-        states = result.tables
-        # The frames may read cached inputs: pin them before those are released.
-        out = {n: TableAsOf(s.schema, _frame(spark, s).localCheckpoint()) for n, s in states.items()}
+        # Releasing the cached inputs keeps the frames correct: Spark recomputes what they read.
         result.release()
-        return out
+        states = result.tables
     return {n: TableAsOf(s.schema, _frame(spark, s)) for n, s in states.items()}
 
 
