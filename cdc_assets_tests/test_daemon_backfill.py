@@ -185,7 +185,7 @@ def dagster_stack(tmp_path_factory, spark):
 
 def _gql(url: str, query: str, **variables) -> dict:
     resp = requests.post(f"{url}/graphql", json={"query": query, "variables": variables}, timeout=60)
-    resp.raise_for_status()
+    assert resp.ok, f"GraphQL answered {resp.status_code}: {resp.text[:3000]}"
     body = resp.json()
     assert "errors" not in body, body["errors"]
     return body["data"]

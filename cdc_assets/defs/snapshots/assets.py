@@ -2,6 +2,7 @@
 
 
 from dagster import (
+    AssetCheckKey,
     AssetCheckResult,
     AssetCheckSpec,
     AssetDep,
@@ -51,7 +52,8 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                       "are the window's snapshot rows."),
         ],
         partitions_def=b.partitions_def,
-        can_subset=False,
+        # Either output alone is allowed (a backfill or the UI may select one); the window is applied once.
+        can_subset=True,
         check_specs=[
             AssetCheckSpec(PK_UNIQUE, asset=key, partitions_def=b.partitions_def,
                            description="no primary key twice in any table written"),
@@ -72,69 +74,81 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         start_ms, end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
         snap_root = warehouse.snapshots_root(b.source.name)
         previous = _previous_manifest(b, warehouse, start_ms)
+        selected = context.selected_asset_keys
         history_root = warehouse.source_root(b.source.name) / HISTORY
         manifest = write_window_snapshot(
-            spark, change_table, snap_root, start_ms, end_ms, previous, history_root=history_root
+            spark, change_table, snap_root, start_ms, end_ms, previous,
+            history_root=history_root if history_key in selected else None,
         )
         tables, ddl = manifest["tables"], manifest["ddl"]
         written = {tid: t for tid, t in tables.items() if t["written_window_start_ms"] == start_ms}
         ended = ddl["history_versions_ended"]
-        yield MaterializeResult(
-            asset_key=key,
-            metadata={
-                "ddl_applied": ddl["applied"],
-                "ddl_unparsed": len(ddl["unparsed"]),
-                "tables_dropped": MetadataValue.json(ddl["dropped_tables"]),
-                "schema_changes": MetadataValue.json(
-                    {tid: t["schema_changes"] for tid, t in tables.items() if t.get("schema_changes")}),
-                "tables": len(tables),
-                "tables_changed": len(written),
-                "rows_total": sum(t["rows"] for t in tables.values()),
-                "events_in": change_table.count(),
-                "table_rows": MetadataValue.md(_tables_md(tables)),
-                "table_rows_chart": MetadataValue.md(table_rows_chart(tables)),
-                "schema_versions": MetadataValue.json(
-                    {tid: schema_version(t["spark_schema"]) for tid, t in sorted(tables.items())}),
-                "manifest": MetadataValue.path(str(snap_root / "_manifests")),
-            }
-        )
-        # After the snapshot: history depends on the previous window's snapshot.
-        yield MaterializeResult(
-            asset_key=history_key,
-            metadata={
-                "versions_ended": sum(ended.values()),
-                "versions_ended_by_table": MetadataValue.json(ended),
-                "path": MetadataValue.path(str(history_root)),
-            },
-        )
-        dupes = {tid: _duplicate_keys(spark, snap_root, t) for tid, t in written.items()}
-        yield AssetCheckResult(
-            asset_key=key, check_name=PK_UNIQUE, passed=not any(dupes.values()),
-            metadata={"duplicate_keys": sum(dupes.values()), "by_table": MetadataValue.json(dupes)},
-        )
-        off = {
-            tid: t["rows"] - (t["previous_rows"] + t["inserted_keys"] - t["deleted_keys"]
-                              - t.get("removed_by_ddl", 0) + t.get("moved_in", 0))
-            for tid, t in tables.items()
-        }
-        yield AssetCheckResult(
-            asset_key=key, check_name=RECONCILES, passed=not any(off.values()),
-            metadata={
-                "tables_off": sum(1 for v in off.values() if v),
-                "by_table": MetadataValue.json({
-                    tid: {k: t.get(k, 0) for k in ("previous_rows", "inserted_keys", "deleted_keys", "removed_by_ddl",
-                                                   "moved_in", "rows")}
-                    for tid, t in tables.items()
-                }),
-            },
-        )
-        failures = {tid: t["conversion_failures"] for tid, t in written.items()}
-        yield AssetCheckResult(
-            asset_key=key, check_name=VALUES_CONVERT, passed=not any(failures.values()),
-            metadata={"conversion_failures": sum(failures.values()), "by_table": MetadataValue.json(failures)},
-        )
+        if key in selected:
+            checks = context.selected_asset_check_keys
+            for event in _snapshot_results(key, spark, snap_root, change_table, tables, ddl, written):
+                if not isinstance(event, AssetCheckResult) or AssetCheckKey(key, event.check_name) in checks:
+                    yield event
+        if history_key in selected:  # after the snapshot: history depends on the previous window's
+            yield MaterializeResult(
+                asset_key=history_key,
+                metadata={
+                    "versions_ended": sum(ended.values()),
+                    "versions_ended_by_table": MetadataValue.json(ended),
+                    "path": MetadataValue.path(str(history_root)),
+                },
+            )
 
     return snapshots
+
+
+def _snapshot_results(key, spark: SparkSession, snap_root, change_table: DataFrame, tables: dict, ddl: dict,
+                      written: dict):
+    """The snapshot's materialization and its three checks."""
+    yield MaterializeResult(
+        asset_key=key,
+        metadata={
+            "ddl_applied": ddl["applied"],
+            "ddl_unparsed": len(ddl["unparsed"]),
+            "tables_dropped": MetadataValue.json(ddl["dropped_tables"]),
+            "schema_changes": MetadataValue.json(
+                {tid: t["schema_changes"] for tid, t in tables.items() if t.get("schema_changes")}),
+            "tables": len(tables),
+            "tables_changed": len(written),
+            "rows_total": sum(t["rows"] for t in tables.values()),
+            "events_in": change_table.count(),
+            "table_rows": MetadataValue.md(_tables_md(tables)),
+            "table_rows_chart": MetadataValue.md(table_rows_chart(tables)),
+            "schema_versions": MetadataValue.json(
+                {tid: schema_version(t["spark_schema"]) for tid, t in sorted(tables.items())}),
+            "manifest": MetadataValue.path(str(snap_root / "_manifests")),
+        }
+    )
+    dupes = {tid: _duplicate_keys(spark, snap_root, t) for tid, t in written.items()}
+    yield AssetCheckResult(
+        asset_key=key, check_name=PK_UNIQUE, passed=not any(dupes.values()),
+        metadata={"duplicate_keys": sum(dupes.values()), "by_table": MetadataValue.json(dupes)},
+    )
+    off = {
+        tid: t["rows"] - (t["previous_rows"] + t["inserted_keys"] - t["deleted_keys"]
+                          - t.get("removed_by_ddl", 0) + t.get("moved_in", 0))
+        for tid, t in tables.items()
+    }
+    yield AssetCheckResult(
+        asset_key=key, check_name=RECONCILES, passed=not any(off.values()),
+        metadata={
+            "tables_off": sum(1 for v in off.values() if v),
+            "by_table": MetadataValue.json({
+                tid: {k: t.get(k, 0) for k in ("previous_rows", "inserted_keys", "deleted_keys", "removed_by_ddl",
+                                               "moved_in", "rows")}
+                for tid, t in tables.items()
+            }),
+        },
+    )
+    failures = {tid: t["conversion_failures"] for tid, t in written.items()}
+    yield AssetCheckResult(
+        asset_key=key, check_name=VALUES_CONVERT, passed=not any(failures.values()),
+        metadata={"conversion_failures": sum(failures.values()), "by_table": MetadataValue.json(failures)},
+    )
 
 
 def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: int) -> dict | None:
