@@ -45,7 +45,9 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                       description="Each table's rows at the window end (latest version per key; deletes "
                       "removed; DDL applied at its commit_ts), typed from the MySQL types, one Parquet "
                       "folder per table and window plus a manifest."),
-            AssetSpec(history_key, deps=[b.key(CHANGE_TABLE), previous_window], partitions_def=b.partitions_def,
+            # No dependency on the previous window's snapshot here: a backfill would then pull in
+            # the window after its range. The shared step already runs after that snapshot.
+            AssetSpec(history_key, deps=[b.key(CHANGE_TABLE)], partitions_def=b.partitions_def,
                       group_name=b.group, kinds={"spark", "parquet"}, tags=b.tags,
                       description="SCD type 2: the row versions that ended in the window, with valid-from "
                       "/ valid-to commit TSOs and the operation that ended them; the versions still open "
@@ -88,7 +90,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
             for event in _snapshot_results(key, spark, snap_root, change_table, tables, ddl, written):
                 if not isinstance(event, AssetCheckResult) or AssetCheckKey(key, event.check_name) in checks:
                     yield event
-        if history_key in selected:  # after the snapshot: history depends on the previous window's
+        if history_key in selected:
             yield MaterializeResult(
                 asset_key=history_key,
                 metadata={
