@@ -18,6 +18,7 @@ from benchmarks import check, report
 from benchmarks.dump import DumpSpec, generate_dump
 from benchmarks.history import measure_history
 from benchmarks.measure import Measured, run_engine
+from benchmarks.protocols import dump_info, protocol_dump, protocols
 
 REPO = Path(__file__).resolve().parents[1]
 # Engines per dump size. The first size runs all; larger sizes only what stays within the
@@ -94,12 +95,32 @@ def bench_size(events: int, runs: int, engines: list[str], cache: Path, seed: in
     return {"events": events, "info": dump.info, "results": results}
 
 
+def bench_protocols(row_changes: int, runs: int, cache: Path, seed: int, budget: Budget) -> list[dict]:
+    """Decode alone, per protocol, each over its own simulator dump."""
+    out = []
+    for protocol in protocols():
+        if not budget.allows(0.75):
+            budget.skipped.append(f"decode of `{protocol}`")
+            continue
+        root = protocol_dump(protocol, cache, seed, row_changes)
+        m = Measured("cdc_decode_protocol", [])
+        for i in range(runs):
+            if i and not budget.allows(0.6):
+                break
+            m.runs.append(run_engine("cdc_decode_protocol", root, cache / "work" / "protocol"))
+        _log(f"  decode {protocol}: job {m.job_s:.2f}s over {m.runs[-1].extra.get('events'):,} events")
+        out.append({"protocol": protocol, "info": dump_info(root), "measured": m})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks")
     p.add_argument("--events", default="1000000,10000000", help="comma-separated dump sizes")
     p.add_argument("--runs", type=int, default=3, help="runs per engine at the first size (median)")
     p.add_argument("--large-runs", type=int, default=1, help="runs per engine at larger sizes")
     p.add_argument("--history-windows", type=int, default=25, help="0 skips the window-cost test")
+    p.add_argument("--protocol-changes", type=int, default=100_000,
+                   help="row changes per protocol in the decode-per-protocol step (0 skips it)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--budget-minutes", type=float, default=25,
                    help="drop repeat runs, then larger-size steps and the history test, to stay near it")
@@ -116,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         engines = FULL if i == 0 else LARGE
         sections.append(bench_size(events, args.runs if i == 0 else args.large_runs, engines, cache, args.seed,
                                    budget, first=i == 0))
+    per_protocol = []
+    if args.protocol_changes:
+        _log(f"decode per protocol: {args.protocol_changes:,} row changes each")
+        per_protocol = bench_protocols(args.protocol_changes, args.runs, cache, args.seed, budget)
     history = None
     if args.history_windows and not budget.allows(0.7):
         budget.skipped.append(f"the window-cost test ({args.history_windows} windows)")
@@ -123,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         _log(f"window cost vs history: {args.history_windows} windows")
         history = measure_history(args.history_windows, cache, args.seed)
     total_s = time.perf_counter() - started
-    text = report.render(sections, history, command=args.command, total_s=total_s, skipped=budget.skipped)
+    text = report.render(sections, history, command=args.command, total_s=total_s, skipped=budget.skipped,
+                         per_protocol=per_protocol)
     Path(args.out).write_text(text)
     _log(f"wrote {args.out} in {total_s / 60:.1f} min")
     wrong = [m.engine for s in sections for m in s["results"].values() if m.correct is False]

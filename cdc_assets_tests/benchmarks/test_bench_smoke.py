@@ -7,7 +7,8 @@ import pytest
 
 from benchmarks import check, engines, report
 from benchmarks.dump import DumpSpec, generate_dump
-from benchmarks.measure import Measured, run_engine
+from benchmarks.measure import Measured, Run, run_engine
+from benchmarks.protocols import dump_info, protocol_dump, protocols
 
 
 @pytest.fixture(scope="module")
@@ -43,3 +44,19 @@ def test_harness_measures_a_child_process_and_renders_the_report(dump, tmp_path)
                "results": {"read_floor_arrow": Measured("read_floor_arrow", [run])}}
     text = report.render([section], None, command="make bench", total_s=1.0)
     assert "| `read_floor_arrow`" in text and "## 2,000 row events" in text
+
+
+def test_decode_per_protocol_step(tmp_path, spark):
+    """Each protocol's simulator dump decodes without a reject, and the report lists it."""
+    per_protocol = []
+    for protocol in protocols():
+        root = protocol_dump(protocol, tmp_path, seed=5, row_changes=300)
+        assert protocol_dump(protocol, tmp_path, seed=5, row_changes=300) == root  # cached
+        result = engines.cdc_decode_protocol(root, tmp_path / "work")
+        info = dump_info(root)
+        assert result["rejected"] == 0, protocol
+        assert result["events"] >= info["counts"]["row_events"] > 0, protocol
+        run = Run(result["job_s"], result["job_s"], 1.0, result["session_s"], {"events": result["events"]})
+        per_protocol.append({"protocol": protocol, "info": info, "measured": Measured("cdc_decode_protocol", [run])})
+    text = report.render([], None, command="make bench", total_s=1.0, per_protocol=per_protocol)
+    assert "| `open-protocol` (`open-protocol`)" in text and "| `canal-official` (`canal-json`)" in text

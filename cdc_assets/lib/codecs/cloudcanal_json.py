@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import DDL, DECODED_COLUMNS, REJECT_DETAIL, REJECT_REASON, ROW, WATERMARK
 from cdc_assets.lib.codecs.base import Decoder
-from cdc_assets.lib.codecs.canal_json import canonical_values, has_non_latin1_binary
+from cdc_assets.lib.codecs.canal_values import canonical_values, has_non_latin1_binary
 from cdc_assets.lib.codecs.spark_helpers import (
     blank_to_null,
     event_time_from_ms,

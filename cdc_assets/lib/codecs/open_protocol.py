@@ -28,16 +28,13 @@ import functools
 import json
 import re
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone, tzinfo
-from zoneinfo import ZoneInfo
+from datetime import tzinfo
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import (
-    CHANGE_LOG_SCHEMA,
     DDL,
-    DECODED_COLUMNS,
     DELETE,
     INSERT,
     REJECT_DETAIL,
@@ -46,9 +43,18 @@ from cdc_assets.lib.changelog_schema import (
     UPDATE,
     WATERMARK,
 )
+from cdc_assets.lib.codecs.arrow_events import (
+    PARSED_SCHEMA,
+    PASSED,
+    EventRows,
+    Reject,
+    decoded_columns,
+    gc_paused,
+    timestamp_to_utc,
+    zone,
+)
 from cdc_assets.lib.codecs.base import Decoder
-from cdc_assets.lib.codecs.spark_helpers import lineage_columns
-from cdc_assets.lib.tso import PHYSICAL_SHIFT, tso_time_col
+from cdc_assets.lib.tso import PHYSICAL_SHIFT
 
 
 VERSION = 1
@@ -87,33 +93,6 @@ DDL_TYPES = {
     31: "update tiflash replica status", 32: "add primary key", 33: "drop primary key",
     34: "create sequence", 35: "alter sequence", 36: "drop sequence",
 }
-
-_STR_MAP = pa.map_(pa.string(), pa.string())
-_STR_LIST = pa.list_(pa.string())
-# Columns the per-batch parser produces next to the lineage/key/value it copies over.
-_EVENT_FIELDS = [
-    ("event_index", pa.int32()), ("event_kind", pa.string()), ("op", pa.string()),
-    ("database", pa.string()), ("table", pa.string()), ("commit_ts", pa.int64()),
-    ("pk_names", _STR_LIST), ("pk_values", _STR_LIST), ("before", _STR_MAP), ("after", _STR_MAP),
-    ("column_types", _STR_MAP), ("ddl_type", pa.string()), ("ddl_sql", pa.string()),
-    ("watermark_ts", pa.int64()), (REJECT_REASON, pa.string()), (REJECT_DETAIL, pa.string()),
-]
-_PASSED = [*lineage_columns(), "key", "value"]
-_SPARK_FIELDS = {f.name: f for f in CHANGE_LOG_SCHEMA.fields}
-_PARSED_SCHEMA = T.StructType(
-    [T.StructField(c, _SPARK_FIELDS[c].dataType if c in _SPARK_FIELDS else T.BinaryType(), True) for c in _PASSED]
-    + [T.StructField(n, _SPARK_FIELDS[n].dataType if n in _SPARK_FIELDS else T.StringType(), True)
-       for n, _ in _EVENT_FIELDS]
-)
-
-
-class Reject(Exception):
-    """An event (or the rest of a message) that cannot be used: reason code + detail."""
-
-    def __init__(self, reason: str, detail: str):
-        super().__init__(reason, detail)
-        self.reason, self.detail = reason, detail
-
 
 # -- framing ----------------------------------------------------------------------------
 def split_frames(buf: bytes, start: int = 0) -> tuple[list[bytes], Reject | None]:
@@ -205,32 +184,6 @@ def go_unquote(text: str) -> bytes:
     return _GO_ESCAPE_RE.sub(_go_escape, raw)
 
 
-@functools.lru_cache(maxsize=16)
-def zone(name: str) -> tzinfo:
-    """`UTC`, an IANA zone name, or a fixed offset like `+08:00`."""
-    m = re.fullmatch(r"([+-])(\d{2}):?(\d{2})", name.strip())
-    if m:
-        delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
-        return timezone(-delta if m.group(1) == "-" else delta)
-    return timezone.utc if name.strip().upper() in ("UTC", "Z") else ZoneInfo(name.strip())
-
-
-_WALL_CLOCK_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d{1,6})?")
-
-
-def _timestamp_to_utc(text: str, tz: tzinfo) -> str:
-    """TIMESTAMP text is the changefeed's wall clock; the change log holds UTC."""
-    m = _WALL_CLOCK_RE.fullmatch(text)
-    if tz is timezone.utc or not m or text.startswith("0000"):
-        return text  # zero dates and odd forms are left for the snapshot's try_cast
-    try:
-        local = datetime(*(int(g) for g in m.groups()[:6]), tzinfo=tz)
-        u = local.astimezone(timezone.utc)
-    except (ValueError, OverflowError) as e:
-        raise Reject("invalid_timestamp_value", f"{text!r} in {tz}: {e}") from None
-    return f"{u.year:04d}-{u.month:02d}-{u.day:02d} {u.hour:02d}:{u.minute:02d}:{u.second:02d}{m.group(7) or ''}"
-
-
 def _scalar_text(v) -> str:
     if isinstance(v, bool):
         return "1" if v else "0"
@@ -260,7 +213,7 @@ def column_value(name: str, code: int, binary: bool, v, tz: tzinfo) -> str | Non
         text = _scalar_text(v)
     except TypeError:
         raise Reject("unexpected_shape", f"column {name}: value is a JSON {type(v).__name__}") from None
-    return _timestamp_to_utc(text, tz) if code == _TIMESTAMP_CODE else text
+    return timestamp_to_utc(text, tz) if code == _TIMESTAMP_CODE else text
 
 
 def column_type(code: int, flag: int) -> str:
@@ -421,27 +374,16 @@ def message_timestamps(key: bytes | None) -> tuple[int | None, int | None]:
 
 
 # -- Arrow batches ----------------------------------------------------------------------
-def _map_items(d: dict | None):
-    return None if d is None else list(d.items())
-
-
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str) -> Iterator[pa.RecordBatch]:
     tz = zone(time_zone)
     for batch in batches:
-        source_rows: list[int] = []
-        events: list[dict] = []
-        for i, (k, v) in enumerate(zip(batch.column("key").to_pylist(), batch.column("value").to_pylist())):
-            for ev in decode_message(k, v, tz):
-                source_rows.append(i)
-                events.append(ev)
-        take = pa.array(source_rows, pa.int64())
-        arrays = [batch.column(c).take(take) for c in _PASSED]
-        for name, typ in _EVENT_FIELDS:
-            col = [ev.get(name) for ev in events]
-            if typ == _STR_MAP:
-                col = [_map_items(x) for x in col]
-            arrays.append(pa.array(col, typ))
-        yield pa.RecordBatch.from_arrays(arrays, names=[*_PASSED, *(n for n, _ in _EVENT_FIELDS)])
+        out = EventRows()
+        with gc_paused():
+            for i, (k, v) in enumerate(zip(batch.column("key").to_pylist(), batch.column("value").to_pylist())):
+                for ev in decode_message(k, v, tz):
+                    out.add(i, ev.pop("event_index"), ev.pop("event_kind"), reason=ev.pop(REJECT_REASON, None),
+                            detail=ev.pop(REJECT_DETAIL, None), **ev)
+        yield out.batch(batch)
 
 
 def route_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -476,12 +418,8 @@ class OpenProtocolDecoder(Decoder):
     def decode(self, raw: DataFrame) -> DataFrame:
         time_zone = self.options["time-zone"]
         zone(time_zone)  # an unknown zone fails here, on the driver, not in a worker
-        parsed = raw.select(*_PASSED).mapInArrow(
-            functools.partial(decode_batches, time_zone=time_zone), _PARSED_SCHEMA
+        parsed = raw.select(*PASSED).mapInArrow(
+            functools.partial(decode_batches, time_zone=time_zone), PARSED_SCHEMA
         )
-        return parsed.select(
-            *[F.col(c) for c in DECODED_COLUMNS if c not in ("commit_time", "event_time", "source_position")],
-            tso_time_col(F.col("commit_ts")).alias("commit_time"),
-            F.lit(None).cast("timestamp").alias("event_time"),  # the protocol has no separate event time
-            F.lit(None).cast("long").alias("source_position"),  # commit_ts is already a total order
-        ).select(*DECODED_COLUMNS)
+        # No separate event time; no source position (commit_ts is already a total order).
+        return decoded_columns(parsed)

@@ -1,0 +1,193 @@
+"""Plumbing for decoders that parse messages in Python, one Arrow batch at a time
+(`mapInArrow`): the reject exception, time zones, and event dicts -> an Arrow batch.
+
+A decoder's batch function copies the lineage / key / value columns of each event's source
+message (`take`) and builds the event columns in `EVENT_FIELDS` from plain Python values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import re
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone, tzinfo
+from zoneinfo import ZoneInfo
+
+import orjson
+import pyarrow as pa
+from pyspark.sql import DataFrame, functions as F, types as T
+
+from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA, DECODED_COLUMNS, REJECT_DETAIL, REJECT_REASON
+from cdc_assets.lib.codecs.spark_helpers import event_time_from_ms, lineage_columns
+from cdc_assets.lib.tso import tso_time_col
+
+
+class Reject(Exception):
+    """An event (or the rest of a message) that cannot be used: reason code + detail."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(reason, detail)
+        self.reason, self.detail = reason, detail
+
+
+@functools.lru_cache(maxsize=16)
+def zone(name: str) -> tzinfo:
+    """`UTC`, an IANA zone name, or a fixed offset like `+08:00`."""
+    m = re.fullmatch(r"([+-])(\d{2}):?(\d{2})", name.strip())
+    if m:
+        delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
+        return timezone(-delta if m.group(1) == "-" else delta)
+    return timezone.utc if name.strip().upper() in ("UTC", "Z") else ZoneInfo(name.strip())
+
+
+_WALL_CLOCK_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d{1,6})?")
+
+
+def timestamp_to_utc(text: str, tz: tzinfo) -> str:
+    """TIMESTAMP text is the changefeed's wall clock; the change log holds UTC."""
+    m = _WALL_CLOCK_RE.fullmatch(text)
+    if tz is timezone.utc or not m or text.startswith("0000"):
+        return text  # zero dates and odd forms are left for the snapshot's try_cast
+    try:
+        local = datetime(*(int(g) for g in m.groups()[:6]), tzinfo=tz)
+        u = local.astimezone(timezone.utc)
+    except (ValueError, OverflowError) as e:
+        raise Reject("invalid_timestamp_value", f"{text!r} in {tz}: {e}") from None
+    return f"{u.year:04d}-{u.month:02d}-{u.day:02d} {u.hour:02d}:{u.minute:02d}:{u.second:02d}{m.group(7) or ''}"
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Decoding a batch allocates many small, acyclic objects that stay alive until the batch
+    is built: the cyclic collector would rescan them over and over (about 20% of the time)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+STR_MAP = pa.map_(pa.string(), pa.string())
+STR_LIST = pa.list_(pa.string())
+# The event columns a batch function produces next to the lineage / key / value it copies.
+EVENT_FIELDS = [
+    ("event_index", pa.int32()), ("event_kind", pa.string()), ("op", pa.string()),
+    ("database", pa.string()), ("table", pa.string()), ("commit_ts", pa.int64()),
+    ("source_position", pa.int64()), ("event_ms", pa.int64()),
+    ("pk_names", STR_LIST), ("pk_values", STR_LIST), ("before", STR_MAP), ("after", STR_MAP),
+    ("column_types", STR_MAP), ("ddl_type", pa.string()), ("ddl_sql", pa.string()),
+    ("watermark_ts", pa.int64()), (REJECT_REASON, pa.string()), (REJECT_DETAIL, pa.string()),
+]
+PASSED = [*lineage_columns(), "key", "value"]
+_SPARK_FIELDS = {f.name: f for f in CHANGE_LOG_SCHEMA.fields}
+_SPARK_EXTRA = {"key": T.BinaryType(), "value": T.BinaryType(), "event_ms": T.LongType()}
+# The Spark schema of what a batch function yields (its `mapInArrow` schema).
+PARSED_SCHEMA = T.StructType(
+    [T.StructField(c, _SPARK_FIELDS[c].dataType if c in _SPARK_FIELDS else _SPARK_EXTRA[c], True) for c in PASSED]
+    + [T.StructField(n, _SPARK_FIELDS[n].dataType if n in _SPARK_FIELDS else _SPARK_EXTRA.get(n, T.StringType()), True)
+       for n, _ in EVENT_FIELDS]
+)
+
+
+def map_array(values) -> pa.Array:
+    """dicts (or None) -> a map<string,string> array in one pass (no Arrow object per map)."""
+    offsets, keys, items, mask = [0], [], [], []
+    for d in values:
+        if d is None:
+            mask.append(True)
+        else:
+            mask.append(False)
+            keys.extend(d)
+            items.extend(d.values())
+        offsets.append(len(keys))
+    return pa.MapArray.from_arrays(
+        pa.array(offsets, pa.int32()), pa.array(keys, pa.string()), pa.array(items, pa.string()),
+        mask=pa.array(mask, pa.bool_()) if any(mask) else None,
+    )
+
+
+def as_text(v) -> str | None:
+    """A JSON value read as text: strings as is; numbers, booleans, objects as their JSON
+    (as Spark's JSON reader reads any value into a string field)."""
+    if v is None or type(v) is str:
+        return v
+    if type(v) in (int, float):
+        return str(v)
+    return orjson.dumps(v).decode()
+
+
+_NAMES = [n for n, _ in EVENT_FIELDS]
+_TEXT_FIELDS = [i for i, (_, typ) in enumerate(EVENT_FIELDS) if typ in (pa.string(), STR_LIST, STR_MAP)]
+
+
+def _as_text_event(event: tuple) -> tuple:
+    """An event with every text field's non-text values turned into text; an event with a
+    value that cannot be (JSON nested beyond what the encoder takes) becomes a reject."""
+    out = list(event)
+    try:
+        for i in _TEXT_FIELDS:
+            v = out[i]
+            if type(v) is dict:
+                out[i] = {as_text(k): as_text(x) for k, x in v.items()}
+            elif type(v) is list:
+                out[i] = [as_text(x) for x in v]
+            else:
+                out[i] = as_text(v)
+    except (TypeError, ValueError) as e:
+        return (event[0], event[1], *([None] * (len(event) - 4)), "unexpected_shape",
+                f"a value cannot be read as text: {e}"[:500])
+    return tuple(out)
+
+
+class EventRows:
+    """Events as tuples in `EVENT_FIELDS` order, each with its source row; the Arrow
+    columns are built once per batch. `row(...)` is the hot path: one tuple per event.
+
+    Values are taken as they came out of the JSON parser: a column value that is a number or
+    an object (rare) makes Arrow refuse the batch, which is then rebuilt with every such
+    value written as its JSON text. Checking every value per message would cost more."""
+
+    def __init__(self) -> None:
+        self.source_rows: list[int] = []
+        self.rows: list[tuple] = []
+
+    def row(self, source_row: int, values: tuple) -> None:
+        self.source_rows.append(source_row)
+        self.rows.append(values)
+
+    def add(self, source_row: int, event_index: int, event_kind: str, reason: str | None = None,
+            detail: str | None = None, **values) -> None:
+        """One event from keyword arguments named as in `EVENT_FIELDS` (absent = null)."""
+        self.row(source_row, (event_index, event_kind, *(values.get(n) for n in _NAMES[2:-2]), reason, detail))
+
+    def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The events of `batch`: its lineage / key / value columns taken per event."""
+        if self.source_rows == list(range(batch.num_rows)):
+            arrays = [batch.column(c) for c in PASSED]
+        else:
+            take = pa.array(self.source_rows, pa.int64())
+            arrays = [batch.column(c).take(take) for c in PASSED]
+        try:
+            columns = self._columns(self.rows)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            columns = self._columns([_as_text_event(e) for e in self.rows])
+        return pa.RecordBatch.from_arrays(arrays + columns, names=[*PASSED, *_NAMES])
+
+    @staticmethod
+    def _columns(rows: list[tuple]) -> list[pa.Array]:
+        columns = list(zip(*rows)) if rows else [()] * len(EVENT_FIELDS)
+        return [map_array(col) if typ == STR_MAP else pa.array(col, typ)
+                for (_, typ), col in zip(EVENT_FIELDS, columns)]
+
+
+def decoded_columns(parsed: DataFrame) -> DataFrame:
+    """A batch function's output (`PARSED_SCHEMA`) -> the decoder contract (`DECODED_COLUMNS`)."""
+    derived = {
+        "commit_time": tso_time_col(F.col("commit_ts")),
+        "event_time": event_time_from_ms(F.col("event_ms")),
+    }
+    return parsed.select(*[derived[c].alias(c) if c in derived else F.col(c) for c in DECODED_COLUMNS])

@@ -1,0 +1,87 @@
+"""The per-message Canal-JSON parser without Spark: one Arrow batch in, events out."""
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from cdc_assets.lib.changelog_schema import REJECT_REASON
+from cdc_assets.lib.codecs.arrow_events import PASSED
+from cdc_assets.lib.codecs.canal_json_events import decode_batches
+
+
+def _decode(*values, time_zone: str = "UTC") -> list[dict]:
+    raw = [v if v is None or isinstance(v, bytes) else json.dumps(v).encode() for v in values]
+    n = len(raw)
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(["t"] * n), pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
+         pa.array([None] * n, pa.timestamp("us", "UTC")), pa.array([None] * n, pa.binary()),
+         pa.array(raw, pa.binary())],
+        names=PASSED,
+    )
+    return [e for b in decode_batches(iter([batch]), time_zone) for e in b.to_pylist()]
+
+
+def _row(**over) -> dict:
+    msg = {"id": 0, "database": "db", "table": "t", "pkNames": ["id"], "isDdl": False, "type": "UPDATE",
+           "es": 1_700_000_000_000, "mysqlType": {"id": "int", "b": "varbinary(4)", "ts": "timestamp"},
+           "data": [{"id": "1", "b": "\u00ff\u0000", "ts": "2024-03-01 08:00:00"}],
+           "old": [{"b": "a"}], "_tidb": {"commitTs": 445566778899001122}}
+    msg.update(over)
+    return msg
+
+
+def test_update_with_partial_old_binary_and_time_zone():
+    (ev,) = _decode(_row(), time_zone="+08:00")
+    after, before = dict(ev["after"]), dict(ev["before"])
+    assert after == {"id": "1", "b": "/wA=", "ts": "2024-03-01 00:00:00"}
+    assert before == {"id": "1", "b": "YQ==", "ts": "2024-03-01 00:00:00"}
+    assert (ev["op"], ev["commit_ts"], ev["pk_values"], ev["event_ms"]) == (
+        "UPDATE", 445566778899001122, ["1"], 1_700_000_000_000)
+    assert ev[REJECT_REASON] is None
+
+
+def test_batched_rows_without_extension_use_es_and_the_batch_id():
+    msg = _row(type="insert", id=7, old=None, _tidb=None, data=[{"id": "1"}, {"id": "2"}])
+    events = _decode(msg)
+    assert [(e["event_index"], e["op"], e["pk_values"]) for e in events] == [(0, "INSERT", ["1"]), (1, "INSERT", ["2"])]
+    assert {e["commit_ts"] for e in events} == {1_700_000_000_000 << 18}
+    assert {e["source_position"] for e in events} == {7}
+
+
+def test_non_text_values_are_kept_as_their_json_text():
+    (ev,) = _decode(_row(type="INSERT", old=None, data=[{"id": 5, "b": None, "ts": {"x": [1, True]}}]))
+    assert dict(ev["after"]) == {"id": "5", "b": None, "ts": '{"x":[1,true]}'}
+    assert ev["pk_values"] == ["5"]
+
+
+@pytest.mark.parametrize("value, reason", [
+    (None, "empty_message"),
+    (b"\xff{}", "invalid_utf8"),
+    (b'{"data": [', "invalid_json"),
+    ([1, 2], "unexpected_shape"),
+    (_row(es="soon"), "unexpected_shape"),
+    (_row(_tidb={"commitTs": 1 << 64}), "unexpected_shape"),
+    (_row(data=["not an object"]), "unexpected_shape"),
+    (_row(type="UPSERT"), "unknown_event_type"),
+    (_row(data=[]), "missing_row_data"),
+    (_row(_tidb=None, es=None), "missing_commit_ts"),
+    (_row(table=""), "missing_table_name"),
+    (_row(pkNames=[]), "missing_primary_key"),
+    (_row(data=[{"id": None}]), "null_primary_key"),
+    (_row(data=[{"id": "1", "b": "\u4e2d"}]), "invalid_binary_value"),
+    ({"isDdl": True, "type": "ALTER", "sql": "  ", "_tidb": {"commitTs": 5}}, "missing_ddl_sql"),
+    ({"isDdl": False, "type": "TIDB_WATERMARK", "_tidb": {}}, "missing_watermark_ts"),
+])
+def test_each_unusable_message_gets_one_reason(value, reason):
+    (ev,) = _decode(value)
+    assert ev[REJECT_REASON] == reason
+
+
+def test_a_value_too_deep_to_write_as_text_rejects_only_its_event():
+    deep = json.loads("[" * 600 + "]" * 600)
+    plain = {"id": "int", "j": "json"}  # no conversions: the value reaches the Arrow batch as is
+    events = _decode(_row(mysqlType=plain, old=None, data=[{"id": "1", "j": deep}]),
+                     _row(mysqlType=plain, type="INSERT", old=None, data=[{"id": "1", "j": [1]}]))
+    assert [e[REJECT_REASON] for e in events] == ["unexpected_shape", None]
+    assert dict(events[1]["after"]) == {"id": "1", "j": "[1]"}
