@@ -1,5 +1,5 @@
 """Plumbing for decoders that parse messages in Python, one Arrow batch at a time
-(`mapInArrow`): the reject exception, time zones, and event dicts -> an Arrow batch.
+(`mapInArrow`): the reject exception, time zones, and event tuples -> an Arrow batch.
 
 A decoder's batch function copies the lineage / key / value columns of each event's source
 message (`take`) and builds the event columns in `EVENT_FIELDS` from plain Python values.
@@ -121,6 +121,12 @@ def as_text(v) -> str | None:
 
 
 _NAMES = [n for n, _ in EVENT_FIELDS]
+
+
+def event(event_index: int, event_kind: str, reason: str | None = None, detail: str | None = None,
+          **values) -> tuple:
+    """One event tuple from keyword arguments named as in `EVENT_FIELDS` (absent = null)."""
+    return (event_index, event_kind, *(values.get(n) for n in _NAMES[2:-2]), reason, detail)
 _TEXT_FIELDS = [i for i, (_, typ) in enumerate(EVENT_FIELDS) if typ in (pa.string(), STR_LIST, STR_MAP)]
 
 
@@ -159,10 +165,8 @@ class EventRows:
         self.source_rows.append(source_row)
         self.rows.append(values)
 
-    def add(self, source_row: int, event_index: int, event_kind: str, reason: str | None = None,
-            detail: str | None = None, **values) -> None:
-        """One event from keyword arguments named as in `EVENT_FIELDS` (absent = null)."""
-        self.row(source_row, (event_index, event_kind, *(values.get(n) for n in _NAMES[2:-2]), reason, detail))
+    def add(self, source_row: int, event_index: int, event_kind: str, **values) -> None:
+        self.row(source_row, event(event_index, event_kind, **values))
 
     def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The events of `batch`: its lineage / key / value columns taken per event."""

@@ -18,7 +18,7 @@ import orjson
 import pyarrow as pa
 
 from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
-from cdc_assets.lib.codecs.arrow_events import EventRows, Reject, as_text, gc_paused, timestamp_to_utc, zone
+from cdc_assets.lib.codecs.arrow_events import EventRows, Reject, as_text, event, gc_paused, timestamp_to_utc, zone
 
 _DML_TYPES = frozenset(("INSERT", "UPDATE", "DELETE"))
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -165,14 +165,17 @@ def _wrap64(x: int) -> int:
 def decode_message(out: EventRows, source_row: int, value: bytes | None, tz: tzinfo) -> None:
     """Append the events of one Kafka message: one per element of `data` for DML, else one."""
     try:
-        _events(out, source_row, _parse(value), tz)
+        events = _events(_parse(value), tz)  # all of the message's events, or a reject
     except Reject as err:
         out.add(source_row, 0, ROW, reason=err.reason, detail=err.detail)
     except Exception as e:  # a shape no rule foresaw: this message is quarantined, never the run
         out.add(source_row, 0, ROW, reason="decoder_error", detail=f"{type(e).__name__}: {e}"[:500])
+    else:
+        for ev in events:
+            out.row(source_row, ev)
 
 
-def _events(out: EventRows, source_row: int, m: dict, tz: tzinfo) -> None:
+def _events(m: dict, tz: tzinfo) -> list[tuple]:
     is_ddl, kind_text = m.get("isDdl"), as_text(m.get("type"))
     if is_ddl is not None and type(is_ddl) is not bool:
         raise Reject("unexpected_shape", _SHAPE)
@@ -184,9 +187,8 @@ def _events(out: EventRows, source_row: int, m: dict, tz: tzinfo) -> None:
     if kind == WATERMARK:
         reason, detail = ("missing_watermark_ts", "TIDB_WATERMARK without _tidb.watermarkTs") \
             if watermark_ts is None else (None, None)
-        out.add(source_row, 0, WATERMARK, database=database, table=table, event_ms=es,
-                watermark_ts=watermark_ts, reason=reason, detail=detail)
-        return
+        return [event(0, WATERMARK, database=database, table=table, event_ms=es,
+                      watermark_ts=watermark_ts, reason=reason, detail=detail)]
     commit_ts = tidb_ts if tidb_ts is not None else (None if es is None else _wrap64(es << _PHYSICAL_SHIFT))
     # official Canal's batch id (> 0; TiCDC writes 0) orders ties on `es`
     position = msg_id if tidb_ts is None and msg_id is not None and msg_id > 0 else None
@@ -196,10 +198,9 @@ def _events(out: EventRows, source_row: int, m: dict, tz: tzinfo) -> None:
             ("missing_commit_ts", "no _tidb.commitTs and no es") if commit_ts is None
             else ("missing_ddl_sql", "DDL message without sql") if not (sql or "").strip(" ")
             else (None, None))
-        out.add(source_row, 0, DDL, database=database, table=table, commit_ts=commit_ts,
-                source_position=position, event_ms=es, ddl_type=kind_text, ddl_sql=sql,
-                reason=reason, detail=detail)
-        return
+        return [event(0, DDL, database=database, table=table, commit_ts=commit_ts,
+                      source_position=position, event_ms=es, ddl_type=kind_text, ddl_sql=sql,
+                      reason=reason, detail=detail)]
     pk_names = m.get("pkNames")
     if pk_names is not None:
         if type(pk_names) is not list:
@@ -216,6 +217,7 @@ def _events(out: EventRows, source_row: int, m: dict, tz: tzinfo) -> None:
         else ("missing_table_name", "DML message without database or table") if database is None or table is None
         else ("missing_primary_key", "DML message without pkNames") if not pk_names
         else None)
+    events = []
     for pos, row in enumerate(data or (None,)):
         before = after = None
         if op == "DELETE":
@@ -241,8 +243,9 @@ def _events(out: EventRows, source_row: int, m: dict, tz: tzinfo) -> None:
                 n for n in pk_names if n is not None)
         elif reason is None and has_binary and _has_non_latin1_binary(row, types):
             reason, detail = "invalid_binary_value", "a binary column holds characters beyond ISO-8859-1"
-        out.row(source_row, (pos, ROW, op, database, table, commit_ts, position, es, pk_names, pk_values,
-                             before, after, types, None, None, None, reason, detail))
+        events.append((pos, ROW, op, database, table, commit_ts, position, es, pk_names, pk_values,
+                       before, after, types, None, None, None, reason, detail))
+    return events
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str) -> Iterator[pa.RecordBatch]:

@@ -85,3 +85,10 @@ def test_a_value_too_deep_to_write_as_text_rejects_only_its_event():
                      _row(mysqlType=plain, type="INSERT", old=None, data=[{"id": "1", "j": [1]}]))
     assert [e[REJECT_REASON] for e in events] == ["unexpected_shape", None]
     assert dict(events[1]["after"]) == {"id": "1", "j": "[1]"}
+
+
+def test_a_message_is_decoded_whole_or_rejected_whole():
+    deep = json.loads("[" * 600 + "]" * 600)  # too deep to write back as text
+    msg = _row(type="INSERT", old=None, data=[{"id": "1", "b": "a"}, {"id": "2", "b": deep}])
+    (ev,) = _decode(msg)
+    assert (ev["event_index"], ev[REJECT_REASON]) == (0, "decoder_error")
