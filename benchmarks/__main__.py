@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--protocol-changes", type=int, default=100_000,
                    help="row changes per protocol in the decode-per-protocol step (0 skips it)")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--budget-minutes", type=float, default=40,
+    p.add_argument("--budget-minutes", type=float, default=55,
                    help="drop repeat runs, then larger-size steps and the history test, to stay near it")
     p.add_argument("--cache", default=str(REPO / ".bench_cache"))
     p.add_argument("--out", default=str(REPO / "BENCHMARKS.md"))
@@ -132,21 +132,21 @@ def main(argv: list[str] | None = None) -> int:
     budget = Budget(args.budget_minutes)
     cache = Path(args.cache)
     sizes = [int(s) for s in args.events.split(",") if s]
-    # The first size with every step, then the per-protocol decode, then the larger sizes
-    # (memory against size), then the window-cost test: the budget drops from the end.
+    # The first size with every step, then the per-protocol decode, the window-cost test,
+    # and the larger sizes (memory against size): the budget drops from the end.
     sections = [bench_size(sizes[0], args.runs, FULL, cache, args.seed, budget, first=True)]
     per_protocol = []
     if args.protocol_changes:
         _log(f"decode per protocol: {args.protocol_changes:,} row changes each")
         per_protocol = bench_protocols(args.protocol_changes, args.runs, cache, args.seed, budget)
-    for events in sizes[1:]:
-        sections.append(bench_size(events, args.large_runs, LARGE, cache, args.seed, budget, first=False))
     history = None
-    if args.history_windows and not budget.allows(0.7):
+    if args.history_windows and not budget.allows(0.75):
         budget.skipped.append(f"the window-cost test ({args.history_windows} windows)")
     elif args.history_windows:
         _log(f"window cost vs history: {args.history_windows} windows")
         history = measure_history(args.history_windows, cache, args.seed)
+    for events in sizes[1:]:
+        sections.append(bench_size(events, args.large_runs, LARGE, cache, args.seed, budget, first=False))
     total_s = time.perf_counter() - started
     text = report.render(sections, history, command=args.command, total_s=total_s, skipped=budget.skipped,
                          per_protocol=per_protocol)
