@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
@@ -129,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--command", default="make bench", help="the command to print in the report")
     args = p.parse_args(argv)
     started = time.perf_counter()
+    load_at_start = os.getloadavg()
     budget = Budget(args.budget_minutes)
     cache = Path(args.cache)
     sizes = [int(s) for s in args.events.split(",") if s]
@@ -149,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(bench_size(events, args.large_runs, LARGE, cache, args.seed, budget, first=False))
     total_s = time.perf_counter() - started
     text = report.render(sections, history, command=args.command, total_s=total_s, skipped=budget.skipped,
-                         per_protocol=per_protocol)
+                         per_protocol=per_protocol, load_at_start=load_at_start)
     Path(args.out).write_text(text)
     _log(f"wrote {args.out} in {total_s / 60:.1f} min")
     wrong = [m.engine for s in sections for m in s["results"].values() if m.correct is False]
