@@ -15,7 +15,7 @@ Spec: shared/specs/ticdc-canal-json.txt. Rules implemented here:
   mapped to the names listed in a parameterised `mysqlType` (`enum('a','b')`).
 
 Decoding parses each message once with orjson inside `mapInArrow` (`canal_json_events.py`):
-Spark's `from_json` into per-message maps was several times slower on this shape. Routing
+Spark's `from_json` into per-message maps was slower on this shape (BENCHMARKS.md). Routing
 at landing reads four fields only and stays a Spark expression.
 """
 
