@@ -32,7 +32,6 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window, functions as F,
 
 from cdc_assets.lib.changelog_schema import DELETE, ROW, UPDATE
 from cdc_assets.lib.mysql_types import (
-    is_decimal_without_params,
     parse_mysql_type,
     spark_type,
     typed_value,
@@ -133,58 +132,6 @@ def key_actions(changes: DataFrame) -> DataFrame:
     ).select("*", "a.kind", "a.key", "a.order", "a.values").drop("a")
     latest_first = Window.partitionBy("database", "table", "pk_names", "key").orderBy(*_latest_first())
     return exploded.withColumn("_rank", F.row_number().over(latest_first)).where("_rank = 1").drop("_rank")
-
-
-_PARAMLESS_DECIMAL = r"^\s*(decimal|numeric|dec|fixed)(\s+(signed|unsigned|zerofill))*\s*$"
-
-
-def window_table_schemas(changes: DataFrame) -> dict[tuple[str, str], TableSchema]:
-    """Schema of every table touched in the window (one Spark action).
-
-    Columns: the union of the row events' image columns, by first appearance in commit
-    order. Types: each column's newest non-null type. Primary key: the newest event's.
-    For decimals declared without parameters, the largest scale and integer part seen in
-    `after` values (see `mysql_types`).
-    """
-    rows = changes.where(F.col("event_kind") == ROW)
-    order = F.struct("commit_ts", "source_position", "kafka_partition", "kafka_offset", "event_index")
-    no_keys = F.array().cast("array<string>")
-    names = F.array_union(F.coalesce(F.map_keys("after"), no_keys), F.coalesce(F.map_keys("before"), no_keys))
-    cells = rows.select(
-        "database", "table", "pk_names", "after", "column_types", order.alias("_o"),
-        F.posexplode(names).alias("_pos", "col"),
-    )
-    mtype = F.try_element_at("column_types", F.col("col"))
-    value = F.try_element_at("after", F.col("col"))
-    inferred = mtype.isNotNull() & F.lower(mtype).rlike(_PARAMLESS_DECIMAL) & value.isNotNull()
-    scale = F.when(value.contains("."), F.length(F.regexp_extract(value, r"\.(\d*)", 1))).otherwise(0)
-    integer_digits = F.length(F.regexp_extract(value, r"^\s*[+-]?0*(\d*)", 1))
-    per_table = Window.partitionBy("database", "table")
-    per_column = cells.groupBy("database", "table", "col").agg(
-        F.min(F.struct("_o", "_pos")).alias("first_seen"),
-        F.max("_o").alias("last_seen"),
-        F.max_by("pk_names", "_o").alias("pk"),
-        F.max_by(mtype, F.when(mtype.isNotNull(), F.col("_o"))).alias("mysql_type"),
-        F.max(F.when(inferred, scale)).alias("scale"),
-        F.max(F.when(inferred, integer_digits)).alias("integer_digits"),
-    ).select(
-        "*",
-        F.row_number().over(per_table.orderBy("first_seen")).alias("position"),
-        (F.col("last_seen") == F.max("last_seen").over(per_table)).alias("newest"),
-    ).drop("first_seen", "last_seen").collect()
-
-    schemas: dict[tuple[str, str], TableSchema] = {}
-    for r in sorted(per_column, key=lambda r: (r.database, r.table, r.position)):
-        s = schemas.setdefault((r.database, r.table), TableSchema(r.database, r.table, [], {}, []))
-        s.columns.append(r.col)
-        if r.mysql_type is not None:
-            s.mysql_types[r.col] = r.mysql_type
-        if r.scale is not None and is_decimal_without_params(parse_mysql_type(r.mysql_type)):
-            s.decimal_scales[r.col] = int(r.scale)
-            s.decimal_integer_digits[r.col] = int(r.integer_digits)
-        if r.newest:
-            s.primary_key = list(r.pk or [])
-    return schemas
 
 
 _NUMERIC_OR_BOOL = (T.NumericType, T.BooleanType)

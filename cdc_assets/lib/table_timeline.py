@@ -31,10 +31,10 @@ from cdc_assets.lib import ddl as D
 from cdc_assets.lib.changelog_schema import ROW
 from cdc_assets.lib.ddl_barriers import SEGMENT, Barrier, window_barriers, with_segments
 from cdc_assets.lib.mysql_types import typed_value
-from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN, TableSchema, conform_frame, key_actions, reconstruct_table, \
-    window_table_schemas
+from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN, TableSchema, conform_frame, key_actions, reconstruct_table
 from cdc_assets.lib.storage import table_id
 from cdc_assets.lib.tso import tso_to_ms
+from cdc_assets.lib.window_schema import window_table_schemas
 
 Name = tuple[str, str]
 

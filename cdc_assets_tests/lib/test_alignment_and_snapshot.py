@@ -9,7 +9,8 @@ from pyspark.sql import functions as F, types as T
 
 from cdc_assets.lib.alignment import aligned_events, count_alignment, mark_late_and_duplicates
 from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.snapshot import TableSchema, key_actions, reconstruct_table, window_table_schemas
+from cdc_assets.lib.snapshot import TableSchema, key_actions, reconstruct_table
+from cdc_assets.lib.window_schema import window_table_schemas
 from cdc_assets_tests.canal_messages import row, values, watermark
 from cdc_assets_tests.helpers import raw_frame
 

@@ -11,7 +11,8 @@ from decimal import Decimal
 from pyspark.sql import functions as F
 
 from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.snapshot import key_actions, reconstruct_table, window_table_schemas
+from cdc_assets.lib.snapshot import key_actions, reconstruct_table
+from cdc_assets.lib.window_schema import window_table_schemas
 from cdc_assets_tests.helpers import crlf_records, decode, raw_frame, reasons
 
 OFFICIAL = {"content-compatible": "true", "enable-tidb-extension": "false"}

@@ -11,7 +11,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.snapshot import key_actions, reconstruct_table, window_table_schemas
+from cdc_assets.lib.snapshot import key_actions, reconstruct_table
+from cdc_assets.lib.window_schema import window_table_schemas
 from cdc_assets_tests.helpers import decode, raw_frame, reasons
 
 SPEC = Path(__file__).resolve().parents[4] / "shared" / "specs" / "cloudcanal-message-formats.txt"

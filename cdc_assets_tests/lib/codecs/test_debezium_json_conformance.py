@@ -14,7 +14,8 @@ from pyspark.sql import functions as F
 
 from cdc_assets.lib.changelog_schema import REJECT_REASON
 from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.snapshot import key_actions, reconstruct_table, window_table_schemas
+from cdc_assets.lib.snapshot import key_actions, reconstruct_table
+from cdc_assets.lib.window_schema import window_table_schemas
 from cdc_assets_tests.helpers import raw_frame
 
 FLINK = "apache+flink/flink-formats/flink-json/src/test/resources"

@@ -22,7 +22,8 @@ from cdc_assets.lib.simulator.protocols import make_encoder
 from cdc_assets.lib.simulator.schema import ColumnDef, TableDef
 from cdc_assets.lib.simulator.tso import make_tso
 from cdc_assets.lib.simulator.workload import DdlEvent, RowChange
-from cdc_assets.lib.snapshot import key_actions, reconstruct_table, window_table_schemas
+from cdc_assets.lib.snapshot import key_actions, reconstruct_table
+from cdc_assets.lib.window_schema import window_table_schemas
 from cdc_assets_tests.helpers import decode, raw_frame, reasons
 
 SDK = "aliyun+aliyun-dts-subscribe-sdk-java/extracted/Record.SCHEMA$.avsc"

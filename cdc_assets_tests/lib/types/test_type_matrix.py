@@ -78,7 +78,7 @@ def messages(protocol: str, time_zone: str, only: str = "") -> tuple[list, list,
 
 
 def _scale_and_digits(texts: list[str]) -> tuple[int, int]:
-    """What the snapshot infers for a decimal without parameters (snapshot.window_table_schemas)."""
+    """What the snapshot infers for a decimal without parameters (window_schema.window_table_schemas)."""
     scale = max((len(re.search(r"\.(\d*)", t).group(1)) if "." in t else 0 for t in texts), default=0)
     digits = max((len(re.match(r"^\s*[+-]?0*(\d*)", t).group(1)) for t in texts), default=0)
     return scale, digits
