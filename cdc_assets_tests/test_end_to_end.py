@@ -121,6 +121,11 @@ def test_replay_cli_on_kcat_jsonl_equals_the_truth(tmp_path, capsys, spark):
     # Bad input in the dump: a line that is not kcat JSON, and a kcat record whose payload
     # is not Canal-JSON. Both are quarantined; neither stops the run.
     first = sorted(dump.dump_dir.rglob("*.jsonl"))[0]
+    # An overlapping dump file (another content, so landing takes it): the first 30 offsets
+    # land twice, and raw_messages keeps each once.
+    redelivered = 30
+    overlap = first.read_text().splitlines()[:redelivered]
+    first.with_name("overlap-" + first.name).write_text("\n".join(overlap) + "\n")
     with first.open("a") as fh:
         fh.write("this is not json\n")
         fh.write(json.dumps({"topic": "tidb_cdc", "partition": 0, "offset": 10**9, "tstype": "create",
@@ -140,6 +145,9 @@ def test_replay_cli_on_kcat_jsonl_equals_the_truth(tmp_path, capsys, spark):
         counts["duplicates"], counts["late"], 2)
     settings = settings_for(tmp_path / "unused", dump.dump_dir).with_overrides(warehouse=warehouse)
     assert differences_from_truth(settings, dump.truth_path) == {}
+    raw = [json.loads(p.read_text()) for p in (warehouse / "src" / "raw_messages").rglob("_cdc_output.json")]
+    assert sum(m["redelivered_offsets_dropped"] for m in raw) == redelivered
+    assert sum(m["messages_in"] - m["messages_out"] for m in raw) == redelivered
 
 
 def test_rematerializing_an_old_window_keeps_newer_snapshots_intact(parquet_run, spark):

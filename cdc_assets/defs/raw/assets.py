@@ -36,16 +36,20 @@ def build_raw_messages(b: SourceBuild) -> AssetsDefinition:
         wm = state.global_watermark_ts(policy)
         landed = read_window_messages(pyspark.spark_session, landing_root, start_ms)
         # The same offset landed twice (overlapping or re-written dump files) is one
-        # message: the newest landing wins.
-        newest = Window.partitionBy("topic", "kafka_partition", "kafka_offset").orderBy(
-            F.desc_nulls_last("landing_seq"), F.desc("source_file")
-        )
-        messages = landed.withColumn("_n", F.row_number().over(newest))
-        counts = messages.agg(
-            F.count(F.lit(1)).alias("landed"), F.count_if(F.col("_n") > 1).alias("redelivered")
+        # message: the newest landing wins. Counted on the offsets alone (no value bytes
+        # read); the sort that picks the winners runs only when there is a copy.
+        copies = landed.groupBy("topic", "kafka_partition", "kafka_offset").agg(F.count(F.lit(1)).alias("n"))
+        counts = copies.agg(
+            F.coalesce(F.sum("n"), F.lit(0)).alias("landed"), F.coalesce(F.sum(F.col("n") - 1), F.lit(0)).alias(
+                "redelivered")
         ).first()
+        if counts.redelivered:
+            newest = Window.partitionBy("topic", "kafka_partition", "kafka_offset").orderBy(
+                F.desc_nulls_last("landing_seq"), F.desc("source_file")
+            )
+            landed = landed.withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n")
         return Output(
-            messages.where("_n = 1").drop("_n", "landing_seq"),
+            landed.drop("landing_seq"),
             metadata={
                 "messages_in": int(counts.landed),
                 "messages_out": int(counts.landed - counts.redelivered),
