@@ -290,6 +290,17 @@ GAPS = """## Why targets are missed, and what would close the gap
   the decoder itself takes about 5 s. The rest is the value-conversion rule (one
   extra pass over the column types), the counts per kind and reason, pandera (2–3 s), and
   writing the change log and the quarantine.
+- **Snapshot core.** Everything after decode works on the change log's map columns
+  (`before`, `after`, `column_types`), where DuckDB works on parsed, typed columns. Measured on 2026-11-21
+  at 1,000,000 events, one process per step as above: in `cdc_snapshot` the per-table schema
+  job took 19 s when it exploded every cell; it now groups the rows by shape (table, column
+  names, types) first (`cdc_assets/lib/window_schema.py`) and takes about 11 s, most of it
+  the JVM's first scan of the maps. The latest-action-per-key window then takes about 8 s,
+  and each table's counts about 1 s (skipping them altogether saved 2.6 s, so they were
+  kept). In `cdc_align`, the running watermark per Kafka partition and the dedup identity
+  are two window sorts over full rows; hashing the two images for the identity saved about
+  1.2 s of 11 s and was not adopted, because a hash collision would drop a real change.
+  Closing the gap needs the change table in typed columns per table instead of maps.
 - **Window cost against history.** A window rewrites every table it touches completely:
   it reads the previous snapshot of the table (row count, type conversions), anti-joins it
   with the window's keys, writes it, counts it and checks key uniqueness over it. So the
@@ -302,4 +313,8 @@ GAPS = """## Why targets are missed, and what would close the gap
 - **Memory.** Spark's RSS is mostly the JVM heap (`spark.driver.memory=4g`), which the JVM
   grows lazily up to its limit; it does not hold the dump in memory (decode streams through
   Parquet batches), so peak RSS is bounded by the heap setting rather than by the dump size.
+  Where the peak lands below that bound varies from run to run: on 2026-11-21 the same decoder measured
+  2,037 → 2,043 MB (1.00×) in one single-run pass and 2,018 → 2,671 MB (1.32×) in the next.
+  Three runs at 10,000,000 events (`--large-runs 3`) would give a median; a single run is
+  the default because that step alone takes about two minutes.
 """
