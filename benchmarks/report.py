@@ -285,11 +285,16 @@ GAPS = """## Why targets are missed, and what would close the gap
   every window runs pandera contracts and the snapshot checks. Each window pays these fixed
   costs whatever its size, so the total grows with the number of windows as well as with
   the events. Measured step times on a quiet machine (1,000,000 events: landing, then four
-  windows of about 250,000 messages): landing 25 s; per window, raw_messages 2–3 s,
-  decode 20–25 s, change_table 9–13 s, snapshots and history 20–25 s. In the decode step
-  the decoder itself takes about 5 s. The rest is the value-conversion rule (one
-  extra pass over the column types), the counts per kind and reason, pandera (2–3 s), and
-  writing the change log and the quarantine.
+  windows of about 250,000 messages; Dagster's step statistics): landing 25 s; per window,
+  raw_messages 1–2 s, decode 11–17 s, change_table 9–13 s, snapshots and history 18–21 s.
+  Until 2026-11-21 the decode step took 20–31 s: each layer writes one file per window,
+  Spark splits a file only at row groups, and Parquet's default 128 MB row group put the
+  whole window's decode on one core; every action after the cache also re-ran the
+  value-conversion casts. The session now writes ~4 MB row groups and the decode step
+  caches the converted events (docs/configuration.md, docs/architecture.md). What remains
+  per window is the decoder (about 5 s of the two cores), the conversion, the counts per
+  kind and reason, pandera (2–3 s), and writing the change log and the quarantine; the
+  snapshot step is now the largest (see below).
 - **Snapshot core.** Everything after decode works on the change log's map columns
   (`before`, `after`, `column_types`), where DuckDB works on parsed, typed columns. Measured on 2026-11-21
   at 1,000,000 events, one process per step as above: in `cdc_snapshot` the per-table schema

@@ -47,6 +47,12 @@ def spark_config(settings: Settings) -> dict[str, str]:
         "spark.sql.adaptive.enabled": "true",
         "spark.driver.memory": "4g",
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        # A window is one file per layer. Spark splits a file between tasks only at row-group
+        # boundaries, so Parquet's default 128 MB row group made the decode of a window run
+        # on one core. Row groups of ~4 MB on disk (~25k Kafka messages) and read splits of at
+        # most 32 MB let every core take a share of a window and balance a dump of many files.
+        "spark.hadoop.parquet.block.size": str(4 * 1024 * 1024),
+        "spark.sql.files.maxPartitionBytes": "32m",
         **settings.spark_conf,
     }
     if is_spark_connect(settings.spark_master):

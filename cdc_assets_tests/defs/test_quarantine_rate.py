@@ -36,3 +36,26 @@ def test_quarantine_above_the_rate_fails_the_error_check(tmp_path):
 
     lenient = _replay_with_rate(tmp_path / "lenient", 0.5)
     assert lenient.quarantined == 2 and lenient.checks_failed == [] and lenient.ok
+
+
+def test_quarantine_rows_keep_the_raw_bytes_of_their_message(tmp_path):
+    """Rejected by the decoder or by the value conversion after it: either way the
+    quarantine row holds the exact message (the decode step keeps raw bytes for rejects only)."""
+    import pyarrow.parquet as pq
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    unconvertible = row("INSERT", ms_to_tso(T0 + 5_000), values(9, "n9", big="not-a-number"))
+    messages = [row("INSERT", ms_to_tso(T0 + 1_000), values(1, "n1")), b'{"not": "canal"', unconvertible,
+                watermark(ms_to_tso(T0 + 3_600_000))]
+    (dump / "topic.txt").write_bytes(b"\n".join(messages) + b"\n")
+    settings = settings_for(tmp_path / "home", dump, layout="lines")
+    source = dataclasses.replace(settings.sources[0], max_quarantine_rate=1.0)
+    summary = replay(settings.with_overrides(sources=(source,)), "src", DagsterInstance.ephemeral(),
+                     progress=lambda _m: None)
+    assert summary.quarantined == 2 and summary.rows == 1
+
+    [folder] = settings.warehouse.glob("src/quarantine/window_start_ms=*")
+    quarantined = pq.read_table(folder, columns=["reason", "value"]).to_pylist()
+    assert {q["value"] for q in quarantined} == {b'{"not": "canal"', unconvertible}
+    assert {q["reason"] for q in quarantined if q["value"] == unconvertible} == {"invalid_value"}

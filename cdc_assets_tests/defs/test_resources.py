@@ -40,3 +40,16 @@ def test_s3_credentials_are_environment_variable_references(monkeypatch):
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     bare = make_s3_resource(load_settings({}))  # instance profile / IRSA: nothing to reference
     assert (bare.aws_access_key_id, bare.aws_secret_access_key, bare.endpoint_url) == (None, None, None)
+
+
+def test_one_window_file_is_read_by_several_tasks(spark, tmp_path):
+    """Layers write one file per window; Spark splits a file only at row groups, so the
+    session's small row groups are what let both cores decode one window."""
+    from pyspark.sql import functions as F
+
+    incompressible = F.unhex(F.sha2(F.col("id").cast("string"), 512))  # 64 bytes each
+    spark.range(200_000).select(incompressible.alias("value")).coalesce(1).write.parquet(str(tmp_path / "w"))
+    [written] = list((tmp_path / "w").glob("*.parquet"))
+    rows_per_task = spark.read.parquet(str(written)).rdd.glom().map(len).collect()
+    assert sum(rows_per_task) == 200_000
+    assert len([n for n in rows_per_task if n]) >= 2

@@ -64,9 +64,13 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
         ],
     )
     def decode(context: AssetExecutionContext, raw_messages: DataFrame):
-        # Cached once: the conversion rule below reads the distinct column types first.
+        # Two caches: the decoder's output, because the conversion rule reads its distinct
+        # column types first; then the converted events, which the counts, the contract and
+        # both writes read (the conversion casts every value: it must run once, not per
+        # action). Raw bytes are kept for rejected events only, which are all the
+        # quarantine needs. Once the second cache is filled the first is dropped.
         cached = b.decoder().decode(raw_messages).persist()
-        decoded = quarantine_unconvertible_values(cached)
+        decoded = _raw_bytes_of_rejects_only(quarantine_unconvertible_values(cached)).persist()
         try:
             by_kind = {
                 f"{r.kind}": int(r.n)
@@ -74,6 +78,7 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
                     F.coalesce(F.concat(F.lit("quarantined:"), F.col(REJECT_REASON)), F.col("event_kind")).alias("kind")
                 ).agg(F.count(F.lit(1)).alias("n")).collect()
             }
+            cached.unpersist()
             events = conform(decoded.where(F.col(REJECT_REASON).isNull()), CHANGE_LOG_SCHEMA)
             rejected = decoded.where(F.col(REJECT_REASON).isNotNull()).select(
                 *[F.col(REJECT_REASON).alias("reason") if c == "reason" else
@@ -118,6 +123,12 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
                           "max_rate": MetadataValue.float(b.source.max_quarantine_rate)},
             )
         finally:
+            decoded.unpersist()
             cached.unpersist()
 
     return decode
+
+
+def _raw_bytes_of_rejects_only(decoded: DataFrame) -> DataFrame:
+    rejected = F.col(REJECT_REASON).isNotNull()
+    return decoded.withColumns({c: F.when(rejected, F.col(c)) for c in ("key", "value")})
