@@ -285,7 +285,8 @@ GAPS = """## Why targets are missed, and what would close the gap
   every window runs pandera contracts and the snapshot checks. Each window pays these fixed
   costs whatever its size, so the total grows with the number of windows as well as with
   the events. Measured step times on a quiet machine (1,000,000 events: landing, then four
-  windows of about 250,000 messages; Dagster's step statistics): landing 25 s; per window,
+  windows of about 250,000 messages; Dagster's step statistics): landing 21 s (25 s while
+  it cached the whole batch, values included, to count it after the write); per window,
   raw_messages 1–2 s, decode 11–17 s, change_table 9–13 s, snapshots and history 18–21 s.
   Until 2026-11-21 the decode step took 20–31 s: each layer writes one file per window,
   Spark splits a file only at row groups, and Parquet's default 128 MB row group put the

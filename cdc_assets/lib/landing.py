@@ -7,7 +7,8 @@ an index of watermark messages (for the late-event rule). Landing the same files
 changes nothing.
 
 Layout under `<landing root>`:
-  messages/window_start_ms=<ms>/batch=<id>/part-*.parquet   raw messages of a window
+  messages/window_start_ms=<ms>/batch=<id>/part-*.parquet   raw messages of a window (+ landing_seq
+                                                            and the routing columns counted at landing)
   watermarks/batch=<id>/part-*.parquet                      (topic, partition, offset, watermark_ts)
   state.json                                                partitions, watermarks, windows, files
 """
@@ -115,23 +116,30 @@ def land(
             return LandingResult(0, skipped, 0, None, state)
 
         batch_id = hashlib.sha256("".join(sorted(new)).encode()).hexdigest()[:16]
-        routed = decoder.route(read_dump(spark, list(new.values()), layout, dump_root))
-        cached = routed.withColumns({
+        routed = decoder.route(read_dump(spark, list(new.values()), layout, dump_root)).withColumns({
             "routing_ms": plausible_ms(F.col("routing_ms")),
-            "_claimed_watermark_ts": F.col("watermark_ts"),
+            "claimed_watermark_ts": F.col("watermark_ts"),
             "watermark_ts": plausible_watermark(F.col("watermark_ts")),
             # Newest landing wins when the same offset is landed again with other content.
             "landing_seq": F.lit(len(state.batches)).cast("int"),
-        }).persist()
+        })
+        staging = temp_sibling(landing_root / f"staging-{batch_id}")
         try:
-            routed = _assign_windows(cached, window_ms, state)
+            # One pass over the dump's bytes: the messages are written once, by window. The
+            # counts, the watermark index and the audit then read the staged files' small
+            # columns, not the message values (no cache of the whole batch in memory).
+            _stage_messages(routed, staging, window_ms)
+            staged = spark.read.schema(_STAGED_SCHEMA).parquet(str(staging))
+            unroutable_window = _unroutable_window(staged, window_ms, state)
+            staged = staged.withColumn(
+                "window_start_ms", F.coalesce(F.col("window_start_ms"), F.lit(unroutable_window)))
             regressed = regressions_by_partition(
-                read_watermark_index(spark, landing_root), routed.where(F.col("watermark_ts").isNotNull()))
-            _write_messages(routed, landing_root, batch_id)
-            _write_watermarks(routed, landing_root, batch_id)
-            stats = _collect_stats(routed)
+                read_watermark_index(spark, landing_root), staged.where(F.col("watermark_ts").isNotNull()))
+            stats = _collect_stats(staged)
+            _write_watermarks(staged, landing_root, batch_id)
+            _publish_messages(staging, landing_root, batch_id, unroutable_window)
         finally:
-            cached.unpersist()
+            shutil.rmtree(staging, ignore_errors=True)
         state.apply_batch(batch_id, sorted(new), stats)
         state.record_ignored_watermarks(regressed, stats.implausible_watermarks)
         state.apply_checkpoint(checkpoint)
@@ -152,33 +160,54 @@ def _remove_uncommitted_batches(landing_root: Path, state: LandingState) -> None
         remove_path(stale)
 
 
-def _assign_windows(routed: DataFrame, window_ms: int, state: LandingState) -> DataFrame:
+# Staged message files carry, next to the landed columns, what the counts and the audit read.
+_ROUTING_COLUMNS = ["routing_ms", "watermark_ts", "claimed_watermark_ts"]
+_STAGED_SCHEMA = T.StructType([
+    T.StructField("topic", T.StringType()), T.StructField("kafka_partition", T.IntegerType()),
+    T.StructField("kafka_offset", T.LongType()),
+    *[T.StructField(c, T.LongType()) for c in _ROUTING_COLUMNS],
+    T.StructField("window_start_ms", T.LongType()),  # the folder; null: no usable routing time
+])
+
+
+def _stage_messages(routed: DataFrame, staging: Path, window_ms: int) -> None:
     """Window = floor(routing_ms / width). Routing times outside the plausible range
     (seconds instead of ms, garbage) were nulled: such a message is unroutable instead of
-    opening a window in 1970 or 9999. A message with no usable time at all (garbage)
-    joins the earliest window of its batch (the first to be materialized), so it is
-    quarantined there with its lineage instead of being dropped."""
-    earliest = routed.agg(F.min("routing_ms")).first()[0]
-    if earliest is None:
-        earliest = max(state.windows, default=0)
-    routing = F.coalesce(F.col("routing_ms"), F.lit(earliest))
-    return routed.withColumn("window_start_ms", F.floor(routing / window_ms).cast("long") * window_ms)
-
-
-def _write_messages(routed: DataFrame, landing_root: Path, batch_id: str) -> None:
-    """Write the batch partitioned by window, then move each window's files into place."""
-    staging = temp_sibling(landing_root / f"staging-{batch_id}")
+    opening a window in 1970 or 9999, and is staged in the null window's folder."""
+    window = F.floor(F.col("routing_ms") / window_ms).cast("long") * window_ms
     (
-        routed.select(*[f.name for f in RAW_MESSAGE_SCHEMA.fields], "landing_seq", "window_start_ms")
+        routed.select(*[f.name for f in LANDED_SCHEMA.fields], *_ROUTING_COLUMNS, window.alias("window_start_ms"))
         .repartition("window_start_ms")
         .sortWithinPartitions("topic", "kafka_partition", "kafka_offset")
         .write.partitionBy("window_start_ms")
         .parquet(str(staging))
     )
+
+
+def _unroutable_window(staged: DataFrame, window_ms: int, state: LandingState) -> int:
+    """A message with no usable time at all (garbage) joins the earliest window of its batch
+    (the first to be materialized), so it is quarantined there with its lineage instead of
+    being dropped; in a batch of nothing but such messages, the newest known window."""
+    earliest = staged.agg(F.min("routing_ms")).first()[0]
+    if earliest is None:
+        return max(state.windows, default=0)
+    return earliest // window_ms * window_ms
+
+
+def _publish_messages(staging: Path, landing_root: Path, batch_id: str, unroutable_window: int) -> None:
+    """Move each staged window's files into place as this batch's folder of the window."""
+    unroutable = staging / "window_start_ms=__HIVE_DEFAULT_PARTITION__"
+    if unroutable.exists():
+        target = window_dir(staging, unroutable_window)
+        if target.exists():
+            for part in unroutable.glob("*.parquet"):  # not the hidden checksum files
+                os.replace(part, target / f"unroutable-{part.name}")
+            shutil.rmtree(unroutable)
+        else:
+            os.replace(unroutable, target)
     for window_folder in sorted(staging.glob("window_start_ms=*")):
         final = landing_root / "messages" / window_folder.name / f"batch={batch_id}"
         replace_dir(window_folder, final)
-    shutil.rmtree(staging, ignore_errors=True)
 
 
 def _write_watermarks(routed: DataFrame, landing_root: Path, batch_id: str) -> None:
@@ -209,7 +238,7 @@ def _collect_stats(routed: DataFrame) -> BatchStats:
             F.max("kafka_offset").alias("max_offset"),
             F.max("watermark_ts").alias("max_watermark_ts"),
             F.max("routing_ms").alias("max_routing_ms"),
-            F.count_if(F.col("_claimed_watermark_ts").isNotNull() & F.col("watermark_ts").isNull())
+            F.count_if(F.col("claimed_watermark_ts").isNotNull() & F.col("watermark_ts").isNull())
             .alias("implausible_watermarks"),
         )
         .collect()

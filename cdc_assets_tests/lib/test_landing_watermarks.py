@@ -63,3 +63,34 @@ def test_a_future_watermark_beyond_2200_does_not_complete_windows(spark, tmp_pat
     assert result.implausible_watermarks == {"cdc/0": 1}
     assert result.state.global_watermark_ts() is None
     assert result.state.complete_windows(HOUR) == []
+
+
+def test_a_message_without_a_usable_time_joins_the_earliest_window_of_its_batch(spark, tmp_path):
+    """Not JSON and a Kafka timestamp of 1970: unroutable, so it is landed in the first window
+    its batch opens (quarantined there with its lineage), or the newest known window when its
+    batch opens none; never dropped, never a window of its own."""
+    from cdc_assets.lib.landing import read_window_messages
+
+    dump, landing = tmp_path / "dump", tmp_path / "landing"
+
+    def kcat(name: str, messages: list[tuple[int, int, bytes]]) -> None:
+        dump.mkdir(parents=True, exist_ok=True)
+        (dump / name).write_text("".join(
+            json.dumps({"topic": "cdc", "partition": 0, "offset": off, "tstype": "create", "ts": ts,
+                        "broker": 1, "key": None, "payload": payload.decode()}) + "\n"
+            for off, ts, payload in messages))
+
+    later = T0 + 2 * HOUR
+    kcat("a.jsonl", [(0, later, row("INSERT", ms_to_tso(later + 10), values(1, "a"))),
+                     (1, later, row("INSERT", ms_to_tso(later + HOUR + 10), values(2, "b"))),
+                     (2, 5, b"not a message")])
+    first = _land(spark, dump, landing)
+    assert first.messages == 3 and sorted(first.state.windows) == [later, later + HOUR]
+    assert sorted(r.kafka_offset for r in read_window_messages(spark, landing, later).collect()) == [0, 2]
+
+    kcat("b.jsonl", [(3, 5, b"still not a message")])
+    second = _land(spark, dump, landing)
+    assert second.messages == 1 and sorted(second.state.windows) == [later, later + HOUR]
+    newest = read_window_messages(spark, landing, later + HOUR).collect()
+    assert sorted(r.kafka_offset for r in newest) == [1, 3]
+    assert {r.value for r in newest if r.kafka_offset == 3} == {b"still not a message"}
