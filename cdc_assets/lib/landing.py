@@ -137,6 +137,7 @@ def land(
                 read_watermark_index(spark, landing_root), staged.where(F.col("watermark_ts").isNotNull()))
             stats = _collect_stats(staged)
             _write_watermarks(staged, landing_root, batch_id)
+            # Last: `staged` reads the staging folder, which publishing empties.
             _publish_messages(staging, landing_root, batch_id, unroutable_window)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -200,8 +201,9 @@ def _publish_messages(staging: Path, landing_root: Path, batch_id: str, unroutab
     if unroutable.exists():
         target = window_dir(staging, unroutable_window)
         if target.exists():
-            for part in unroutable.glob("*.parquet"):  # not the hidden checksum files
-                os.replace(part, target / f"unroutable-{part.name}")
+            for part in unroutable.iterdir():  # data files only: not `.crc` / `_SUCCESS`
+                if not part.name.startswith((".", "_")):
+                    os.replace(part, target / f"unroutable-{part.name}")
             shutil.rmtree(unroutable)
         else:
             os.replace(unroutable, target)
