@@ -14,12 +14,13 @@ HOUR = 3_600_000
 T0 = 1_767_225_600_000  # 2026-01-01T00:00Z
 
 
-def _kcat_file(path: Path, messages: list[tuple[int, bytes]]) -> None:
+def _kcat_file(path: Path, messages: list[tuple]) -> None:
+    """(offset, payload) with Kafka timestamp T0, or (offset, payload, kafka_timestamp_ms)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(
-        json.dumps({"topic": "cdc", "partition": 0, "offset": off, "tstype": "create", "ts": T0,
+        json.dumps({"topic": "cdc", "partition": 0, "offset": off, "tstype": "create", "ts": ts[0] if ts else T0,
                     "broker": 1, "key": None, "payload": payload.decode()}) + "\n"
-        for off, payload in messages
+        for off, payload, *ts in messages
     ))
 
 
@@ -72,23 +73,15 @@ def test_a_message_without_a_usable_time_joins_the_earliest_window_of_its_batch(
     from cdc_assets.lib.landing import read_window_messages
 
     dump, landing = tmp_path / "dump", tmp_path / "landing"
-
-    def kcat(name: str, messages: list[tuple[int, int, bytes]]) -> None:
-        dump.mkdir(parents=True, exist_ok=True)
-        (dump / name).write_text("".join(
-            json.dumps({"topic": "cdc", "partition": 0, "offset": off, "tstype": "create", "ts": ts,
-                        "broker": 1, "key": None, "payload": payload.decode()}) + "\n"
-            for off, ts, payload in messages))
-
     later = T0 + 2 * HOUR
-    kcat("a.jsonl", [(0, later, row("INSERT", ms_to_tso(later + 10), values(1, "a"))),
-                     (1, later, row("INSERT", ms_to_tso(later + HOUR + 10), values(2, "b"))),
-                     (2, 5, b"not a message")])
+    _kcat_file(dump / "a.jsonl", [(0, row("INSERT", ms_to_tso(later + 10), values(1, "a")), later),
+                                  (1, row("INSERT", ms_to_tso(later + HOUR + 10), values(2, "b")), later),
+                                  (2, b"not a message", 5)])
     first = _land(spark, dump, landing)
     assert first.messages == 3 and sorted(first.state.windows) == [later, later + HOUR]
     assert sorted(r.kafka_offset for r in read_window_messages(spark, landing, later).collect()) == [0, 2]
 
-    kcat("b.jsonl", [(3, 5, b"still not a message")])
+    _kcat_file(dump / "b.jsonl", [(3, b"still not a message", 5)])
     second = _land(spark, dump, landing)
     assert second.messages == 1 and sorted(second.state.windows) == [later, later + HOUR]
     newest = read_window_messages(spark, landing, later + HOUR).collect()
