@@ -19,11 +19,13 @@ versions ended in), written atomically per window.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, Window, functions as F
 
 from cdc_assets.lib.changelog_schema import DELETE, ROW, UPDATE
+from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.mysql_types import typed_value
 from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN, TableSchema
 from cdc_assets.lib.storage import exclusive, remove_stale_temps, replace_dir, table_id, temp_sibling, window_dir
@@ -45,12 +47,19 @@ def write_window_history(result: WindowResult, history_root: Path, window_start_
         remove_stale_temps(final)
         tmp = temp_sibling(final)
         tmp.mkdir(parents=True)
-        for tid, frames in parts.items():
-            for i, frame in enumerate(_by_schema(frames)):
-                frame.write.parquet(str(tmp / tid / f"part={i}"))
-                counts[tid] = counts.get(tid, 0) + frame.sparkSession.read.parquet(str(tmp / tid / f"part={i}")).count()
+        writes = [(tid, frame, tmp / tid / f"part={i}")
+                  for tid, frames in parts.items() for i, frame in enumerate(_by_schema(frames))]
+        # Independent small writes: submitted concurrently (see concurrent_jobs).
+        written = run_concurrently([functools.partial(_write_part, frame, path) for _, frame, path in writes])
+        for (tid, _, _), rows in zip(writes, written):
+            counts[tid] = counts.get(tid, 0) + rows
         replace_dir(tmp, final)
     return counts
+
+
+def _write_part(frame: DataFrame, path: Path) -> int:
+    frame.write.parquet(str(path))
+    return frame.sparkSession.read.parquet(str(path)).count()
 
 
 def _by_schema(frames: list[DataFrame]) -> list[DataFrame]:

@@ -13,6 +13,7 @@ to the snapshots root, so a warehouse can be moved.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import uuid
@@ -20,9 +21,10 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
+from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.history import write_window_history
 from cdc_assets.lib.snapshot import read_table
-from cdc_assets.lib.table_timeline import apply_window, previous_states, state_id
+from cdc_assets.lib.table_timeline import TableState, apply_window, previous_states, state_id
 from cdc_assets.lib.storage import exclusive, read_json, remove_stale_temps, temp_sibling, window_dir, write_json_atomic
 
 
@@ -78,30 +80,21 @@ def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, wind
     try:
         # History first: the versions that ended, before the manifest commits the window.
         ended = write_window_history(result, history_root, window_start_ms) if history_root is not None else {}
+        # The changed tables are written concurrently (independent small jobs, see concurrent_jobs).
+        changed = [name for name, state in result.tables.items() if state.changed]
+        written = dict(zip(changed, run_concurrently([
+            functools.partial(_write_table, spark, snapshots, window_start_ms, name, result.tables[name])
+            for name in changed
+        ])))
         tables: dict[str, dict] = {}
         for name, state in result.tables.items():
             tid = state_id(name)
-            if not state.changed:
+            if state.changed:
+                tables[tid] = written[name]
+            else:
                 entry = prev_tables[tid]
                 tables[tid] = {**entry, "previous_rows": entry["rows"], "inserted_keys": 0, "deleted_keys": 0,
                                "removed_by_ddl": 0, "moved_in": 0, "conversion_failures": 0, "schema_changes": []}
-                continue
-            frame = state.frame if state.frame is not None else spark.createDataFrame([], state.schema.spark_schema())
-            final = window_dir(snapshots / tid, window_start_ms) / f"run={uuid.uuid4().hex[:12]}"
-            tmp = temp_sibling(final)
-            frame.write.parquet(str(tmp))
-            os.replace(tmp, final)
-            rows = spark.read.parquet(str(final)).count() if any(final.glob("*.parquet")) else 0
-            tables[tid] = {
-                "database": name[0], "table": name[1], "path": str(final.relative_to(snapshots)),
-                "rows": rows, "previous_rows": state.previous_rows,
-                "inserted_keys": state.inserted_keys, "deleted_keys": state.deleted_keys,
-                "removed_by_ddl": state.removed_by_ddl, "moved_in": state.moved_in,
-                "conversion_failures": state.conversion_failures,
-                "written_window_start_ms": window_start_ms,
-                "schema": state.schema.to_json(), "spark_schema": frame.schema.json(),
-                "schema_changes": state.schema_changes,
-            }
     finally:
         result.release()
     ddl = {
@@ -111,6 +104,27 @@ def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, wind
         "history_versions_ended": ended,
     }
     return tables, ddl
+
+
+def _write_table(spark: SparkSession, snapshots: Path, window_start_ms: int, name: tuple[str, str],
+                 state: TableState) -> dict:
+    """One changed table's new folder (written to a temporary sibling, then renamed) and its manifest entry."""
+    frame = state.frame if state.frame is not None else spark.createDataFrame([], state.schema.spark_schema())
+    final = window_dir(snapshots / state_id(name), window_start_ms) / f"run={uuid.uuid4().hex[:12]}"
+    tmp = temp_sibling(final)
+    frame.write.parquet(str(tmp))
+    os.replace(tmp, final)
+    rows = spark.read.parquet(str(final)).count() if any(final.glob("*.parquet")) else 0
+    return {
+        "database": name[0], "table": name[1], "path": str(final.relative_to(snapshots)),
+        "rows": rows, "previous_rows": state.previous_rows,
+        "inserted_keys": state.inserted_keys, "deleted_keys": state.deleted_keys,
+        "removed_by_ddl": state.removed_by_ddl, "moved_in": state.moved_in,
+        "conversion_failures": state.conversion_failures,
+        "written_window_start_ms": window_start_ms,
+        "schema": state.schema.to_json(), "spark_schema": frame.schema.json(),
+        "schema_changes": state.schema_changes,
+    }
 
 
 def _remove_unreferenced(snapshots: Path, window_start_ms: int, tables: dict[str, dict]) -> None:

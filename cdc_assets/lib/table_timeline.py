@@ -116,7 +116,9 @@ class _Run:
         self._gone: dict[Name, TableState] = {}  # dropped or renamed away in this window
 
     def apply(self) -> None:
-        if self.barriers:
+        # Cached when read more than twice: per segment (DDL), or per table by the history
+        # (otherwise each table's history re-reads the whole window's Parquet, maps included).
+        if self.barriers or self.keep_history:
             self.rows = self.rows.persist()
             self.persisted.append(self.rows)
         self._pending = {

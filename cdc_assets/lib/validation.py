@@ -1,8 +1,10 @@
 """Data contracts: pandera models (pyspark.sql backend) + row invariants with counts.
 
-pandera checks the schema and column domains; `invariant_counts` counts the rows that
-break the cross-column rules pandera's column checks cannot express (a row event
-needs an op, a commit_ts and a full primary key; a DDL needs its SQL).
+pandera checks the schema (columns, Spark types, no extra columns). Its data checks run one
+Spark job each (`filter(~check).limit(1).count()`: a dozen scans of the window); here the
+models' own column checks (`nullable`, `ge`, `gt`, `isin`) and the cross-column invariants
+pandera cannot express (a row event needs an op, a commit_ts and a full primary key; a DDL
+needs its SQL) are counted together in one aggregate, so a failure also says how many rows.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandera.pyspark as pa
+from pandera.api.checks import Check
+from pandera.config import ValidationDepth, config_context
 from pandera.pyspark import DataFrameModel, Field
 from pyspark.sql import Column, DataFrame, functions as F, types as T
 
@@ -69,7 +73,8 @@ class ValidationOutcome:
 
     @property
     def failure_count(self) -> int:
-        return len(self.failed_checks) + sum(self.invariant_violations.values())
+        """Failing rows per data check and invariant; a schema error counts once."""
+        return sum(c.get("failing_rows", 1) for c in self.failed_checks) + sum(self.invariant_violations.values())
 
 
 def _invariants() -> dict[str, Column]:
@@ -90,6 +95,47 @@ def _invariants() -> dict[str, Column]:
     }
 
 
+# A pandera check -> the rows that fail it (a null passes, as in pandera: nullability is its own check).
+_VIOLATIONS = {
+    "greater_than_or_equal_to": lambda c, s: c < F.lit(s["min_value"]),
+    "greater_than": lambda c, s: c <= F.lit(s["min_value"]),
+    "isin": lambda c, s: ~c.isin(list(s["allowed_values"])),
+}
+
+
+def column_rules(model: type[DataFrameModel]) -> dict[tuple[str, str], Column]:
+    """(column, check name) -> a condition true on each row that fails the model's check."""
+    rules: dict[tuple[str, str], Column] = {}
+    for name, column in model.to_schema().columns.items():
+        c = F.col(name)
+        if not column.nullable:
+            rules[(name, "not_nullable")] = c.isNull()
+        for check in column.checks:
+            rules[(name, check.name)] = _violation(check, c)
+    return rules
+
+
+def _violation(check: Check, c: Column) -> Column:
+    if check.name not in _VIOLATIONS:
+        raise NotImplementedError(f"pandera check {check.name!r}: add its Spark condition to _VIOLATIONS")
+    return c.isNotNull() & _VIOLATIONS[check.name](c, check.statistics)
+
+
+def _schema_errors(model: type[DataFrameModel], df: DataFrame) -> list[dict]:
+    """Columns, Spark types and strictness. pandera counts a null in a non-nullable column
+    as a schema error with a job per column: nulls are counted in `validate`'s job instead."""
+    schema = model.to_schema()
+    schema = schema.update_columns({name: {"nullable": True} for name in schema.columns})
+    with config_context(validation_depth=ValidationDepth.SCHEMA_ONLY):
+        checked = schema.validate(check_obj=df)
+    return [
+        {"level": level, "kind": kind, **err}
+        for level, by_kind in dict(checked.pandera.errors or {}).items()
+        for kind, errs in by_kind.items()
+        for err in errs
+    ]
+
+
 def invariant_counts(df: DataFrame) -> dict[str, int]:
     rules = _invariants()
     row = df.agg(*[F.count_if(c).alias(name) for name, c in rules.items()]).first()
@@ -97,15 +143,23 @@ def invariant_counts(df: DataFrame) -> dict[str, int]:
 
 
 def validate(model: type[DataFrameModel], df: DataFrame) -> ValidationOutcome:
-    checked = model.validate(check_obj=df)
-    errors = dict(checked.pandera.errors or {})
+    """The model's schema (pandera), then its column checks and the invariants in one Spark job."""
+    schema_errors = _schema_errors(model, df)
+    if schema_errors:  # the columns are not what the rules expect: counting them could fail
+        return ValidationOutcome(schema_errors, {})
+    columns, invariants = column_rules(model), _invariants()
+    row = df.agg(
+        *[F.count_if(cond).alias(f"c{i}") for i, cond in enumerate(columns.values())],
+        *[F.count_if(cond).alias(name) for name, cond in invariants.items()],
+    ).first()
     failed = [
-        {"level": level, "kind": kind, **err}
-        for level, by_kind in errors.items()
-        for kind, errs in by_kind.items()
-        for err in errs
+        {"level": "DATA", "kind": "DATAFRAME_CHECK", "schema": model.Config.name, "column": column,
+         "check": check, "failing_rows": int(row[f"c{i}"])}
+        for i, (column, check) in enumerate(columns)
+        if row[f"c{i}"]
     ]
-    return ValidationOutcome(failed, invariant_counts(df))
+    return ValidationOutcome(failed, {name: int(row[name] or 0) for name in invariants})
 
 
-__all__ = ["ChangeLogModel", "ChangeTableModel", "ValidationOutcome", "invariant_counts", "validate", "pa"]
+__all__ = ["ChangeLogModel", "ChangeTableModel", "ValidationOutcome", "column_rules", "invariant_counts",
+           "validate", "pa"]

@@ -1,5 +1,6 @@
 """Layer 4: every table's state at the window end (previous window's snapshot + changes)."""
 
+import functools
 
 from dagster import (
     AssetCheckKey,
@@ -21,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, SNAPSHOTS, SourceBuild
+from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.metadata import schema_version, table_rows_chart
 from cdc_assets.lib.snapshot import read_table
@@ -125,7 +127,8 @@ def _snapshot_results(key, spark: SparkSession, snap_root, change_table: DataFra
             "manifest": MetadataValue.path(str(snap_root / "_manifests")),
         }
     )
-    dupes = {tid: _duplicate_keys(spark, snap_root, t) for tid, t in written.items()}
+    dupes = dict(zip(written, run_concurrently(
+        [functools.partial(_duplicate_keys, spark, snap_root, t) for t in written.values()])))
     yield AssetCheckResult(
         asset_key=key, check_name=PK_UNIQUE, passed=not any(dupes.values()),
         metadata={"duplicate_keys": sum(dupes.values()), "by_table": MetadataValue.json(dupes)},
