@@ -282,20 +282,29 @@ GAPS = """## Why targets are missed, and what would close the gap
   Canal-JSON, is the obvious next step.
 - **End to end.** `cdc-assets replay` runs one Dagster `execute_in_process` per window.
   Every layer is written as Parquet by the IO manager and read back by the next one, and
-  every window runs pandera contracts and the snapshot checks. Each window pays these fixed
+  every window runs the contracts and the snapshot checks. Each window pays these fixed
   costs whatever its size, so the total grows with the number of windows as well as with
-  the events. Measured step times on a quiet machine (1,000,000 events: landing, then four
-  windows of about 250,000 messages; Dagster's step statistics): landing 21 s (25 s while
-  it cached the whole batch, values included, to count it after the write); per window,
-  raw_messages 1–2 s, decode 11–17 s, change_table 9–13 s, snapshots and history 18–21 s.
-  Until 2026-11-21 the decode step took 20–31 s: each layer writes one file per window,
-  Spark splits a file only at row groups, and Parquet's default 128 MB row group put the
-  whole window's decode on one core; every action after the cache also re-ran the
-  value-conversion casts. The session now writes ~4 MB row groups and the decode step
+  the events. Spark's event log of one replay of the 1,000,000-event dump (landing, then
+  four windows of about 250,000 messages) showed about 190 Spark jobs per window, most of
+  them far under a second, and the driver idle between jobs for about a fifth of the run:
+  per window, the fixed cost of each job weighs more than the data. On 2026-11-22 two
+  changes cut jobs. The contract checks now count every pandera column check in one
+  aggregate; pandera ran a job per check, about two dozen per window (some 2 s in each of
+  decode and change_table). The snapshot step now writes its tables, the history's parts
+  and the key checks from a few driver threads: one window's snapshot step alone measured
+  20.9 and 19.0 s one table after another, 18.2 and 16.8 s with four threads (alternating
+  runs in one session, after a warm-up pair that measured 33.9 and 20.7 s). Step times with the one-aggregate contracts (Dagster's step
+  statistics, event log on, before the threads): landing 24 s; per window, raw_messages
+  1.5–2 s, decode 11–12 s (17 s for the first window, which starts the Python workers),
+  change_table 9–11 s, snapshots and history 20–23 s; in the same kind of run before it,
+  decode 16–21 s and change_table 12.5–15 s. Until 2026-11-21 the decode step took
+  20–31 s: each layer writes one file per window, Spark splits a file only at row groups,
+  and Parquet's default 128 MB row group put the whole window's decode on one core; every
+  action after the cache also re-ran the value-conversion casts. The session now writes ~4 MB row groups and the decode step
   caches the converted events (docs/configuration.md, docs/architecture.md). What remains
   per window is the decoder (about 5 s of the two cores), the conversion, the counts per
-  kind and reason, pandera (2–3 s), and writing the change log and the quarantine; the
-  snapshot step is now the largest (see below).
+  kind and reason, and writing the change log and the quarantine; the snapshot step is
+  the largest (see below).
 - **Snapshot core.** Everything after decode works on the change log's map columns
   (`before`, `after`, `column_types`), where DuckDB works on parsed, typed columns. Measured on 2026-11-21
   at 1,000,000 events, one process per step as above: in `cdc_snapshot` the per-table schema
@@ -306,7 +315,9 @@ GAPS = """## Why targets are missed, and what would close the gap
   kept). In `cdc_align`, the running watermark per Kafka partition and the dedup identity
   are two window sorts over full rows; hashing the two images for the identity saved about
   1.2 s of 11 s and was not adopted, because a hash collision would drop a real change.
-  Closing the gap needs the change table in typed columns per table instead of maps.
+  The window's row events are cached when the history is written (each table's history
+  re-read the window's Parquet, maps included). Closing the gap needs the change table in
+  typed columns per table instead of maps.
 - **Window cost against history.** A window rewrites every table it touches completely:
   it reads the previous snapshot of the table (row count, type conversions), anti-joins it
   with the window's keys, writes it, counts it and checks key uniqueness over it. So the
