@@ -15,8 +15,8 @@ def contract_check(asset_key: AssetKey, name: str, outcome: ValidationOutcome) -
         severity=AssetCheckSeverity.ERROR,
         metadata={
             "failure_count": outcome.failure_count,
-            "failed_pandera_checks": len(outcome.failed_checks),
+            "failed_checks": len(outcome.failed_checks),
             "invariant_violations": MetadataValue.json(outcome.invariant_violations),
-            "pandera_errors": MetadataValue.json(outcome.failed_checks[:20]),
+            "failed_check_details": MetadataValue.json(outcome.failed_checks[:20]),
         },
     )

@@ -95,7 +95,12 @@ def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, T
     """`previous`: every table of the previous snapshot (frames lazy). Returns the state at the window
     end; call `release()` on it after writing its frames."""
     run = _Run(spark, changes, previous, keep_history)
-    run.apply()
+    try:
+        run.apply()
+    except BaseException:
+        for df in run.persisted:  # nobody will call release() on a result that never came
+            df.unpersist()
+        raise
     return WindowResult(run.states, run.dropped, run.barriers, run.unparsed, run.flushes, run.closures,
                         run.persisted)
 

@@ -42,3 +42,12 @@ def test_every_task_finishes_before_the_first_failure_is_raised():
 
 def test_one_task_runs_on_the_calling_thread():
     assert run_concurrently([lambda: threading.current_thread().name]) == [threading.current_thread().name]
+
+
+def test_the_other_failures_come_as_notes_of_the_first():
+    def fails(message):
+        raise RuntimeError(message)
+
+    with pytest.raises(RuntimeError, match="first") as raised:
+        run_concurrently([lambda: fails("first"), lambda: fails("second")])
+    assert any("second" in note for note in raised.value.__notes__)

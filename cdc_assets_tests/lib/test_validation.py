@@ -7,7 +7,7 @@ import pytest
 from pyspark.sql import SparkSession, types as T
 
 from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA
-from cdc_assets.lib.validation import ChangeLogModel, ChangeTableModel, column_rules, validate
+from cdc_assets.lib.validation import ChangeLogModel, ChangeTableModel, column_rules, pa, validate
 
 # Nullable everywhere, so that a test can put a null where the contract forbids one.
 _SCHEMA = T.StructType([T.StructField(f.name, f.dataType, True) for f in CHANGE_LOG_SCHEMA.fields])
@@ -109,3 +109,15 @@ def test_every_check_of_both_models_has_a_spark_condition():
     for model in (ChangeLogModel, ChangeTableModel):
         rules = column_rules(model)
         assert ("event_kind", "isin") in rules and ("topic", "not_nullable") in rules
+
+
+def test_a_model_with_a_check_the_aggregate_cannot_count_is_refused():
+    """pandera's schema-only pass would skip a frame-wide check: it must not pass unseen."""
+
+    class WithFrameCheck(ChangeLogModel):
+        @pa.dataframe_check
+        def anything(cls, df):  # noqa: N805 (pandera's signature)
+            return True
+
+    with pytest.raises(NotImplementedError, match="only column checks"):
+        column_rules(WithFrameCheck)
