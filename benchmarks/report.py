@@ -293,8 +293,12 @@ GAPS = """## Why targets are missed, and what would close the gap
   decode and change_table). The snapshot step now writes its tables, the history's parts
   and the key checks from a few driver threads: one window's snapshot step alone measured
   20.9 and 19.0 s one table after another, 18.2 and 16.8 s with four threads (alternating
-  runs in one session, after a warm-up pair that measured 33.9 and 20.7 s). Step times with the one-aggregate contracts (Dagster's step
-  statistics, event log on, before the threads): landing 24 s; per window, raw_messages
+  runs in one session, after a warm-up pair that measured 33.9 and 20.7 s). Whole
+  replays of the 1,000,000-event dump, alternating the code before these changes and
+  after them on the same machine, measured 211.2 and 226.5 s before, 200.2 and 232.2 s
+  after: end to end, the gain is within this machine's run-to-run noise (about 10%).
+  Step times with the one-aggregate contracts (Dagster's step
+  statistics, event log on, before the threads; single runs): landing 24 s; per window, raw_messages
   1.5–2 s, decode 11–12 s (17 s for the first window, which starts the Python workers),
   change_table 9–11 s, snapshots and history 20–23 s; in the same kind of run before it,
   decode 16–21 s and change_table 12.5–15 s. Until 2026-11-21 the decode step took
