@@ -140,12 +140,6 @@ def _schema_errors(model: type[DataFrameModel], df: DataFrame) -> list[dict]:
     ]
 
 
-def invariant_counts(df: DataFrame) -> dict[str, int]:
-    rules = _invariants()
-    row = df.agg(*[F.count_if(c).alias(name) for name, c in rules.items()]).first()
-    return {name: int(row[name] or 0) for name in rules}
-
-
 def validate(model: type[DataFrameModel], df: DataFrame) -> ValidationOutcome:
     """The model's schema (pandera), then its column checks and the invariants in one Spark job."""
     schema_errors = _schema_errors(model, df)
@@ -165,5 +159,4 @@ def validate(model: type[DataFrameModel], df: DataFrame) -> ValidationOutcome:
     return ValidationOutcome(failed, {name: int(row[name] or 0) for name in invariants})
 
 
-__all__ = ["ChangeLogModel", "ChangeTableModel", "ValidationOutcome", "column_rules", "invariant_counts",
-           "validate", "pa"]
+__all__ = ["ChangeLogModel", "ChangeTableModel", "ValidationOutcome", "column_rules", "validate", "pa"]
