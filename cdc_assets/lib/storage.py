@@ -9,6 +9,7 @@ so they can never leave the warehouse root.
 from __future__ import annotations
 
 import fcntl
+import glob
 import json
 import os
 import shutil
@@ -70,9 +71,22 @@ def remove_path(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def _sibling_pattern(prefix: str, final: Path) -> str:
+    """`{prefix}-{name}-{8 hex digits}`: no other name's siblings (`a` must not match `a-b`)."""
+    return f"{prefix}-{glob.escape(final.name)}-{'[0-9a-f]' * 8}"
+
+
 def remove_stale_temps(final: Path) -> None:
-    """Temporary siblings of `final` left by a killed writer (call while holding `exclusive`)."""
-    for stale in final.parent.glob(f".tmp-{final.name}-*"):
+    """Clean up after a killed writer (call while holding `exclusive`): its temporary
+    siblings of `final` go, and so do old versions moved aside by `replace_dir`. A kill
+    between `replace_dir`'s two renames leaves no `final`: the version moved aside, the
+    last complete one, is put back first."""
+    for stale in final.parent.glob(_sibling_pattern(".tmp", final)):
+        remove_path(stale)
+    moved_aside = sorted(final.parent.glob(_sibling_pattern(".trash", final)), key=lambda p: p.lstat().st_ctime)
+    if moved_aside and not final.exists():
+        os.replace(moved_aside.pop(), final)
+    for stale in moved_aside:
         remove_path(stale)
 
 

@@ -206,7 +206,7 @@ def value_rule(f: Column) -> Column:
     """A field schema -> struct(rule, scale): how its values become canonical text."""
     declared = F.lower(F.coalesce(f["tidb_type"], _param(f, SOURCE_TYPE)))
     rule = F.coalesce(
-        _case(f["name"], _RULE_BY_NAME),
+        _lookup(f["name"], _RULE_BY_NAME),
         F.when((F.lower(f["type"]) == "bytes") | _is_binary_type(declared), F.lit("base64")),
         F.when(F.coalesce(declared.rlike(r"^\s*bigint\s+unsigned"), F.lit(False)), F.lit("unsigned_bigint")),
         # TiCDC writes DECIMAL as a JSON double: its digits, never an exponent.
@@ -216,59 +216,81 @@ def value_rule(f: Column) -> Column:
     return F.struct(rule.alias("rule"), _param(f, "scale").try_cast("int").alias("scale"))
 
 
+_NUMBER_RULES = ("date", "unsigned_bigint", *_DATETIME_RULES, *_TIME_RULES)
+_BYTES_RULES = ("bits", "decimal", "variable_decimal", "base64")
+
+
 def canonical_values(raw: Column, rules: Column) -> Column:
     """map<string, VARIANT> + per-column rules (map<string, struct(rule, scale)>, may be
     null) -> map<string, string> of canonical text.
 
-    Several small passes instead of one big expression: each intermediate (text, micros,
+    Several small passes instead of one big expression: each intermediate (number, micros,
     bytes, unscaled decimal) becomes a struct field that later passes refer to, because
     Spark expression trees are copied, not shared — one inlined expression reused in
-    eight places is eight copies to analyze and run.
+    eight places is eight copies to analyze and run. Lambdas are interpreted, not
+    compiled, so a pass only touches the values whose rule needs it: a plain column
+    (rule `text`, most of them) is looked up once and passed through.
     """
-    parsed = F.transform_values(raw, lambda k, x: F.struct(
+    text_rule = F.struct(F.lit("text").alias("rule"), F.lit(None).cast("int").alias("scale"))
+    staged = F.transform_values(raw, lambda k, x: F.struct(
+        x.alias("x"),
         F.try_variant_get(x, "$", "string").alias("text"),  # numbers keep their digits
-        F.schema_of_variant(x).alias("kind"),
-        F.coalesce(F.try_element_at(rules, k)["rule"], F.lit("text")).alias("rule"),
-        F.try_element_at(rules, k)["scale"].alias("scale"),
-        F.try_variant_get(x, "$", "struct<scale:int,value:string>").alias("variable"),
+        F.coalesce(F.try_element_at(rules, k), text_rule).alias("r"),
+        F.lit(None).cast("long").alias("number"),
+        F.lit(None).cast("long").alias("micros"),
+        F.lit(None).cast("int").alias("scale"),
+        F.lit(None).cast("binary").alias("bytes"),
+        F.lit(None).cast("boolean").alias("is_string"),
+        F.lit(None).cast("array<string>").alias("hex"),
+        F.lit(None).cast("string").alias("unscaled"),
     ))
 
     def numbers(k: Column, v: Column) -> Column:
-        rule, number = v["rule"], v["text"].try_cast("long")
+        rule, text, x = v["r"]["rule"], v["text"], v["x"]
+        number = text.try_cast("long")
         micros = (
             F.when(rule.isin("datetime_ms", "time_ms"), F.try_multiply(number, F.lit(1000)))
             .when(rule.isin("datetime_us", "time_us"), number)
             .when(rule.isin("datetime_ns", "time_ns"), _floor_div(number, 1000))
-            .when(rule == "zoned", F.unix_micros(F.try_to_timestamp(v["text"])))
+            .when(rule == "zoned", F.unix_micros(F.try_to_timestamp(text)))
         )
-        encoded = F.when(rule == "variable_decimal", v["variable"]["value"]).otherwise(v["text"])
+        variable = F.try_variant_get(x, "$", "struct<scale:int,value:string>")
+        encoded = F.when(rule == "variable_decimal", variable["value"]).otherwise(text)
         return (
-            v.withField("number", number).withField("micros", micros)
-            .withField("scale", F.coalesce(v["variable"]["scale"], v["scale"]))
-            .withField("bytes", F.when(rule.isin("bits", "decimal", "variable_decimal", "base64"),
-                                       F.try_to_binary(encoded, F.lit("base64"))))
+            F.when(rule.isin(*_NUMBER_RULES), v.withField("number", number).withField("micros", micros))
+            .when(rule.isin(*_BYTES_RULES),
+                  v.withField("bytes", F.try_to_binary(encoded, F.lit("base64")))
+                  .withField("scale", F.when(rule == "variable_decimal", variable["scale"]).otherwise(v["r"]["scale"]))
+                  # A Connect Decimal is base64 bytes; Flink CDC's numeric format writes a number.
+                  .withField("is_string", F.schema_of_variant(x) == "STRING"))
+            .otherwise(v)
         )
 
     def hex_pairs(k: Column, v: Column) -> Column:
-        return v.withField("hex", F.regexp_extract_all(F.hex(v["bytes"]), F.lit("(..)"), 1))
+        needs_hex = v["r"]["rule"].isin("bits", "decimal", "variable_decimal")
+        return F.when(needs_hex, v.withField("hex", F.regexp_extract_all(F.hex(v["bytes"]), F.lit("(..)"), 1))
+                      ).otherwise(v)
+
+    def is_byte_decimal(v: Column) -> Column:
+        rule = v["r"]["rule"]
+        return ((rule == "decimal") & v["is_string"]) | (rule == "variable_decimal")
 
     def unscaled(k: Column, v: Column) -> Column:
-        is_decimal = (((v["rule"] == "decimal") & (v["kind"] == "STRING")) | (v["rule"] == "variable_decimal"))
-        return v.withField("unscaled", F.when(is_decimal & v["bytes"].isNotNull(),
-                                              _unscaled(v["hex"])))
+        return F.when(is_byte_decimal(v) & v["bytes"].isNotNull(), v.withField("unscaled", _unscaled(v["hex"]))
+                      ).otherwise(v)
 
     def final(k: Column, v: Column) -> Column:
-        rule, text = v["rule"], v["text"]
+        rule, text = v["r"]["rule"], v["text"]
+        boolean = text.isin("true", "false") & (F.schema_of_variant(v["x"]) == "BOOLEAN")
         return (
             F.when(text.isNull(), F.lit(None).cast("string"))
-            .when(v["kind"] == "BOOLEAN", F.when(text == "true", F.lit("1")).otherwise(F.lit("0")))
+            .when(boolean, F.when(text == "true", F.lit("1")).otherwise(F.lit("0")))
+            .when(rule == "text", text)
             .when(rule == "date", F.date_from_unix_date(v["number"].try_cast("int")).cast("string"))
             .when(rule.isin(*_DATETIME_RULES), micros_to_datetime_text(v["micros"]))
             .when(rule.isin(*_TIME_RULES), micros_to_time_text(v["micros"]))
             .when(rule == "bits", F.when(v["bytes"].isNotNull(), bits_text(v["hex"])))
-            # A Connect Decimal is base64 bytes; Flink CDC's numeric format writes a number.
-            .when(((rule == "decimal") & (v["kind"] == "STRING")) | (rule == "variable_decimal"),
-                  decimal_text(v["unscaled"], v["scale"]))
+            .when(is_byte_decimal(v), decimal_text(v["unscaled"], v["scale"]))
             .when(rule.isin("decimal", "decimal_number"), plain_number_text(text))
             .when(rule == "base64", F.base64(v["bytes"]))
             .when((rule == "unsigned_bigint") & (v["number"] < 0),
@@ -276,7 +298,7 @@ def canonical_values(raw: Column, rules: Column) -> Column:
             .otherwise(text)
         )
 
-    out = parsed
+    out = staged
     for step in (numbers, hex_pairs, unscaled, final):
         out = F.transform_values(out, step)
     return out
@@ -292,11 +314,9 @@ def _source_type(f: Column) -> Column:
     ).otherwise(base)
 
 
-def _case(key: Column, mapping: dict[str, str]) -> Column:
-    out = None
-    for k, v in mapping.items():
-        out = (F.when if out is None else out.when)(key == k, F.lit(v))
-    return out
+def _lookup(key: Column, mapping: dict[str, str]) -> Column:
+    """`mapping[key]` (null if absent): one lookup in a literal map, not a CASE per entry."""
+    return F.try_element_at(F.create_map(*[F.lit(x) for item in mapping.items() for x in item]), key)
 
 
 def column_type(f: Column) -> Column:
@@ -304,9 +324,9 @@ def column_type(f: Column) -> Column:
     precision, scale = _param(f, "connect.decimal.precision"), _param(f, "scale")
     with_params = F.concat(F.lit("decimal("), precision, F.lit(","), F.coalesce(scale, F.lit("0")), F.lit(")"))
     connect_decimal = F.when(precision.isNotNull(), with_params).otherwise(F.lit("decimal"))
-    named = F.when(f["name"] == CONNECT_DECIMAL, connect_decimal).otherwise(_case(f["name"], _NAMED_TYPES))
+    named = F.when(f["name"] == CONNECT_DECIMAL, connect_decimal).otherwise(_lookup(f["name"], _NAMED_TYPES))
     return F.coalesce(
-        F.lower(F.trim(f["tidb_type"])), _source_type(f), named, _case(F.lower(f["type"]), _CONNECT_TYPES),
+        F.lower(F.trim(f["tidb_type"])), _source_type(f), named, _lookup(F.lower(f["type"]), _CONNECT_TYPES),
         F.lit("varchar"),
     )
 

@@ -1,0 +1,51 @@
+"""Recovery after a writer was killed in the middle of `replace_dir`."""
+
+import os
+
+from cdc_assets.lib.storage import remove_stale_temps, replace_dir, temp_sibling
+
+
+def _version(path, text):
+    path.mkdir(parents=True)
+    (path / "part-0").write_text(text)
+    return path
+
+
+def test_replace_dir_swaps_in_the_new_version_and_leaves_nothing_beside_it(tmp_path):
+    final = _version(tmp_path / "window=1", "old")
+    replace_dir(_version(temp_sibling(final), "new"), final)
+    assert (final / "part-0").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["window=1"]
+
+
+def test_a_kill_between_the_two_renames_puts_the_last_complete_version_back(tmp_path):
+    final = _version(tmp_path / "window=1", "old")
+    unfinished = _version(temp_sibling(final), "new")
+    os.replace(final, tmp_path / ".trash-window=1-deadbeef")  # replace_dir's first rename, then the kill
+
+    remove_stale_temps(final)
+
+    assert (final / "part-0").read_text() == "old"
+    assert not unfinished.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["window=1"]
+
+
+def test_a_kill_after_the_swap_leaves_only_garbage_to_remove(tmp_path):
+    final = _version(tmp_path / "window=1", "new")
+    _version(tmp_path / ".trash-window=1-deadbeef", "old")
+    _version(tmp_path / ".trash-window=10-cafebabe", "another window's")  # not ours
+
+    remove_stale_temps(final)
+
+    assert (final / "part-0").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".trash-window=10-cafebabe", "window=1"]
+
+
+def test_only_the_siblings_of_this_name_are_touched_even_with_glob_characters(tmp_path):
+    final = _version(tmp_path / "t[1]", "current")
+    ours = _version(temp_sibling(final), "unfinished")
+    other = _version(tmp_path / ".tmp-t[1]-x-0123abcd", "the temp of `t[1]-x`")
+
+    remove_stale_temps(final)
+
+    assert not ours.exists() and other.exists() and (final / "part-0").read_text() == "current"
