@@ -46,7 +46,11 @@ def replace_dir(tmp: Path, final: Path) -> None:
         trash = final.with_name(f".trash-{final.name}-{uuid.uuid4().hex[:8]}")
         os.replace(final, trash)
         os.replace(tmp, final)
-        shutil.rmtree(trash, ignore_errors=True)
+        # Renamed to garbage before the slow delete: a kill mid-delete must leave nothing
+        # that `remove_stale_temps` would put back.
+        garbage = temp_sibling(final)
+        os.replace(trash, garbage)
+        shutil.rmtree(garbage, ignore_errors=True)
     else:
         os.replace(tmp, final)
 

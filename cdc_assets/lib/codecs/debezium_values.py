@@ -260,9 +260,9 @@ def canonical_values(raw: Column, rules: Column) -> Column:
             F.when(rule.isin(*_NUMBER_RULES), v.withField("number", number).withField("micros", micros))
             .when(rule.isin(*_BYTES_RULES),
                   v.withField("bytes", F.try_to_binary(encoded, F.lit("base64")))
-                  .withField("scale", F.when(rule == "variable_decimal", variable["scale"]).otherwise(v["r"]["scale"]))
+                  .withField("scale", F.coalesce(F.when(rule == "variable_decimal", variable["scale"]), v["r"]["scale"]))
                   # A Connect Decimal is base64 bytes; Flink CDC's numeric format writes a number.
-                  .withField("is_string", F.schema_of_variant(x) == "STRING"))
+                  .withField("is_string", F.when(rule == "decimal", F.schema_of_variant(x) == "STRING")))
             .otherwise(v)
         )
 
