@@ -9,7 +9,6 @@ function that returns one, is called only then).
 from __future__ import annotations
 
 import tempfile
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -21,7 +20,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from cdc_assets.lib.point_in_time import parse_instant, plan, tables_as_of
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, table_path
-from cdc_assets.lib.storage import table_id
+from cdc_assets.lib.storage import table_id, temp_sibling
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ def _export_window(snapshots: Path, window: int, out: Path) -> list[ExportedTabl
 def _write(out: Path, database: str, table: str, data) -> ExportedTable:
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"{table_id(database, table)}.parquet"
-    tmp = target.with_name(f".tmp-{target.name}-{uuid.uuid4().hex[:8]}")
+    tmp = temp_sibling(target)
     pq.write_table(data, tmp)
     tmp.replace(target)
     return ExportedTable(database, table, data.num_rows, data.column_names, target)

@@ -43,7 +43,7 @@ def replace_dir(tmp: Path, final: Path) -> None:
     """Move a finished temporary directory into place, replacing any previous version."""
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():
-        trash = final.with_name(f".trash-{final.name}-{uuid.uuid4().hex[:8]}")
+        trash = _sibling(".trash", final)
         os.replace(final, trash)
         os.replace(tmp, final)
         # Renamed to garbage before the slow delete: a kill mid-delete must leave nothing
@@ -75,9 +75,17 @@ def remove_path(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+_SUFFIX_DIGITS = 8  # hex digits of the random suffix of a sibling's name
+
+
+def _sibling(prefix: str, final: Path) -> Path:
+    """A hidden, unique sibling of `final`: `{prefix}-{name}-{hex suffix}`."""
+    return final.with_name(f"{prefix}-{final.name}-{uuid.uuid4().hex[:_SUFFIX_DIGITS]}")
+
+
 def _sibling_pattern(prefix: str, final: Path) -> str:
-    """`{prefix}-{name}-{8 hex digits}`: no other name's siblings (`a` must not match `a-b`)."""
-    return f"{prefix}-{glob.escape(final.name)}-{'[0-9a-f]' * 8}"
+    """The glob of `_sibling(prefix, final)`: no other name's siblings (`a` must not match `a-b`)."""
+    return f"{prefix}-{glob.escape(final.name)}-{'[0-9a-f]' * _SUFFIX_DIGITS}"
 
 
 def remove_stale_temps(final: Path) -> None:
@@ -96,12 +104,11 @@ def remove_stale_temps(final: Path) -> None:
 
 def temp_sibling(final: Path) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
-    return final.with_name(f".tmp-{final.name}-{uuid.uuid4().hex[:8]}")
+    return _sibling(".tmp", final)
 
 
 def write_json_atomic(path: Path, payload: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}-{uuid.uuid4().hex[:8]}")
+    tmp = temp_sibling(path)
     tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))
     os.replace(tmp, path)
 
