@@ -5,8 +5,9 @@ Rules (docs/architecture.md, "Ordering, dedup and watermarks"):
   earlier (lower offset) in the same Kafka partition. TiCDC guarantees everything below
   a watermark was sent before it, so such an event is a re-sent copy: dropped, counted.
 - duplicate: among the rest, events with identical content (table, commit_ts, source
-  position, kind, op, key, before, after, DDL text) are copies from a changefeed restart; the first one in
-  (partition, offset, index) order is kept, the others dropped and counted.
+  position, kind, op, key, before, after, DDL text; the images as a hash of their sorted
+  entries) are copies from a changefeed restart; the first one in (partition, offset, index)
+  order is kept, the others dropped and counted.
 Watermark events are not part of the output (they live in the landing state).
 """
 
@@ -29,29 +30,73 @@ class AlignmentCounts:
     ddl_out: int
 
 
-def _sorted_entries(m: str) -> Column:
-    # Maps cannot be grouped on; a sorted entry array is a stable, groupable identity.
-    return F.array_sort(F.map_entries(F.col(m)))
+def _images_hash() -> Column:
+    """The before and after images as one 64-bit hash of their sorted entries (maps cannot be
+    grouped on; entry order does not matter). Grouping on the hash rather than on the entry
+    arrays halves what the dedup shuffle moves; two different images would also have to
+    agree on table, commit_ts, position, op and key to be taken for copies."""
+    # The null flags keep (null, X) and (X, null) apart: a hash skips null inputs.
+    return F.xxhash64(*(c for m in ("before", "after")
+                        for c in (F.col(m).isNull(), F.array_sort(F.map_entries(F.col(m))))))
+
+
+# The offset range of a partition is cut into at most this many buckets, so that an event is
+# compared with the few watermark intervals of its own bucket, not with every watermark.
+_OFFSET_BUCKETS = 4096
+_PARTITION = ["topic", "kafka_partition"]
+
+
+def _prior_watermark(events: DataFrame, watermarks: DataFrame) -> DataFrame:
+    """Adds `_prior_watermark`: the highest watermark at or before each event's offset in its
+    partition (null: none). An as-of lookup through two broadcast joins: the events are not
+    shuffled, and a topic with one partition is not one task (a window over the partition was)."""
+    # Only watermarks up to the last event of a partition can precede one of its events.
+    reach = events.groupBy(*_PARTITION).agg(F.max("kafka_offset").alias("_reach"))
+    by_offset = Window.partitionBy(*_PARTITION).orderBy("kafka_offset", "watermark_ts")
+    steps = (
+        watermarks.join(reach, on=_PARTITION, how="inner")
+        .where(F.col("kafka_offset") <= F.col("_reach"))
+        .select(
+            *_PARTITION,
+            F.col("kafka_offset").alias("_from"),
+            # [_from, _until): the offsets whose latest preceding watermark is this one
+            F.coalesce(F.lead("kafka_offset").over(by_offset), F.col("_reach") + 1).alias("_until"),
+            F.max("watermark_ts").over(by_offset.rowsBetween(Window.unboundedPreceding, 0)).alias("_run"),
+            F.col("_reach") - F.min("kafka_offset").over(Window.partitionBy(*_PARTITION)) + 1,
+        )
+        .toDF(*_PARTITION, "_from", "_until", "_run", "_span")
+        .withColumn("_shift", F.greatest(F.lit(0), F.ceil(F.log2(F.col("_span") / _OFFSET_BUCKETS))).cast("int"))
+    )
+    shifts = steps.groupBy(*_PARTITION).agg(F.max("_shift").alias("_shift"))
+    intervals = steps.where(F.col("_from") < F.col("_until")).select(
+        F.col("topic").alias("_m_topic"),
+        F.col("kafka_partition").alias("_m_partition"),
+        F.explode(F.sequence(F.call_function("shiftright", "_from", "_shift"),
+                             F.call_function("shiftright", F.col("_until") - 1, "_shift"))).alias("_m_bucket"),
+        "_from", "_until", "_run",
+    )
+    located = events.join(F.broadcast(shifts), on=_PARTITION, how="left").withColumn(
+        "_bucket", F.call_function("shiftright", "kafka_offset", "_shift"))
+    within = (
+        located["topic"].eqNullSafe(intervals["_m_topic"])
+        & located["kafka_partition"].eqNullSafe(intervals["_m_partition"])
+        & (located["_bucket"] == intervals["_m_bucket"])
+        & (located["kafka_offset"] >= intervals["_from"])
+        & (located["kafka_offset"] < intervals["_until"])
+    )
+    # The intervals of a partition do not overlap: an event matches at most one.
+    return located.join(F.broadcast(intervals), on=within, how="left").select(
+        *events.columns, F.col("_run").alias("_prior_watermark"))
 
 
 def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_start_tso: int) -> DataFrame:
     """Add `_late` and `_duplicate` flags to every non-watermark event."""
-    events = changes.where(F.col("event_kind") != WATERMARK)
+    events = changes.where(F.col("event_kind") != WATERMARK).select(*CHANGE_LOG_COLUMNS)
     # Only watermarks above the window start can make an event of this window late.
-    marks = watermarks.where(F.col("watermark_ts") > F.lit(window_start_tso)).select(
-        "topic", "kafka_partition", "kafka_offset", F.col("watermark_ts").alias("_mark")
-    )
-    tagged = events.select(*CHANGE_LOG_COLUMNS, F.lit(None).cast("long").alias("_mark")).unionByName(
-        marks, allowMissingColumns=True
-    )
-    by_offset = (
-        Window.partitionBy("topic", "kafka_partition")
-        .orderBy("kafka_offset", F.col("event_kind").asc_nulls_first())
-        .rowsBetween(Window.unboundedPreceding, -1)
-    )
-    with_prior = tagged.withColumn("_prior_watermark", F.max("_mark").over(by_offset)).where(
-        F.col("event_kind").isNotNull()
-    )
+    marks = watermarks.where(
+        (F.col("watermark_ts") > F.lit(window_start_tso)) & F.col("kafka_offset").isNotNull()
+    ).select(*_PARTITION, "kafka_offset", "watermark_ts")
+    with_prior = _prior_watermark(events, marks)
     late = (F.col("event_kind") == ROW) & F.coalesce(
         F.col("commit_ts") < F.col("_prior_watermark"), F.lit(False)
     )
@@ -60,8 +105,7 @@ def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_s
         # source_position: coarse clocks (official Canal, DTS) can repeat a change in the same
         # second; only the source's position tells a real repeat from an at-least-once copy.
         "_late", "database", "table", "commit_ts", "source_position", "event_kind", "op",
-        "pk_values", "ddl_sql",
-        _sorted_entries("before"), _sorted_entries("after"),
+        "pk_values", "ddl_sql", _images_hash(),
     ).orderBy("kafka_partition", "kafka_offset", "event_index")
     return flagged.withColumn(
         "_duplicate", ~F.col("_late") & (F.row_number().over(identity) > 1)

@@ -1,0 +1,79 @@
+"""Late and duplicate flags on change-log rows built by hand, against plain-Python references."""
+
+from __future__ import annotations
+
+import random
+
+from cdc_assets.lib.alignment import count_alignment, mark_late_and_duplicates
+from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA, ROW
+
+START = 1_000 << 18  # the window start, as a TSO
+WATERMARK_SCHEMA = "topic string, kafka_partition int, kafka_offset long, watermark_ts long"
+
+
+def _event(partition: int, offset: int, commit_ts: int, index: int = 0, op: str = "INSERT",
+           before: dict | None = None, after: dict | None = None) -> dict:
+    row = dict.fromkeys(CHANGE_LOG_SCHEMA.fieldNames())
+    row.update(topic="t", kafka_partition=partition, kafka_offset=offset, event_index=index,
+               event_kind=ROW, op=op, database="db", table="tb", commit_ts=commit_ts,
+               pk_names=["id"], pk_values=[str(offset)], before=before,
+               after=after if after is not None or before is not None else {"id": str(offset)})
+    return row
+
+
+def _flags(spark, events: list[dict], marks: list[tuple]) -> dict:
+    marked = mark_late_and_duplicates(
+        spark.createDataFrame(events, CHANGE_LOG_SCHEMA), spark.createDataFrame(marks, WATERMARK_SCHEMA), START)
+    return {(r.kafka_partition, r.kafka_offset, r.event_index): (r._late, r._duplicate)
+            for r in marked.select("kafka_partition", "kafka_offset", "event_index", "_late", "_duplicate").collect()}
+
+
+def test_late_flags_match_the_rule_over_random_partitions(spark):
+    """Late = below the highest watermark above the window start at or before the event's offset
+    in its partition. Offsets span far more than the lookup's 4,096 buckets, watermarks repeat an
+    offset, move backwards, lie past the last event, or are missing in a partition."""
+    rng = random.Random(7)
+    events, marks = [], []
+    for partition, span in ((0, 300_000), (1, 5_000), (2, 40)):
+        offsets = sorted(rng.sample(range(span), min(span, 400)))
+        mark_offsets = set(rng.sample(offsets, 60)) if partition != 2 else set()
+        for offset in offsets:
+            ts = START + rng.randrange(-50, 2_000)
+            if offset in mark_offsets:
+                marks.append(("t", partition, offset, ts))
+                if rng.random() < 0.2:  # the same offset landed twice
+                    marks.append(("t", partition, offset, ts + rng.randrange(-5, 5)))
+            else:
+                events.append(_event(partition, offset, ts))
+        marks.append(("t", partition, span + 10, START + 10_000))  # after every event
+    marks.append(("t", 9, 5, START + 10_000))  # a partition without events
+
+    def late(e: dict) -> bool:
+        prior = [ts for _, p, o, ts in marks
+                 if p == e["kafka_partition"] and o <= e["kafka_offset"] and ts > START]
+        return bool(prior) and e["commit_ts"] < max(prior)
+
+    flags = _flags(spark, events, marks)
+    expected = {(e["kafka_partition"], e["kafka_offset"], 0): late(e) for e in events}
+    assert {k: v[0] for k, v in flags.items()} == expected
+    assert 50 < sum(expected.values()) < len(expected) - 50  # both outcomes are exercised
+
+
+def test_copies_are_duplicates_whatever_their_column_order(spark):
+    image, reordered = {"id": "1", "a": "x", "b": None}, {"b": None, "a": "x", "id": "1"}
+    events = [
+        _event(0, 10, START + 5, after=image),
+        _event(0, 11, START + 5, after=reordered),  # a copy: same entries, other order
+        _event(0, 12, START + 5, after={"id": "1", "a": "y", "b": None}),  # another image
+        # the same image as before rather than after: not a copy of either
+        _event(1, 20, START + 5, op="READ", before=image),
+        _event(1, 21, START + 5, op="READ", after=image),
+    ]
+    for e in events:
+        e["pk_values"] = ["1"]
+    flags = _flags(spark, events, [])
+    assert {k: v[1] for k, v in flags.items()} == {
+        (0, 10, 0): False, (0, 11, 0): True, (0, 12, 0): False, (1, 20, 0): False, (1, 21, 0): False}
+    counts = count_alignment(mark_late_and_duplicates(
+        spark.createDataFrame(events, CHANGE_LOG_SCHEMA), spark.createDataFrame([], WATERMARK_SCHEMA), START))
+    assert (counts.events_in, counts.duplicates, counts.late, counts.events_out) == (5, 1, 0, 4)
