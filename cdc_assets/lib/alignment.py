@@ -1,13 +1,12 @@
 """Layer 3: at-least-once duplicates removed, late events dropped, watermark-aligned.
 
 Rules (docs/architecture.md, "Ordering, dedup and watermarks"):
-- late: a row event whose commit_ts is below the highest watermark that appeared
-  earlier (lower offset) in the same Kafka partition. TiCDC guarantees everything below
-  a watermark was sent before it, so such an event is a re-sent copy: dropped, counted.
+- late: a row event whose commit_ts is below the highest watermark that appeared earlier
+  (at the same or a lower offset) in the same Kafka partition. TiCDC guarantees everything
+  below a watermark was sent before it, so such an event is a re-sent copy: dropped, counted.
 - duplicate: among the rest, events with identical content (table, commit_ts, source
-  position, kind, op, key, before, after, DDL text; the images as a hash of their sorted
-  entries) are copies from a changefeed restart; the first one in (partition, offset, index)
-  order is kept, the others dropped and counted.
+  position, kind, op, key, before, after, DDL text) are copies from a changefeed restart; the first one in
+  (partition, offset, index) order is kept, the others dropped and counted.
 Watermark events are not part of the output (they live in the landing state).
 """
 
@@ -30,14 +29,9 @@ class AlignmentCounts:
     ddl_out: int
 
 
-def _images_hash() -> Column:
-    """The before and after images as one 64-bit hash of their sorted entries (maps cannot be
-    grouped on; entry order does not matter). Grouping on the hash rather than on the entry
-    arrays halves what the dedup shuffle moves; two different images would also have to
-    agree on table, commit_ts, position, op and key to be taken for copies."""
-    # The null flags keep (null, X) and (X, null) apart: a hash skips null inputs.
-    return F.xxhash64(*(c for m in ("before", "after")
-                        for c in (F.col(m).isNull(), F.array_sort(F.map_entries(F.col(m))))))
+def _sorted_entries(m: str) -> Column:
+    # Maps cannot be grouped on; a sorted entry array is a stable, groupable identity.
+    return F.array_sort(F.map_entries(F.col(m)))
 
 
 # The offset range of a partition is cut into at most this many buckets, so that an event is
@@ -59,21 +53,23 @@ def _prior_watermark(events: DataFrame, watermarks: DataFrame) -> DataFrame:
         .select(
             *_PARTITION,
             F.col("kafka_offset").alias("_from"),
-            # [_from, _until): the offsets whose latest preceding watermark is this one
-            F.coalesce(F.lead("kafka_offset").over(by_offset), F.col("_reach") + 1).alias("_until"),
+            # [_from, _to]: the offsets whose latest watermark at or before them is this one
+            # (inclusive, so that an offset at the top of the long range does not overflow)
+            F.coalesce(F.lead("kafka_offset").over(by_offset) - 1, F.col("_reach")).alias("_to"),
             F.max("watermark_ts").over(by_offset.rowsBetween(Window.unboundedPreceding, 0)).alias("_run"),
-            F.col("_reach") - F.min("kafka_offset").over(Window.partitionBy(*_PARTITION)) + 1,
+            F.col("_reach").cast("double")
+            - F.min("kafka_offset").over(Window.partitionBy(*_PARTITION)).cast("double") + 1,
         )
-        .toDF(*_PARTITION, "_from", "_until", "_run", "_span")
+        .toDF(*_PARTITION, "_from", "_to", "_run", "_span")
         .withColumn("_shift", F.greatest(F.lit(0), F.ceil(F.log2(F.col("_span") / _OFFSET_BUCKETS))).cast("int"))
     )
     shifts = steps.groupBy(*_PARTITION).agg(F.max("_shift").alias("_shift"))
-    intervals = steps.where(F.col("_from") < F.col("_until")).select(
+    intervals = steps.where(F.col("_from") <= F.col("_to")).select(
         F.col("topic").alias("_m_topic"),
         F.col("kafka_partition").alias("_m_partition"),
         F.explode(F.sequence(F.call_function("shiftright", "_from", "_shift"),
-                             F.call_function("shiftright", F.col("_until") - 1, "_shift"))).alias("_m_bucket"),
-        "_from", "_until", "_run",
+                             F.call_function("shiftright", "_to", "_shift"))).alias("_m_bucket"),
+        "_from", "_to", "_run",
     )
     located = events.join(F.broadcast(shifts), on=_PARTITION, how="left").withColumn(
         "_bucket", F.call_function("shiftright", "kafka_offset", "_shift"))
@@ -82,7 +78,7 @@ def _prior_watermark(events: DataFrame, watermarks: DataFrame) -> DataFrame:
         & located["kafka_partition"].eqNullSafe(intervals["_m_partition"])
         & (located["_bucket"] == intervals["_m_bucket"])
         & (located["kafka_offset"] >= intervals["_from"])
-        & (located["kafka_offset"] < intervals["_until"])
+        & (located["kafka_offset"] <= intervals["_to"])
     )
     # The intervals of a partition do not overlap: an event matches at most one.
     return located.join(F.broadcast(intervals), on=within, how="left").select(
@@ -92,7 +88,8 @@ def _prior_watermark(events: DataFrame, watermarks: DataFrame) -> DataFrame:
 def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_start_tso: int) -> DataFrame:
     """Add `_late` and `_duplicate` flags to every non-watermark event."""
     events = changes.where(F.col("event_kind") != WATERMARK).select(*CHANGE_LOG_COLUMNS)
-    # Only watermarks above the window start can make an event of this window late.
+    # Only watermarks above the window start can make an event of this window late; one
+    # without an offset has no place in its partition's order and is not used.
     marks = watermarks.where(
         (F.col("watermark_ts") > F.lit(window_start_tso)) & F.col("kafka_offset").isNotNull()
     ).select(*_PARTITION, "kafka_offset", "watermark_ts")
@@ -105,7 +102,8 @@ def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_s
         # source_position: coarse clocks (official Canal, DTS) can repeat a change in the same
         # second; only the source's position tells a real repeat from an at-least-once copy.
         "_late", "database", "table", "commit_ts", "source_position", "event_kind", "op",
-        "pk_values", "ddl_sql", _images_hash(),
+        "pk_values", "ddl_sql",
+        _sorted_entries("before"), _sorted_entries("after"),
     ).orderBy("kafka_partition", "kafka_offset", "event_index")
     return flagged.withColumn(
         "_duplicate", ~F.col("_late") & (F.row_number().over(identity) > 1)

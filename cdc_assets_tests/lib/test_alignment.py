@@ -12,9 +12,9 @@ WATERMARK_SCHEMA = "topic string, kafka_partition int, kafka_offset long, waterm
 
 
 def _event(partition: int, offset: int, commit_ts: int, index: int = 0, op: str = "INSERT",
-           before: dict | None = None, after: dict | None = None) -> dict:
+           before: dict | None = None, after: dict | None = None, topic: str = "t") -> dict:
     row = dict.fromkeys(CHANGE_LOG_SCHEMA.fieldNames())
-    row.update(topic="t", kafka_partition=partition, kafka_offset=offset, event_index=index,
+    row.update(topic=topic, kafka_partition=partition, kafka_offset=offset, event_index=index,
                event_kind=ROW, op=op, database="db", table="tb", commit_ts=commit_ts,
                pk_names=["id"], pk_values=[str(offset)], before=before,
                after=after if after is not None or before is not None else {"id": str(offset)})
@@ -24,8 +24,9 @@ def _event(partition: int, offset: int, commit_ts: int, index: int = 0, op: str 
 def _flags(spark, events: list[dict], marks: list[tuple]) -> dict:
     marked = mark_late_and_duplicates(
         spark.createDataFrame(events, CHANGE_LOG_SCHEMA), spark.createDataFrame(marks, WATERMARK_SCHEMA), START)
-    return {(r.kafka_partition, r.kafka_offset, r.event_index): (r._late, r._duplicate)
-            for r in marked.select("kafka_partition", "kafka_offset", "event_index", "_late", "_duplicate").collect()}
+    rows = marked.select("topic", "kafka_partition", "kafka_offset", "event_index", "_late", "_duplicate").collect()
+    assert len(rows) == len(events)  # no event matched two watermark intervals
+    return {(r.topic, r.kafka_partition, r.kafka_offset, r.event_index): (r._late, r._duplicate) for r in rows}
 
 
 def test_late_flags_match_the_rule_over_random_partitions(spark):
@@ -34,27 +35,29 @@ def test_late_flags_match_the_rule_over_random_partitions(spark):
     offset, move backwards, lie past the last event, or are missing in a partition."""
     rng = random.Random(7)
     events, marks = [], []
-    for partition, span in ((0, 300_000), (1, 5_000), (2, 40)):
+    for topic, partition, span in (("t", 0, 300_000), ("t", 1, 5_000), ("t", 2, 40), ("u", 0, 3_000)):
         offsets = sorted(rng.sample(range(span), min(span, 400)))
         mark_offsets = set(rng.sample(offsets, 60)) if partition != 2 else set()
         for offset in offsets:
             ts = START + rng.randrange(-50, 2_000)
             if offset in mark_offsets:
-                marks.append(("t", partition, offset, ts))
+                marks.append((topic, partition, offset, ts))
                 if rng.random() < 0.2:  # the same offset landed twice
-                    marks.append(("t", partition, offset, ts + rng.randrange(-5, 5)))
+                    marks.append((topic, partition, offset, ts + rng.randrange(-5, 5)))
+                if rng.random() < 0.2:  # an event at the watermark's own offset counts it
+                    events.append(_event(partition, offset, ts + rng.randrange(-5, 5), index=1, topic=topic))
             else:
-                events.append(_event(partition, offset, ts))
-        marks.append(("t", partition, span + 10, START + 10_000))  # after every event
+                events.append(_event(partition, offset, ts, topic=topic))
+        marks.append((topic, partition, span + 10, START + 10_000))  # after every event
     marks.append(("t", 9, 5, START + 10_000))  # a partition without events
 
     def late(e: dict) -> bool:
-        prior = [ts for _, p, o, ts in marks
-                 if p == e["kafka_partition"] and o <= e["kafka_offset"] and ts > START]
+        prior = [ts for t, p, o, ts in marks
+                 if (t, p) == (e["topic"], e["kafka_partition"]) and o <= e["kafka_offset"] and ts > START]
         return bool(prior) and e["commit_ts"] < max(prior)
 
     flags = _flags(spark, events, marks)
-    expected = {(e["kafka_partition"], e["kafka_offset"], 0): late(e) for e in events}
+    expected = {(e["topic"], e["kafka_partition"], e["kafka_offset"], e["event_index"]): late(e) for e in events}
     assert {k: v[0] for k, v in flags.items()} == expected
     assert 50 < sum(expected.values()) < len(expected) - 50  # both outcomes are exercised
 
@@ -65,6 +68,9 @@ def test_copies_are_duplicates_whatever_their_column_order(spark):
         _event(0, 10, START + 5, after=image),
         _event(0, 11, START + 5, after=reordered),  # a copy: same entries, other order
         _event(0, 12, START + 5, after={"id": "1", "a": "y", "b": None}),  # another image
+        # entries that would read the same with their nulls skipped: a, "b", b, id, "1"
+        _event(0, 13, START + 5, after={"id": "1", "a": "b", "b": None}),
+        _event(0, 14, START + 5, after={"id": "1", "a": None, "b": "b"}),
         # the same image as before rather than after: not a copy of either
         _event(1, 20, START + 5, op="READ", before=image),
         _event(1, 21, START + 5, op="READ", after=image),
@@ -72,8 +78,9 @@ def test_copies_are_duplicates_whatever_their_column_order(spark):
     for e in events:
         e["pk_values"] = ["1"]
     flags = _flags(spark, events, [])
-    assert {k: v[1] for k, v in flags.items()} == {
-        (0, 10, 0): False, (0, 11, 0): True, (0, 12, 0): False, (1, 20, 0): False, (1, 21, 0): False}
+    assert {k[1:]: v[1] for k, v in flags.items()} == {
+        (0, 10, 0): False, (0, 11, 0): True, (0, 12, 0): False, (0, 13, 0): False,
+        (0, 14, 0): False, (1, 20, 0): False, (1, 21, 0): False}
     counts = count_alignment(mark_late_and_duplicates(
         spark.createDataFrame(events, CHANGE_LOG_SCHEMA), spark.createDataFrame([], WATERMARK_SCHEMA), START))
-    assert (counts.events_in, counts.duplicates, counts.late, counts.events_out) == (5, 1, 0, 4)
+    assert (counts.events_in, counts.duplicates, counts.late, counts.events_out) == (7, 1, 0, 6)
