@@ -326,10 +326,10 @@ GAPS = """## Why targets are missed, and what would close the gap
   collision would drop a real change (tried again on 2026-11-22: no faster once the hash
   tells null values apart). The late rule was a second window sort, over each Kafka
   partition; it is now an as-of lookup through two broadcast joins (docs/architecture.md):
-  measured on 2026-11-22 on the change log's Parquet (medians of three runs after a warm-up),
-  alignment went from about
-  10.7 s to 9.6 s with this dump's three partitions, and from about 14.1 s to 10.6 s with all
-  events in one partition, which the window had sorted in a single task.
+  measured on 2026-11-22 on the change log's Parquet (medians of three runs after a
+  warm-up), alignment went from about 10.7 s to 9.6 s with this dump's three partitions,
+  and from about 14.1 s to 10.6 s with all events in one partition, which the window had
+  sorted in a single task.
   The window's row events are cached when the history is written (each table's history
   re-read the window's Parquet, maps included). Closing the gap needs the change table in
   typed columns per table instead of maps.
