@@ -34,7 +34,7 @@ def _sorted_entries(m: str) -> Column:
     return F.array_sort(F.map_entries(F.col(m)))
 
 
-# The offset range of a partition is cut into at most this many buckets, so that an event is
+# The offsets of a partition are cut into about this many buckets, so that an event is
 # compared with the few watermark intervals of its own bucket, not with every watermark.
 _OFFSET_BUCKETS = 4096
 _PARTITION = ["topic", "kafka_partition"]
@@ -57,10 +57,9 @@ def _prior_watermark(events: DataFrame, watermarks: DataFrame) -> DataFrame:
             # (inclusive, so that an offset at the top of the long range does not overflow)
             F.coalesce(F.lead("kafka_offset").over(by_offset) - 1, F.col("_reach")).alias("_to"),
             F.max("watermark_ts").over(by_offset.rowsBetween(Window.unboundedPreceding, 0)).alias("_run"),
-            F.col("_reach").cast("double")
-            - F.min("kafka_offset").over(Window.partitionBy(*_PARTITION)).cast("double") + 1,
+            (F.col("_reach").cast("double") + 1
+             - F.min("kafka_offset").over(Window.partitionBy(*_PARTITION)).cast("double")).alias("_span"),
         )
-        .toDF(*_PARTITION, "_from", "_to", "_run", "_span")
         .withColumn("_shift", F.greatest(F.lit(0), F.ceil(F.log2(F.col("_span") / _OFFSET_BUCKETS))).cast("int"))
     )
     shifts = steps.groupBy(*_PARTITION).agg(F.max("_shift").alias("_shift"))
@@ -74,8 +73,8 @@ def _prior_watermark(events: DataFrame, watermarks: DataFrame) -> DataFrame:
     located = events.join(F.broadcast(shifts), on=_PARTITION, how="left").withColumn(
         "_bucket", F.call_function("shiftright", "kafka_offset", "_shift"))
     within = (
-        located["topic"].eqNullSafe(intervals["_m_topic"])
-        & located["kafka_partition"].eqNullSafe(intervals["_m_partition"])
+        (located["topic"] == intervals["_m_topic"])
+        & (located["kafka_partition"] == intervals["_m_partition"])
         & (located["_bucket"] == intervals["_m_bucket"])
         & (located["kafka_offset"] >= intervals["_from"])
         & (located["kafka_offset"] <= intervals["_to"])
