@@ -72,12 +72,15 @@ def read_window_messages(spark: SparkSession, landing_root: Path, window_start_m
     return spark.read.schema(LANDED_SCHEMA).parquet(*batches)
 
 
+# Every watermark landed, with its place in its Kafka partition (what the late rule reads).
+WATERMARK_INDEX_SCHEMA = "topic string, kafka_partition int, kafka_offset long, watermark_ts long"
+
+
 def read_watermark_index(spark: SparkSession, landing_root: Path) -> DataFrame:
-    schema = "topic string, kafka_partition int, kafka_offset long, watermark_ts long"
     batches = sorted(str(p) for p in (landing_root / "watermarks").glob("batch=*"))
     if not batches:
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*batches)
+        return spark.createDataFrame([], WATERMARK_INDEX_SCHEMA)
+    return spark.read.schema(WATERMARK_INDEX_SCHEMA).parquet(*batches)
 
 
 def load_state(landing_root: Path) -> LandingState:

@@ -6,9 +6,9 @@ import random
 
 from cdc_assets.lib.alignment import count_alignment, mark_late_and_duplicates
 from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA, ROW
+from cdc_assets.lib.landing import WATERMARK_INDEX_SCHEMA
 
 START = 1_000 << 18  # the window start, as a TSO
-WATERMARK_SCHEMA = "topic string, kafka_partition int, kafka_offset long, watermark_ts long"
 
 
 def _event(partition: int, offset: int, commit_ts: int, index: int = 0, op: str = "INSERT",
@@ -23,7 +23,7 @@ def _event(partition: int, offset: int, commit_ts: int, index: int = 0, op: str 
 
 def _flags(spark, events: list[dict], marks: list[tuple]) -> dict:
     marked = mark_late_and_duplicates(
-        spark.createDataFrame(events, CHANGE_LOG_SCHEMA), spark.createDataFrame(marks, WATERMARK_SCHEMA), START)
+        spark.createDataFrame(events, CHANGE_LOG_SCHEMA), spark.createDataFrame(marks, WATERMARK_INDEX_SCHEMA), START)
     rows = marked.select("topic", "kafka_partition", "kafka_offset", "event_index", "_late", "_duplicate").collect()
     assert len(rows) == len(events)  # no event matched two watermark intervals
     return {(r.topic, r.kafka_partition, r.kafka_offset, r.event_index): (r._late, r._duplicate) for r in rows}
@@ -82,5 +82,5 @@ def test_copies_are_duplicates_whatever_their_column_order(spark):
         (0, 10, 0): False, (0, 11, 0): True, (0, 12, 0): False, (0, 13, 0): False,
         (0, 14, 0): False, (1, 20, 0): False, (1, 21, 0): False}
     counts = count_alignment(mark_late_and_duplicates(
-        spark.createDataFrame(events, CHANGE_LOG_SCHEMA), spark.createDataFrame([], WATERMARK_SCHEMA), START))
+        spark.createDataFrame(events, CHANGE_LOG_SCHEMA), spark.createDataFrame([], WATERMARK_INDEX_SCHEMA), START))
     assert (counts.events_in, counts.duplicates, counts.late, counts.events_out) == (7, 1, 0, 6)
