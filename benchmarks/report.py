@@ -231,8 +231,9 @@ NOTES = """## How to read this
 - Ties at the same commitTs for one key: DuckDB and plain Spark order them as cdc_assets does
   (a DELETE applies before an INSERT, so the INSERT wins: TiCDC's split update). The generated
   dumps have no such ties, so this choice does not affect the figures.
-- Figures are medians of the runs listed. `--budget-minutes` (default 55) drops repeat runs,
-  then the larger-size steps and the window-cost test, when a slow machine would overrun it;
+- Figures are medians of the runs listed. `--budget-minutes` (default 70) drops repeat runs,
+  then the per-protocol decode, the window-cost test and the larger-size steps (in that
+  order), when a slow machine would overrun it;
   the machine section lists what was dropped. A machine loaded before the run (see the
   load average above) makes every figure slower and noisier, the JVM ones most.
 """

@@ -21,7 +21,9 @@ from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame, types as T
 
 from cdc_assets.lib.settings import Settings
-from cdc_assets.lib.storage import SCHEMA_FILE, exclusive, remove_stale_temps, replace_dir, temp_sibling, window_dir
+from cdc_assets.lib.storage import (
+    SCHEMA_FILE, exclusive, parquet_rows, remove_stale_temps, replace_dir, temp_sibling, window_dir,
+)
 
 
 # The output's metadata, stored with the data it describes (same atomic rename).
@@ -156,7 +158,7 @@ class SparkParquetIOManager(ConfigurableIOManager):
                 json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
             )
             replace_dir(tmp, final)
-        rows = self.pyspark.spark_session.read.parquet(str(final)).count()
+        rows = parquet_rows(final)
         context.add_output_metadata({"rows": rows, "path": str(final)})
 
     def load_input(self, context: InputContext) -> DataFrame:

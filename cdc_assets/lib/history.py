@@ -28,7 +28,9 @@ from cdc_assets.lib.changelog_schema import DELETE, ROW, UPDATE
 from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.mysql_types import typed_value
 from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN, TableSchema
-from cdc_assets.lib.storage import exclusive, remove_stale_temps, replace_dir, table_id, temp_sibling, window_dir
+from cdc_assets.lib.storage import (
+    exclusive, parquet_rows, remove_stale_temps, replace_dir, table_id, temp_sibling, window_dir,
+)
 from cdc_assets.lib.table_timeline import Closure, Flush, WindowResult
 
 VALID_FROM, VALID_TO, END_OP = "_cdc_valid_from", "_cdc_valid_to", "_cdc_end_op"
@@ -59,7 +61,7 @@ def write_window_history(result: WindowResult, history_root: Path, window_start_
 
 def _write_part(frame: DataFrame, path: Path) -> int:
     frame.write.parquet(str(path))
-    return frame.sparkSession.read.parquet(str(path)).count()
+    return parquet_rows(path)
 
 
 def _by_schema(frames: list[DataFrame]) -> list[DataFrame]:

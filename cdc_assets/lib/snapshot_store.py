@@ -25,7 +25,9 @@ from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.history import write_window_history
 from cdc_assets.lib.snapshot import read_table
 from cdc_assets.lib.table_timeline import TableState, apply_window, previous_states, state_id
-from cdc_assets.lib.storage import exclusive, read_json, remove_stale_temps, temp_sibling, window_dir, write_json_atomic
+from cdc_assets.lib.storage import (
+    exclusive, parquet_rows, read_json, remove_stale_temps, temp_sibling, window_dir, write_json_atomic,
+)
 
 
 def manifest_path(snapshots: Path, window_start_ms: int) -> Path:
@@ -114,7 +116,7 @@ def _write_table(spark: SparkSession, snapshots: Path, window_start_ms: int, nam
     tmp = temp_sibling(final)
     frame.write.parquet(str(tmp))
     os.replace(tmp, final)
-    rows = spark.read.parquet(str(final)).count() if any(final.glob("*.parquet")) else 0
+    rows = parquet_rows(final)
     return {
         "database": name[0], "table": name[1], "path": str(final.relative_to(snapshots)),
         "rows": rows, "previous_rows": state.previous_rows,

@@ -1,8 +1,8 @@
-"""Recovery after a writer was killed in the middle of `replace_dir`."""
+"""Recovery after a writer was killed in the middle of `replace_dir`; row counts of written folders."""
 
 import os
 
-from cdc_assets.lib.storage import remove_stale_temps, replace_dir, temp_sibling
+from cdc_assets.lib.storage import parquet_rows, remove_stale_temps, replace_dir, temp_sibling
 
 
 def _version(path, text):
@@ -49,3 +49,17 @@ def test_only_the_siblings_of_this_name_are_touched_even_with_glob_characters(tm
     remove_stale_temps(final)
 
     assert not ours.exists() and other.exists() and (final / "part-0").read_text() == "current"
+
+
+def test_parquet_rows_counts_what_spark_reads_from_a_written_folder(tmp_path, spark):
+    """The footer count equals Spark's count: several part files, an empty one, Spark's
+    own `_SUCCESS` / `.crc` files and a `_`-folder beside them are not rows."""
+    df = spark.range(0, 1234, 1, numPartitions=5).selectExpr("id", "cast(id as string) as s")
+    df.where("id % 7 != 0").write.parquet(str(tmp_path / "t"))
+    df.limit(0).write.mode("append").parquet(str(tmp_path / "t"))  # an empty part file
+    (tmp_path / "t" / "_skipped").mkdir()
+    df.write.parquet(str(tmp_path / "t" / "_skipped" / "x"))
+    assert any(p.name.startswith(".") for p in (tmp_path / "t").iterdir())  # Spark's .crc files
+    assert parquet_rows(tmp_path / "t") == spark.read.parquet(str(tmp_path / "t")).count() == 1234 - 177
+    spark.range(0).write.parquet(str(tmp_path / "empty"))
+    assert parquet_rows(tmp_path / "empty") == 0
