@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 # at the first size).
 FULL = ["read_floor_arrow", "read_floor_spark", "duckdb_sql", "spark_naive", "cdc_decode",
         "cdc_decode_to_parquet", "cdc_align", "cdc_snapshot", "cdc_pipeline", "cdc_replay"]
-LARGE = ["read_floor_arrow", "duckdb_sql", "cdc_decode"]
+LARGE = ["cdc_decode", "read_floor_arrow", "duckdb_sql"]  # the memory target's step first
 SINGLE_RUN = {"cdc_decode_to_parquet"}  # prepares the align / snapshot input
 
 
@@ -49,20 +49,31 @@ def _answer(engine: str, dump_root: Path, work: Path) -> check.Fingerprint | Non
 
 class Budget:
     """Keeps `make bench` within its time budget on a slow or busy machine: repeat runs are
-    dropped first, then whole steps (the report lists both). Each section has its own share
-    of the budget, in the order of what the targets need: the first size's repeats, then
-    the larger sizes (memory against size), the window-cost test, the per-protocol decode."""
+    dropped first, then whole steps (the report lists both). Steps run in the order of what
+    the targets need: the first size, the larger sizes (memory against size), the
+    window-cost test, the per-protocol decode. Once a step is skipped every later one is,
+    so a slow machine loses the end of that list, never its middle."""
 
     def __init__(self, minutes: float):
         self.seconds = minutes * 60
         self.started = time.perf_counter()
         self.skipped: list[str] = []
+        self.closed = False
 
     def used(self) -> float:
         return (time.perf_counter() - self.started) / self.seconds
 
     def allows(self, share: float) -> bool:
+        """Whether a repeat run still fits."""
         return self.used() < share
+
+    def starts(self, share: float, step: str) -> bool:
+        """Whether a step still fits; a skipped step closes the budget for every later one."""
+        if self.closed or self.used() >= share:
+            self.closed = True
+            self.skipped.append(step)
+            return False
+        return True
 
 
 def bench_size(events: int, runs: int, engines: list[str], cache: Path, seed: int,
@@ -75,8 +86,7 @@ def bench_size(events: int, runs: int, engines: list[str], cache: Path, seed: in
     shutil.rmtree(work, ignore_errors=True)
     results: dict[str, Measured] = {}
     for engine in engines:
-        if not first and not budget.allows(0.7):
-            budget.skipped.append(f"`{engine}` at {events:,} events")
+        if not first and not budget.starts(0.7, f"`{engine}` at {events:,} events"):
             _log(f"  {engine}: skipped, time budget")
             continue
         n = 1 if engine in SINGLE_RUN else runs
@@ -95,15 +105,15 @@ def bench_size(events: int, runs: int, engines: list[str], cache: Path, seed: in
                  f"peak {m.runs[-1].peak_rss_mb:.0f} MB")
         results[engine] = m
     shutil.rmtree(work, ignore_errors=True)
-    return {"events": events, "info": dump.info, "results": results}
+    ordered = {e: results[e] for e in FULL if e in results}  # the report's row order
+    return {"events": events, "info": dump.info, "results": ordered}
 
 
 def bench_protocols(row_changes: int, runs: int, cache: Path, seed: int, budget: Budget) -> list[dict]:
     """Decode alone, per protocol, each over its own simulator dump."""
     out = []
     for protocol in protocols():
-        if not budget.allows(0.88):
-            budget.skipped.append(f"decode of `{protocol}`")
+        if not budget.starts(0.88, f"decode of `{protocol}`"):
             continue
         root = protocol_dump(protocol, cache, seed, row_changes)
         m = Measured("cdc_decode_protocol", [])
@@ -144,9 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     for events in sizes[1:]:
         sections.append(bench_size(events, args.large_runs, LARGE, cache, args.seed, budget, first=False))
     history = None
-    if args.history_windows and not budget.allows(0.75):
-        budget.skipped.append(f"the window-cost test ({args.history_windows} windows)")
-    elif args.history_windows:
+    if args.history_windows and budget.starts(0.75, f"the window-cost test ({args.history_windows} windows)"):
         _log(f"window cost vs history: {args.history_windows} windows")
         history = measure_history(args.history_windows, cache, args.seed)
     per_protocol = []

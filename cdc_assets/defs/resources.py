@@ -157,8 +157,8 @@ class SparkParquetIOManager(ConfigurableIOManager):
             (tmp / OUTPUT_METADATA_FILE).write_text(
                 json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
             )
+            rows = parquet_rows(tmp)  # counted before the swap, inside the lock: this run's rows
             replace_dir(tmp, final)
-        rows = parquet_rows(final)
         context.add_output_metadata({"rows": rows, "path": str(final)})
 
     def load_input(self, context: InputContext) -> DataFrame:

@@ -115,8 +115,8 @@ def _write_table(spark: SparkSession, snapshots: Path, window_start_ms: int, nam
     final = window_dir(snapshots / state_id(name), window_start_ms) / f"run={uuid.uuid4().hex[:12]}"
     tmp = temp_sibling(final)
     frame.write.parquet(str(tmp))
+    rows = parquet_rows(tmp)
     os.replace(tmp, final)
-    rows = parquet_rows(final)
     return {
         "database": name[0], "table": name[1], "path": str(final.relative_to(snapshots)),
         "rows": rows, "previous_rows": state.previous_rows,

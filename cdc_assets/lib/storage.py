@@ -127,7 +127,8 @@ def has_parquet(path: Path) -> bool:
 
 def parquet_rows(folder: Path) -> int:
     """Rows of a Parquet folder just written, summed from the files' footers on the driver.
-    A Spark count after each write was a job of its own: about twenty per window, a
-    fixed cost whatever the window's size. Spark skips `_`- and `.`-files; so does this."""
+    A Spark count after each write was a job of its own: about a dozen per window, a fixed
+    cost whatever the window's size. Spark skips `_`- and `.`-names; so does this (the
+    folders counted here are written without `partitionBy`, so no `_k=v` folder occurs)."""
     return sum(pq.read_metadata(f).num_rows for f in folder.rglob("*.parquet")
                if not any(part.startswith(("_", ".")) for part in f.relative_to(folder).parts))

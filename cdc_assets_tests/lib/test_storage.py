@@ -52,14 +52,22 @@ def test_only_the_siblings_of_this_name_are_touched_even_with_glob_characters(tm
 
 
 def test_parquet_rows_counts_what_spark_reads_from_a_written_folder(tmp_path, spark):
-    """The footer count equals Spark's count: several part files, an empty one, Spark's
-    own `_SUCCESS` / `.crc` files and a `_`-folder beside them are not rows."""
+    """The footer count equals Spark's count: several part files and an empty one count,
+    `_`- and `.`-named files and folders (Spark's `_SUCCESS`, `.crc`) do not."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
     df = spark.range(0, 1234, 1, numPartitions=5).selectExpr("id", "cast(id as string) as s")
-    df.where("id % 7 != 0").write.parquet(str(tmp_path / "t"))
-    df.limit(0).write.mode("append").parquet(str(tmp_path / "t"))  # an empty part file
-    (tmp_path / "t" / "_skipped").mkdir()
-    df.write.parquet(str(tmp_path / "t" / "_skipped" / "x"))
-    assert any(p.name.startswith(".") for p in (tmp_path / "t").iterdir())  # Spark's .crc files
-    assert parquet_rows(tmp_path / "t") == spark.read.parquet(str(tmp_path / "t")).count() == 1234 - 177
+    t = tmp_path / "t"
+    df.where("id % 7 != 0").write.parquet(str(t))
+    df.limit(0).write.mode("append").parquet(str(t))
+    parts = sorted(t.glob("part-*.parquet"))
+    assert 0 in [pq.read_metadata(p).num_rows for p in parts] and len(parts) > 2  # an empty part file
+    largest = max(parts, key=lambda p: pq.read_metadata(p).num_rows)
+    shutil.copy(largest, t / ".hidden.parquet")
+    shutil.copy(largest, t / "_ignored.parquet")
+    df.write.parquet(str(t / "_skipped"))
+    assert parquet_rows(t) == spark.read.parquet(str(t)).count() == 1234 - 177
     spark.range(0).write.parquet(str(tmp_path / "empty"))
     assert parquet_rows(tmp_path / "empty") == 0
