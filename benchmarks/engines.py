@@ -177,12 +177,13 @@ def cdc_decode_to_parquet(dump: Path, work: Path) -> dict:
 
     from cdc_assets.lib.changelog_schema import CHANGE_LOG_COLUMNS, REJECT_REASON
     from cdc_assets.lib.codecs import get_decoder
+    from cdc_assets.lib.parquet_write import parquet_writer
 
     spark, session_s = _spark()
     t0 = time.perf_counter()
     decoded = get_decoder("canal-json").decode(_raw_messages(spark, dump))
-    decoded.where(F.col(REJECT_REASON).isNull()).select(*CHANGE_LOG_COLUMNS).write.mode("overwrite").parquet(
-        str(work / "change_log"))
+    parquet_writer(decoded.where(F.col(REJECT_REASON).isNull()).select(*CHANGE_LOG_COLUMNS)).mode(
+        "overwrite").parquet(str(work / "change_log"))
     return {"job_s": time.perf_counter() - t0, "session_s": session_s}
 
 
@@ -198,10 +199,12 @@ def _align(spark, change_log):
 
 
 def cdc_align(dump: Path, work: Path) -> dict:
-    """Late events and duplicates dropped (change_table), written as Parquet."""
+    """Late events and duplicates dropped (change_table), written as Parquet (as the IO manager does)."""
+    from cdc_assets.lib.parquet_write import parquet_writer
+
     spark, session_s = _spark()
     t0 = time.perf_counter()
-    _align(spark, spark.read.parquet(str(work / "change_log"))).write.mode("overwrite").parquet(
+    parquet_writer(_align(spark, spark.read.parquet(str(work / "change_log")))).mode("overwrite").parquet(
         str(work / "change_table"))
     return {"job_s": time.perf_counter() - t0, "session_s": session_s}
 

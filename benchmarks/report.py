@@ -329,10 +329,19 @@ GAPS = """## Why targets are missed, and what would close the gap
   names, types) first (`cdc_assets/lib/window_schema.py`) and takes about 11 s, most of it
   the JVM's first scan of the maps. The latest-action-per-key window then takes about 8 s,
   and each table's counts about 1 s (skipping them altogether saved 2.6 s, so they were
-  kept). In `cdc_align`, the dedup identity is a window sort over full rows; hashing the two
-  images for the identity saved about 1.2 s of 11 s and was not adopted, because a hash
-  collision would drop a real change (tried again on 2026-11-22: no faster once the hash
-  tells null values apart). The late rule was a second window sort, over each Kafka
+  kept). In `cdc_align`, the dedup identity is a window sort over full rows. Its partition
+  key carried both images' sorted entries, a second copy of the images through the shuffle
+  and the sort; since 2026-11-22 it carries their hashes, and a copy is dropped only when its
+  images also equal those of the first event of its group, so a collision cannot drop a
+  real change. The same day every layer stopped dictionary-encoding the map values and raw
+  bytes (`cdc_assets/lib/parquet_write.py`): those values are nearly all distinct, so the
+  dictionary overflowed and was discarded in every 4 MB row group, and writing the 1M
+  change log took about 8–10 s with it and 5–6 s without. The schema job now groups on the
+  images' key arrays and the type entries as they come, and merges and sorts the few groups
+  afterwards. Measured in one Spark session on the 1M change log, the code before and after
+  alternating (medians of five runs after a warm-up pair): alignment with its Parquet write
+  21.3 → 17.7 s, the schema job 7.9 → 5.1 s, the same rows and schemas out. One process
+  per step, as `make bench` runs them, adds the JVM's warm-up to each. The late rule was a second window sort, over each Kafka
   partition; it is now an as-of lookup through two broadcast joins (docs/architecture.md):
   measured on 2026-11-22 on the change log's Parquet (medians of three runs after a
   warm-up), alignment went from about 10.7 s to 9.6 s with this dump's three partitions,

@@ -20,6 +20,7 @@ from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame, types as T
 
+from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.settings import Settings
 from cdc_assets.lib.storage import (
     SCHEMA_FILE, exclusive, parquet_rows, remove_stale_temps, replace_dir, temp_sibling, window_dir,
@@ -150,7 +151,7 @@ class SparkParquetIOManager(ConfigurableIOManager):
         with exclusive(final):
             remove_stale_temps(final)
             tmp = temp_sibling(final)
-            obj.write.parquet(str(tmp))
+            parquet_writer(obj).parquet(str(tmp))
             # Spark skips `_`-files when reading data; the schema lets empty windows load typed.
             (tmp / SCHEMA_FILE).write_text(obj.schema.json())
             plain = {k: getattr(v, "value", v) for k, v in (context.output_metadata or {}).items()}

@@ -29,9 +29,13 @@ class AlignmentCounts:
     ddl_out: int
 
 
-def _sorted_entries(m: str) -> Column:
-    # Maps cannot be grouped on; a sorted entry array is a stable, groupable identity.
-    return F.array_sort(F.map_entries(F.col(m)))
+def _sorted_entries(m: Column) -> Column:
+    # Maps cannot be compared or grouped on; a sorted entry array is a stable identity.
+    return F.array_sort(F.map_entries(m))
+
+
+def _image_hash(m: str) -> Column:
+    return F.xxhash64(_sorted_entries(F.col(m)))
 
 
 # The offsets of a partition are cut into about this many buckets, so that an event is
@@ -97,16 +101,22 @@ def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_s
         F.col("commit_ts") < F.col("_prior_watermark"), F.lit(False)
     )
     flagged = with_prior.withColumn("_late", late)
+    # The images enter the partition key as hashes: the shuffle and the sort then carry
+    # two longs instead of a second copy of both images. A hash match alone never drops an
+    # event: a copy must also equal, image for image, the first event of its partition.
     identity = Window.partitionBy(
         # source_position: coarse clocks (official Canal, DTS) can repeat a change in the same
         # second; only the source's position tells a real repeat from an at-least-once copy.
         "_late", "database", "table", "commit_ts", "source_position", "event_kind", "op",
         "pk_values", "ddl_sql",
-        _sorted_entries("before"), _sorted_entries("after"),
+        _image_hash("before"), _image_hash("after"),
     ).orderBy("kafka_partition", "kafka_offset", "event_index")
-    return flagged.withColumn(
-        "_duplicate", ~F.col("_late") & (F.row_number().over(identity) > 1)
-    )
+
+    def same_as_first(m: str) -> Column:
+        return _sorted_entries(F.col(m)).eqNullSafe(_sorted_entries(F.first(m).over(identity)))
+
+    copy = (F.row_number().over(identity) > 1) & same_as_first("before") & same_as_first("after")
+    return flagged.withColumn("_duplicate", ~F.col("_late") & copy)
 
 
 def aligned_events(marked: DataFrame) -> DataFrame:

@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 from cdc_assets.lib.codecs import Decoder
 from cdc_assets.lib.layouts import get_layout, list_dump_files, read_dump
+from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.storage import exclusive, read_json, remove_path, replace_dir, temp_sibling, window_dir, write_json_atomic
 from cdc_assets.lib.tso import plausible_ms
 from cdc_assets.lib.watermark_audit import plausible_watermark, regressions_by_partition
@@ -179,13 +180,12 @@ def _stage_messages(routed: DataFrame, staging: Path, window_ms: int) -> None:
     (seconds instead of ms, garbage) were nulled: such a message is unroutable instead of
     opening a window in 1970 or 9999, and is staged in the null window's folder."""
     window = F.floor(F.col("routing_ms") / window_ms).cast("long") * window_ms
-    (
+    staged = (
         routed.select(*[f.name for f in LANDED_SCHEMA.fields], *_ROUTING_COLUMNS, window.alias("window_start_ms"))
         .repartition("window_start_ms")
         .sortWithinPartitions("topic", "kafka_partition", "kafka_offset")
-        .write.partitionBy("window_start_ms")
-        .parquet(str(staging))
     )
+    parquet_writer(staged).partitionBy("window_start_ms").parquet(str(staging))
 
 
 def _unroutable_window(staged: DataFrame, window_ms: int, state: LandingState) -> int:

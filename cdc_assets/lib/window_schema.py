@@ -33,15 +33,22 @@ def _commit_order() -> Column:
 
 
 def _shapes(rows: DataFrame) -> DataFrame:
-    """One row per (table, column names, column types): first and last event, newest key."""
+    """One row per (table, column names, column types): first and last event, newest key.
+
+    Rows are grouped on the images' key arrays and the types' entries as they come (maps
+    cannot be grouped on; their key and entry arrays can): merging and sorting them per
+    row cost more than the grouping. The few groups are merged afterwards; a shape that
+    lists the same columns in another order is just one more group."""
     no_keys = F.array().cast("array<string>")
-    names = F.array_union(F.coalesce(F.map_keys("after"), no_keys), F.coalesce(F.map_keys("before"), no_keys))
     order = _commit_order()
     return rows.groupBy(
-        "database", "table", names.alias("names"),
-        # Maps cannot be grouped on; their sorted entries can.
-        F.array_sort(F.map_entries("column_types")).alias("types"),
-    ).agg(F.min(order).alias("first_o"), F.max(order).alias("last_o"), F.max_by("pk_names", order).alias("pk"))
+        "database", "table", F.map_keys("after").alias("after_names"), F.map_keys("before").alias("before_names"),
+        F.map_entries("column_types").alias("types"),
+    ).agg(F.min(order).alias("first_o"), F.max(order).alias("last_o"), F.max_by("pk_names", order).alias("pk")
+          ).select(
+        "database", "table", "types", "first_o", "last_o", "pk",
+        F.array_union(F.coalesce("after_names", no_keys), F.coalesce("before_names", no_keys)).alias("names"),
+    )
 
 
 def _columns(shapes: DataFrame) -> list:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import random
 
+from pyspark.sql import functions as F
+
+from cdc_assets.lib import alignment
 from cdc_assets.lib.alignment import count_alignment, mark_late_and_duplicates
 from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA, ROW
 from cdc_assets.lib.landing import WATERMARK_INDEX_SCHEMA
@@ -84,3 +87,23 @@ def test_copies_are_duplicates_whatever_their_column_order(spark):
     counts = count_alignment(mark_late_and_duplicates(
         spark.createDataFrame(events, CHANGE_LOG_SCHEMA), spark.createDataFrame([], WATERMARK_INDEX_SCHEMA), START))
     assert (counts.events_in, counts.duplicates, counts.late, counts.events_out) == (7, 1, 0, 6)
+
+
+def test_images_with_the_same_hash_are_still_compared_before_a_drop(spark, monkeypatch):
+    """Images enter the dedup partition as hashes; a collision must not make a different
+    image a duplicate (every image hashes alike here)."""
+    monkeypatch.setattr(alignment, "_image_hash", lambda m: F.lit(0))
+    first, other = {"id": "1", "a": "x"}, {"id": "1", "a": "y"}
+    events = [
+        _event(0, 10, START + 5, after=first),
+        _event(0, 11, START + 5, after=other),
+        _event(0, 12, START + 5, after={"a": "x", "id": "1"}),  # a copy of the first
+        _event(0, 13, START + 5, op="UPDATE", before=first, after=other),
+        _event(0, 14, START + 5, op="UPDATE", before=other, after=other),
+        _event(0, 15, START + 5, op="UPDATE", before=first, after=other),  # a copy of offset 13
+    ]
+    for e in events:
+        e["pk_values"] = ["1"]
+    flags = _flags(spark, events, [])
+    assert {k[2]: v[1] for k, v in flags.items()} == {
+        10: False, 11: False, 12: True, 13: False, 14: False, 15: True}
