@@ -333,12 +333,12 @@ GAPS = """## Why targets are missed, and what would close the gap
   key carried both images' sorted entries, a second copy of the images through the shuffle
   and the sort; since 2026-11-22 it carries their hashes, and a copy is dropped only when its
   images also equal those of the first event of its group, so a collision cannot drop a
-  real change. The same day every layer stopped dictionary-encoding the map values and raw
-  bytes (`cdc_assets/lib/parquet_write.py`): those values are nearly all distinct, so the
-  dictionary overflowed and was discarded in every 4 MB row group, and writing the 1M
-  change log took about 8–10 s with it and 5–6 s without. The schema job now groups on the
-  images' key arrays and the type entries as they come, and merges and sorts the few groups
-  afterwards. Measured in one Spark session on the 1M change log, the code before and after
+  real change. The same day the IO manager and the landing stopped dictionary-encoding the
+  images' values and the raw bytes (`cdc_assets/lib/parquet_write.py`): those values are
+  nearly all distinct, so the dictionary overflowed and was discarded in every 4 MB row
+  group, and writing the 1M change log took about 8–10 s with it and 5–6 s without. The
+  schema job now groups on the images' key arrays and the type entries as they come, and
+  merges the few groups afterwards. Measured in one Spark session on the 1M change log, the code before and after
   alternating (medians of five runs after a warm-up pair): alignment with its Parquet write
   21.3 → 17.7 s, the schema job 7.9 → 5.1 s, the same rows and schemas out. One process
   per step, as `make bench` runs them, adds the JVM's warm-up to each. The late rule was a second window sort, over each Kafka

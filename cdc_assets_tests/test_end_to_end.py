@@ -166,3 +166,26 @@ def test_rematerializing_an_old_window_keeps_newer_snapshots_intact(parquet_run,
         for entry in read_manifest(snapshots, window)["tables"].values():
             assert (snapshots / entry["path"]).is_dir()
     assert differences_from_truth(settings, dump.truth_path) == {}
+
+
+def test_layers_write_image_values_and_raw_bytes_without_a_dictionary(parquet_run):
+    """The IO manager writes through `parquet_write` (docs/architecture.md)."""
+    _, _, settings = parquet_run
+    source = settings.warehouse / "src"
+    dictionary = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
+
+    def encodings(layer: str) -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for part in sorted((source / layer).glob("window_start_ms=*/part-*.parquet")):
+            meta = pq.ParquetFile(part).metadata
+            for g in range(meta.num_row_groups):
+                for c in range(meta.num_columns):
+                    column = meta.row_group(g).column(c)
+                    found.setdefault(column.path_in_schema, set()).update(column.encodings)
+        return found
+
+    change_log, raw = encodings("change_log"), encodings("raw_messages")
+    assert not (change_log["after.key_value.value"] | change_log["before.key_value.value"]) & dictionary
+    assert change_log["column_types.key_value.value"] & dictionary
+    assert change_log["table"] & dictionary
+    assert raw["value"] and not raw["value"] & dictionary

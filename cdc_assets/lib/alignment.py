@@ -35,7 +35,12 @@ def _sorted_entries(m: Column) -> Column:
 
 
 def _image_hash(m: str) -> Column:
-    return F.xxhash64(_sorted_entries(F.col(m)))
+    """A hash of an image's entries, in any column order. Spark's hashes skip nulls, so
+    {a: "b", b: null} and {a: null, b: "b"} would hash alike, and so would a null image and
+    an empty one: the values are also hashed as one text with nulls marked."""
+    entries = _sorted_entries(F.col(m))
+    values = F.array_join(entries.getField("value"), "\u001f", "\u001e")
+    return F.xxhash64(entries, values)
 
 
 # The offsets of a partition are cut into about this many buckets, so that an event is

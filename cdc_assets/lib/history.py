@@ -27,7 +27,6 @@ from pyspark.sql import Column, DataFrame, Window, functions as F
 from cdc_assets.lib.changelog_schema import DELETE, ROW, UPDATE
 from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.mysql_types import typed_value
-from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN, TableSchema
 from cdc_assets.lib.storage import (
     exclusive, parquet_rows, remove_stale_temps, replace_dir, table_id, temp_sibling, window_dir,
@@ -61,7 +60,7 @@ def write_window_history(result: WindowResult, history_root: Path, window_start_
 
 
 def _write_part(frame: DataFrame, path: Path) -> int:
-    parquet_writer(frame).parquet(str(path))
+    frame.write.parquet(str(path))
     return parquet_rows(path)
 
 

@@ -23,7 +23,6 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.history import write_window_history
-from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.snapshot import read_table
 from cdc_assets.lib.table_timeline import TableState, apply_window, previous_states, state_id
 from cdc_assets.lib.storage import (
@@ -115,7 +114,7 @@ def _write_table(spark: SparkSession, snapshots: Path, window_start_ms: int, nam
     frame = state.frame if state.frame is not None else spark.createDataFrame([], state.schema.spark_schema())
     final = window_dir(snapshots / state_id(name), window_start_ms) / f"run={uuid.uuid4().hex[:12]}"
     tmp = temp_sibling(final)
-    parquet_writer(frame).parquet(str(tmp))
+    frame.write.parquet(str(tmp))
     rows = parquet_rows(tmp)
     os.replace(tmp, final)
     return {

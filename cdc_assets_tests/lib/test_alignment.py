@@ -91,7 +91,8 @@ def test_copies_are_duplicates_whatever_their_column_order(spark):
 
 def test_images_with_the_same_hash_are_still_compared_before_a_drop(spark, monkeypatch):
     """Images enter the dedup partition as hashes; a collision must not make a different
-    image a duplicate (every image hashes alike here)."""
+    image a duplicate (every image hashes alike here). The price of a collision: a copy of
+    any event but the first of the group is kept."""
     monkeypatch.setattr(alignment, "_image_hash", lambda m: F.lit(0))
     first, other = {"id": "1", "a": "x"}, {"id": "1", "a": "y"}
     events = [
@@ -101,9 +102,28 @@ def test_images_with_the_same_hash_are_still_compared_before_a_drop(spark, monke
         _event(0, 13, START + 5, op="UPDATE", before=first, after=other),
         _event(0, 14, START + 5, op="UPDATE", before=other, after=other),
         _event(0, 15, START + 5, op="UPDATE", before=first, after=other),  # a copy of offset 13
+        _event(0, 16, START + 5, after=other),  # a copy of offset 11, not of the group's first
     ]
     for e in events:
         e["pk_values"] = ["1"]
     flags = _flags(spark, events, [])
     assert {k[2]: v[1] for k, v in flags.items()} == {
-        10: False, 11: False, 12: True, 13: False, 14: False, 15: True}
+        10: False, 11: False, 12: True, 13: False, 14: False, 15: True, 16: False}
+
+
+def test_images_that_differ_only_in_where_their_nulls_are_do_not_share_a_hash(spark):
+    """Spark's hashes skip null values: without care {a: "b", b: null} and {a: null, b: "b"}
+    (and a null image and an empty one) would share a group, and the copy of the second
+    would be compared with the first and kept."""
+    pairs = [({"id": "1", "a": "b", "b": None}, {"id": "1", "a": None, "b": "b"}),
+             (None, {})]
+    events = []
+    for i, (one, two) in enumerate(pairs):
+        base = 10 * (i + 1)
+        for offset, image in ((base, one), (base + 1, two), (base + 2, one), (base + 3, two)):
+            events.append(_event(0, offset, START + 5, op="UPDATE", before={"id": "1"}, after=image))
+    for e in events:
+        e["pk_values"] = ["1"]
+    flags = _flags(spark, events, [])
+    assert {k[2]: v[1] for k, v in flags.items()} == {
+        10: False, 11: False, 12: True, 13: True, 20: False, 21: False, 22: True, 23: True}

@@ -3,11 +3,16 @@ from pyspark.sql import types as T
 
 from cdc_assets.lib.parquet_write import parquet_writer
 
+_TEXT_MAP = T.MapType(T.StringType(), T.StringType())
 _SCHEMA = T.StructType([
     T.StructField("table", T.StringType()),
+    T.StructField("key", T.BinaryType()),
     T.StructField("value", T.BinaryType()),
-    T.StructField("after", T.MapType(T.StringType(), T.StringType())),
+    T.StructField("before", _TEXT_MAP),
+    T.StructField("after", _TEXT_MAP),
+    T.StructField("column_types", _TEXT_MAP),
 ])
+_DICTIONARY = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
 
 
 def _encodings(folder) -> dict[str, set[str]]:
@@ -21,19 +26,21 @@ def _encodings(folder) -> dict[str, set[str]]:
     return found
 
 
-def test_map_values_and_bytes_are_written_plain_and_read_back_unchanged(spark, tmp_path):
-    rows = [("orders", bytes([i % 256, 0, 255]), {"id": str(i), "note": None if i % 3 else f"n{i}"})
+def test_image_values_and_raw_bytes_are_written_plain_and_read_back_unchanged(spark, tmp_path):
+    types = {"id": "int", "note": "varchar(20)"}
+    rows = [("orders", b"k", bytes([i % 256, 0, 255]), {"id": str(i)},
+             {"id": str(i), "note": None if i % 3 else f"n{i}"}, types)
             for i in range(200)]
     df = spark.createDataFrame(rows, _SCHEMA).coalesce(1)
 
     parquet_writer(df).parquet(str(tmp_path / "out"))
 
     encodings = _encodings(tmp_path / "out")
-    dictionary = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
-    assert not encodings["after.key_value.value"] & dictionary
-    assert not encodings["value"] & dictionary
-    # Low-cardinality columns keep the dictionary: the table name and the image's keys.
-    assert encodings["table"] & dictionary
-    assert encodings["after.key_value.key"] & dictionary
-    back = spark.read.parquet(str(tmp_path / "out")).orderBy("value").collect()
-    assert sorted((r.table, bytes(r.value), r.after) for r in back) == sorted(rows)
+    for plain in ("before.key_value.value", "after.key_value.value", "value"):
+        assert not encodings[plain] & _DICTIONARY, plain
+    # Repetitive columns keep the dictionary: names, the images' keys, the type texts, Kafka keys.
+    for repetitive in ("table", "after.key_value.key", "column_types.key_value.value", "key"):
+        assert encodings[repetitive] & _DICTIONARY, repetitive
+    back = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert sorted((r.table, bytes(r.key), bytes(r.value), r.before, r.after, r.column_types) for r in back) \
+        == sorted(rows, key=lambda r: (r[0], r[1], r[2]))
