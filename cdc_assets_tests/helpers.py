@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow.parquet as pq
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
@@ -36,3 +40,15 @@ def reasons(bad: list[dict]) -> list[str]:
 
 
 __all__ = ["raw_frame", "crlf_records", "decode", "reasons", "F"]
+
+
+def parquet_encodings(files: Iterable[Path]) -> dict[str, set[str]]:
+    """Parquet column path -> every encoding its chunks use, over these files."""
+    found: dict[str, set[str]] = {}
+    for part in files:
+        meta = pq.ParquetFile(part).metadata
+        for g in range(meta.num_row_groups):
+            for c in range(meta.num_columns):
+                column = meta.row_group(g).column(c)
+                found.setdefault(column.path_in_schema, set()).update(column.encodings)
+    return found

@@ -19,6 +19,7 @@ from cdc_assets.lib.simulator import generate
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
 from cdc_assets.lib.truth import load_truth
 from cdc_assets_tests.e2e import differences_from_truth, settings_for, simulate_and_replay
+from cdc_assets_tests.helpers import parquet_encodings
 
 HOUR = 3_600_000
 pytestmark = pytest.mark.slow
@@ -175,14 +176,7 @@ def test_layers_write_image_values_and_raw_bytes_without_a_dictionary(parquet_ru
     dictionary = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
 
     def encodings(layer: str) -> dict[str, set[str]]:
-        found: dict[str, set[str]] = {}
-        for part in sorted((source / layer).glob("window_start_ms=*/part-*.parquet")):
-            meta = pq.ParquetFile(part).metadata
-            for g in range(meta.num_row_groups):
-                for c in range(meta.num_columns):
-                    column = meta.row_group(g).column(c)
-                    found.setdefault(column.path_in_schema, set()).update(column.encodings)
-        return found
+        return parquet_encodings(sorted((source / layer).glob("window_start_ms=*/part-*.parquet")))
 
     change_log, raw = encodings("change_log"), encodings("raw_messages")
     assert not (change_log["after.key_value.value"] | change_log["before.key_value.value"]) & dictionary

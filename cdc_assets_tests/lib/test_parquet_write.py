@@ -1,7 +1,7 @@
-import pyarrow.parquet as pq
 from pyspark.sql import types as T
 
 from cdc_assets.lib.parquet_write import parquet_writer
+from cdc_assets_tests.helpers import parquet_encodings
 
 _TEXT_MAP = T.MapType(T.StringType(), T.StringType())
 _SCHEMA = T.StructType([
@@ -15,17 +15,6 @@ _SCHEMA = T.StructType([
 _DICTIONARY = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
 
 
-def _encodings(folder) -> dict[str, set[str]]:
-    found: dict[str, set[str]] = {}
-    for part in sorted(folder.glob("part-*.parquet")):
-        meta = pq.ParquetFile(part).metadata
-        for g in range(meta.num_row_groups):
-            for c in range(meta.num_columns):
-                col = meta.row_group(g).column(c)
-                found.setdefault(col.path_in_schema, set()).update(col.encodings)
-    return found
-
-
 def test_image_values_and_raw_bytes_are_written_plain_and_read_back_unchanged(spark, tmp_path):
     types = {"id": "int", "note": "varchar(20)"}
     rows = [("orders", b"k", bytes([i % 256, 0, 255]), {"id": str(i)},
@@ -35,7 +24,7 @@ def test_image_values_and_raw_bytes_are_written_plain_and_read_back_unchanged(sp
 
     parquet_writer(df).parquet(str(tmp_path / "out"))
 
-    encodings = _encodings(tmp_path / "out")
+    encodings = parquet_encodings(sorted((tmp_path / "out").glob("part-*.parquet")))
     for plain in ("before.key_value.value", "after.key_value.value", "value"):
         assert not encodings[plain] & _DICTIONARY, plain
     # Repetitive columns keep the dictionary: names, the images' keys, the type texts, Kafka keys.
