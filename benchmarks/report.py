@@ -338,11 +338,11 @@ GAPS = """## Why targets are missed, and what would close the gap
   nearly all distinct, so the dictionary overflowed and was discarded in every 4 MB row
   group, and writing the 1M change log took about 8–10 s with it and 5–6 s without. The
   schema job now groups on the images' key arrays and the type entries as they come, and
-  merges the few groups afterwards. Measured in one Spark session on the 1M change log, the code before and after
-  alternating (medians of five runs after a warm-up pair): alignment with its Parquet write
-  21.3 → 17.7 s, the schema job 7.9 → 5.1 s, the same rows and schemas out. One process
-  per step, as `make bench` runs them, adds the JVM's warm-up to each. The late rule was a second window sort, over each Kafka
-  partition; it is now an as-of lookup through two broadcast joins (docs/architecture.md):
+  merges the few groups afterwards. Measured in one Spark session on the 1M change log,
+  the code before and after alternating (medians of five runs after a warm-up pair):
+  alignment with its Parquet write 21.3 → 17.7 s, the schema job 7.9 → 5.1 s, the same rows
+  and schemas out. One process per step, as `make bench` runs them, adds the JVM's warm-up
+  to each. The late rule was a second window sort, over each Kafka partition; it is now an as-of lookup through two broadcast joins (docs/architecture.md):
   measured on 2026-11-22 on the change log's Parquet (medians of three runs after a
   warm-up), alignment went from about 10.7 s to 9.6 s with this dump's three partitions,
   and from about 14.1 s to 10.6 s with all events in one partition, which the window had
