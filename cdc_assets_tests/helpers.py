@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow.parquet as pq
-
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA, REJECT_REASON
@@ -39,7 +38,8 @@ def reasons(bad: list[dict]) -> list[str]:
     return [b[REJECT_REASON] for b in bad]
 
 
-__all__ = ["raw_frame", "crlf_records", "decode", "reasons", "F"]
+# Parquet's names for a dictionary-encoded column chunk (v1 and v2 pages).
+DICTIONARY_ENCODINGS = frozenset({"PLAIN_DICTIONARY", "RLE_DICTIONARY"})
 
 
 def parquet_encodings(files: Iterable[Path]) -> dict[str, set[str]]:
@@ -52,3 +52,7 @@ def parquet_encodings(files: Iterable[Path]) -> dict[str, set[str]]:
                 column = meta.row_group(g).column(c)
                 found.setdefault(column.path_in_schema, set()).update(column.encodings)
     return found
+
+
+__all__ = ["raw_frame", "crlf_records", "decode", "reasons", "parquet_encodings",
+           "DICTIONARY_ENCODINGS", "F"]

@@ -19,7 +19,7 @@ from cdc_assets.lib.simulator import generate
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
 from cdc_assets.lib.truth import load_truth
 from cdc_assets_tests.e2e import differences_from_truth, settings_for, simulate_and_replay
-from cdc_assets_tests.helpers import parquet_encodings
+from cdc_assets_tests.helpers import DICTIONARY_ENCODINGS, parquet_encodings
 
 HOUR = 3_600_000
 pytestmark = pytest.mark.slow
@@ -173,13 +173,12 @@ def test_layers_write_image_values_and_raw_bytes_without_a_dictionary(parquet_ru
     """The IO manager writes through `parquet_write` (docs/architecture.md)."""
     _, _, settings = parquet_run
     source = settings.warehouse / "src"
-    dictionary = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
 
     def encodings(layer: str) -> dict[str, set[str]]:
         return parquet_encodings(sorted((source / layer).glob("window_start_ms=*/part-*.parquet")))
 
     change_log, raw = encodings("change_log"), encodings("raw_messages")
-    assert not (change_log["after.key_value.value"] | change_log["before.key_value.value"]) & dictionary
-    assert change_log["column_types.key_value.value"] & dictionary
-    assert change_log["table"] & dictionary
-    assert raw["value"] and not raw["value"] & dictionary
+    assert not (change_log["after.key_value.value"] | change_log["before.key_value.value"]) & DICTIONARY_ENCODINGS
+    assert change_log["column_types.key_value.value"] & DICTIONARY_ENCODINGS
+    assert change_log["table"] & DICTIONARY_ENCODINGS
+    assert raw["value"] and not raw["value"] & DICTIONARY_ENCODINGS
