@@ -35,10 +35,11 @@ dev: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 validate: $(STAMP)
 	$(BIN)/dagster definitions validate -w workspace.yaml
 
-# `make bench BENCH_EVENTS=20000 BENCH_RUNS=1 BENCH_HISTORY_WINDOWS=0` is a quick smoke run.
+# `make bench BENCH_EVENTS=20000 BENCH_RUNS=1 BENCH_HISTORY_WINDOWS=0 BENCH_TABLE_SIZES=` is a quick smoke run.
 BENCH_EVENTS          ?= 1000000,10000000
 BENCH_RUNS            ?= 3
 BENCH_HISTORY_WINDOWS ?= 25
+BENCH_TABLE_SIZES     ?= 250000,1000000,4000000
 BENCH_BUDGET_MINUTES  ?= 70
 BENCH_STAMP := $(VENV)/.bench-installed
 
@@ -48,8 +49,8 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks --events $(BENCH_EVENTS) --runs $(BENCH_RUNS) \
-		--history-windows $(BENCH_HISTORY_WINDOWS) --budget-minutes $(BENCH_BUDGET_MINUTES) \
-		--command "make bench BENCH_EVENTS=$(BENCH_EVENTS) BENCH_RUNS=$(BENCH_RUNS) BENCH_HISTORY_WINDOWS=$(BENCH_HISTORY_WINDOWS)"
+		--history-windows $(BENCH_HISTORY_WINDOWS) --table-sizes '$(BENCH_TABLE_SIZES)' --budget-minutes $(BENCH_BUDGET_MINUTES) \
+		--command "make bench BENCH_EVENTS=$(BENCH_EVENTS) BENCH_RUNS=$(BENCH_RUNS) BENCH_HISTORY_WINDOWS=$(BENCH_HISTORY_WINDOWS) BENCH_TABLE_SIZES=$(BENCH_TABLE_SIZES)"
 
 clean:
 	rm -rf .cdc_assets .dagster_home .bench_cache

@@ -2,7 +2,8 @@
 on the same files, check that every engine gives the expected answer, rewrite BENCHMARKS.md.
 
     python -m benchmarks [--events 1000000,10000000] [--runs 3] [--large-runs 1]
-                         [--history-windows 25] [--cache .bench_cache] [--out BENCHMARKS.md]
+                         [--history-windows 25] [--table-sizes 250000,1000000,4000000]
+                         [--cache .bench_cache] [--out BENCHMARKS.md]
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from benchmarks.dump import DumpSpec, generate_dump
 from benchmarks.history import measure_history
 from benchmarks.measure import Measured, run_engine
 from benchmarks.protocols import dump_info, protocol_dump, protocols
+from benchmarks.window_ranges import measure_in_child as measure_table_sizes
 
 REPO = Path(__file__).resolve().parents[1]
 # Engines per dump size. The first size runs all; larger sizes only what stays within the
@@ -51,8 +53,9 @@ class Budget:
     """Keeps `make bench` within its time budget on a slow or busy machine: repeat runs are
     dropped first, then whole steps (the report lists both). Steps run in the order of what
     the targets need: the first size, the larger sizes (memory against size), the
-    window-cost test, the per-protocol decode. Once a step is skipped every later one is,
-    so a slow machine loses the end of that list, never its middle."""
+    window-cost tests (history, table size), the per-protocol decode. Once a step is
+    skipped every later one is, so a slow machine loses the end of that list, never its
+    middle."""
 
     def __init__(self, minutes: float):
         self.seconds = minutes * 60
@@ -132,11 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3, help="runs per engine at the first size (median)")
     p.add_argument("--large-runs", type=int, default=1, help="runs per engine at larger sizes")
     p.add_argument("--history-windows", type=int, default=25, help="0 skips the window-cost test")
+    p.add_argument("--table-sizes", default="250000,1000000,4000000",
+                   help="table rows for the window-cost-against-table-size step ('' skips it)")
     p.add_argument("--protocol-changes", type=int, default=100_000,
                    help="row changes per protocol in the decode-per-protocol step (0 skips it)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--budget-minutes", type=float, default=70,
-                   help="drop repeat runs, then the per-protocol decode, the history test and the "
+                   help="drop repeat runs, then the per-protocol decode, the table-size and history tests and the "
                         "larger sizes, to stay near it")
     p.add_argument("--cache", default=str(REPO / ".bench_cache"))
     p.add_argument("--out", default=str(REPO / "BENCHMARKS.md"))
@@ -148,8 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(args.cache)
     sizes = [int(s) for s in args.events.split(",") if s]
     # The first size with every step, then the larger sizes (memory against size), the
-    # window-cost test and the per-protocol decode: the budget drops from the end. On a clean
-    # clone the dumps are generated inside the budget too (the 10M one takes about 100 s).
+    # window-cost tests (history, then table size) and the per-protocol decode: the budget
+    # drops from the end. On a clean clone the dumps are generated inside the budget too
+    # (the 10M one takes about 100 s).
     sections = [bench_size(sizes[0], args.runs, FULL, cache, args.seed, budget, first=True)]
     for events in sizes[1:]:
         sections.append(bench_size(events, args.large_runs, LARGE, cache, args.seed, budget, first=False))
@@ -157,13 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.history_windows and budget.starts(0.75, f"the window-cost test ({args.history_windows} windows)"):
         _log(f"window cost vs history: {args.history_windows} windows")
         history = measure_history(args.history_windows, cache, args.seed)
+    table_size = None
+    if args.table_sizes and budget.starts(0.8, f"the table-size test ({args.table_sizes} rows)"):
+        _log(f"window cost vs table size: {args.table_sizes} rows")
+        table_size = measure_table_sizes(args.table_sizes, args.runs)
     per_protocol = []
     if args.protocol_changes:
         _log(f"decode per protocol: {args.protocol_changes:,} row changes each")
         per_protocol = bench_protocols(args.protocol_changes, args.runs, cache, args.seed, budget)
     total_s = time.perf_counter() - started
     text = report.render(sections, history, command=args.command, total_s=total_s, skipped=budget.skipped,
-                         per_protocol=per_protocol, load_at_start=load_at_start)
+                         per_protocol=per_protocol, load_at_start=load_at_start, table_size=table_size)
     Path(args.out).write_text(text)
     _log(f"wrote {args.out} in {total_s / 60:.1f} min")
     wrong = [m.engine for s in sections for m in s["results"].values() if m.correct is False]

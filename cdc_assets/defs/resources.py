@@ -118,6 +118,8 @@ class WarehouseResource(ConfigurableResource):
     """Where each source's landing area and layers live (a local folder by default)."""
 
     root: str
+    # Rows per primary-key range of a snapshot table (see lib/key_ranges.py).
+    snapshot_range_rows: int = 1_000_000
 
     def source_root(self, source: str) -> Path:
         return Path(self.root) / source

@@ -49,6 +49,8 @@ class Settings:
     spark_conf: Mapping[str, str] = field(default_factory=dict)  # extra Spark settings, win over ours
     s3_endpoint_url: str | None = None  # S3-compatible store (MinIO, moto); None = AWS
     s3_region: str | None = None
+    # Rows per primary-key range of a snapshot table: a window rewrites only the ranges it touches.
+    snapshot_range_rows: int = 1_000_000
 
     @property
     def window_ms(self) -> int:
@@ -91,7 +93,17 @@ def _common(env: Mapping[str, str], data: Mapping) -> dict:
         "spark_conf": conf,
         "s3_endpoint_url": env.get("CDC_ASSETS_S3_ENDPOINT_URL", data.get("s3_endpoint_url")) or None,
         "s3_region": env.get("CDC_ASSETS_S3_REGION", data.get("s3_region")) or None,
+        "snapshot_range_rows": _positive(
+            env.get("CDC_ASSETS_SNAPSHOT_RANGE_ROWS", data.get("snapshot_range_rows", 1_000_000)),
+            "snapshot_range_rows"),
     }
+
+
+def _positive(value, name: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(f"{name} must be a positive number of rows, got {value!r}")
+    return number
 
 
 def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig, ...]]:

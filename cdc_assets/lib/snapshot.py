@@ -176,6 +176,22 @@ def conform_frame(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, int]:
     return conformed.select(*schema.columns, COMMIT_TS_COLUMN), int(lost or 0)
 
 
+def _typed_key(column: str, schema: TableSchema) -> Column:
+    """By name: an action's value of the current key column, typed (null when it does not convert)."""
+    position = (F.array_position("pk_names", F.lit(column)) - 1).cast("int")
+    return typed_value(F.get(F.col("key"), position), schema.spark_type_of(column))
+
+
+def action_keys(latest: DataFrame, schema: TableSchema) -> DataFrame:
+    """The typed current key of each of the table's actions that has one, columns named as the key."""
+    mine = latest.where((F.col("database") == schema.database) & (F.col("table") == schema.table))
+    keys = mine.select(*[_typed_key(c, schema).alias(f"_cdc_k{i}") for i, c in enumerate(schema.primary_key)])
+    identified = F.lit(bool(schema.primary_key))
+    for i in range(len(schema.primary_key)):
+        identified = identified & F.col(f"_cdc_k{i}").isNotNull()
+    return keys.where(identified).toDF(*schema.primary_key)
+
+
 def reconstruct_table(
     latest: DataFrame,
     schema: TableSchema,
@@ -190,14 +206,10 @@ def reconstruct_table(
     value_names = [f"_cdc_v{i}" for i in range(len(cols))]
     raw_names = [f"_cdc_r{i}" for i in range(len(cols))]
 
-    def key_value(c: str) -> Column:  # by name: this action's value of current key column c
-        position = (F.array_position("pk_names", F.lit(c)) - 1).cast("int")
-        return typed_value(F.get(F.col("key"), position), schema.spark_type_of(c))
-
     acts = mine.select(
         F.col("kind").alias("_cdc_kind"),
         F.col("commit_ts").alias("_cdc_ts"),
-        *[key_value(c).alias(k) for c, k in zip(pk, key_names)],
+        *[_typed_key(c, schema).alias(k) for c, k in zip(pk, key_names)],
         *[typed_value(F.try_element_at("values", F.lit(c)), schema.spark_type_of(c)).alias(v)
           for c, v in zip(cols, value_names)],
         *[F.try_element_at("values", F.lit(c)).alias(r) for c, r in zip(cols, raw_names)],

@@ -1,11 +1,13 @@
 """Snapshot windows on disk: immutable Parquet folders per (table, window, run) + a
 manifest per window.
 
-  <snapshots>/<db>.<table>/window_start_ms=<ms>/run=<id>/part-*.parquet
+  <snapshots>/<db>.<table>/window_start_ms=<ms>/run=<id>/range-*.parquet
   <snapshots>/_manifests/window_start_ms=<ms>.json      written last: the commit point
 
 A table without changes in a window is carried over by reference: the manifest entry
-points at the folder that last wrote it. Folders are never rewritten in place, so
+points at the folder that last wrote it. A changed table's files are split by primary-key
+range (`key_ranges`, listed in its manifest entry); the ranges its changes did not touch
+are hard links to the previous folder's files, so a window's cost follows its changes. Folders are never rewritten in place, so
 re-materializing an old window cannot change what a newer manifest points at; a folder
 no manifest references any more is removed after the commit. Manifest paths are relative
 to the snapshots root, so a warehouse can be moved.
@@ -14,20 +16,26 @@ to the snapshots root, so a warehouse can be moved.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import uuid
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, types as T
 
 from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.history import write_window_history
+from cdc_assets.lib.ranged_files import write_table_files
 from cdc_assets.lib.snapshot import read_table
 from cdc_assets.lib.table_timeline import TableState, apply_window, previous_states, state_id
 from cdc_assets.lib.storage import (
-    exclusive, parquet_rows, read_json, remove_stale_temps, temp_sibling, window_dir, write_json_atomic,
+    exclusive, read_json, remove_stale_temps, temp_sibling, window_dir, write_json_atomic,
 )
+
+
+# Rows per key-range file set: a window rewrites the ranges its changes touch, not the table.
+DEFAULT_RANGE_ROWS = 1_000_000
 
 
 def manifest_path(snapshots: Path, window_start_ms: int) -> Path:
@@ -40,6 +48,12 @@ def read_manifest(snapshots: Path, window_start_ms: int) -> dict | None:
 
 def table_path(snapshots: Path, entry: dict) -> Path:
     return snapshots / entry["path"]
+
+
+def read_table_files(spark: SparkSession, snapshots: Path, entry: dict, names: list[str]) -> DataFrame:
+    """Some files of a table's folder (a few key ranges), typed as the whole table."""
+    schema = T.StructType.fromJson(json.loads(entry["spark_schema"]))
+    return spark.read.schema(schema).parquet(*[str(table_path(snapshots, entry) / n) for n in names])
 
 
 def list_manifests(snapshots: Path) -> list[int]:
@@ -57,13 +71,14 @@ def write_window_snapshot(
     window_end_ms: int,
     previous: dict | None,
     history_root: Path | None = None,
+    range_rows: int = DEFAULT_RANGE_ROWS,
 ) -> dict:
     manifest_file = manifest_path(snapshots, window_start_ms)
     # Two runs of one window take turns: otherwise one run's clean-up could remove the
     # folders the other is about to commit.
     with exclusive(manifest_file):
         remove_stale_temps(manifest_file)
-        tables, ddl = _write_tables(spark, changes, snapshots, window_start_ms, previous, history_root)
+        tables, ddl = _write_tables(spark, changes, snapshots, window_start_ms, previous, history_root, range_rows)
         manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms, "tables": tables,
                     "ddl": ddl}
         write_json_atomic(manifest_file, manifest)
@@ -72,20 +87,24 @@ def write_window_snapshot(
 
 
 def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, window_start_ms: int,
-                  previous: dict | None, history_root: Path | None) -> tuple[dict[str, dict], dict]:
+                  previous: dict | None, history_root: Path | None, range_rows: int) -> tuple[dict[str, dict], dict]:
     """Write every table the window changed; carry the others over by reference.
 
     Returns the manifest's tables and its DDL record (applied, dropped tables, unparsed)."""
     prev_tables = (previous or {}).get("tables", {})
     read = lambda e: read_table(spark, str(table_path(snapshots, e)), e["spark_schema"])  # noqa: E731
-    result = apply_window(spark, changes, previous_states(prev_tables, read), keep_history=history_root is not None)
+
+    read_files = functools.partial(read_table_files, spark, snapshots)
+    states = previous_states(prev_tables, read, read_files)
+    result = apply_window(spark, changes, states, keep_history=history_root is not None, touched_ranges_only=True)
     try:
         # History first: the versions that ended, before the manifest commits the window.
         ended = write_window_history(result, history_root, window_start_ms) if history_root is not None else {}
         # The changed tables are written concurrently (independent small jobs, see concurrent_jobs).
         changed = [name for name, state in result.tables.items() if state.changed]
         written = dict(zip(changed, run_concurrently([
-            functools.partial(_write_table, spark, snapshots, window_start_ms, name, result.tables[name])
+            functools.partial(_write_table, spark, snapshots, window_start_ms, name, result.tables[name],
+                              prev_tables.get(state_id(name)), range_rows)
             for name in changed
         ])))
         tables: dict[str, dict] = {}
@@ -95,7 +114,7 @@ def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, wind
                 tables[tid] = written[name]
             else:
                 entry = prev_tables[tid]
-                tables[tid] = {**entry, "previous_rows": entry["rows"], "inserted_keys": 0, "deleted_keys": 0,
+                tables[tid] = {**entry, "previous_rows": entry["rows"], "inserted_keys": 0, "deleted_keys": 0, "ranges_rewritten": [],
                                "removed_by_ddl": 0, "moved_in": 0, "conversion_failures": 0, "schema_changes": []}
     finally:
         result.release()
@@ -109,17 +128,33 @@ def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, wind
 
 
 def _write_table(spark: SparkSession, snapshots: Path, window_start_ms: int, name: tuple[str, str],
-                 state: TableState) -> dict:
-    """One changed table's new folder (written to a temporary sibling, then renamed) and its manifest entry."""
+                 state: TableState, previous_entry: dict | None, range_rows: int) -> dict:
+    """One changed table's new folder (written to a temporary sibling, then renamed) and its manifest entry.
+
+    The folder holds one set of files per primary-key range (see key_ranges); when the window
+    touched only some ranges, the others are linked from the previous folder."""
     frame = state.frame if state.frame is not None else spark.createDataFrame([], state.schema.spark_schema())
     final = window_dir(snapshots / state_id(name), window_start_ms) / f"run={uuid.uuid4().hex[:12]}"
     tmp = temp_sibling(final)
-    frame.write.parquet(str(tmp))
-    rows = parquet_rows(tmp)
+    expected = (state.previous_rows + state.inserted_keys - state.deleted_keys - state.removed_by_ddl
+                + state.moved_in)
+    partial = state.touched_ranges is not None and previous_entry is not None
+    ranges = write_table_files(
+        spark, frame, state.schema, tmp, range_rows, expected,
+        previous=state.ranges if partial else None,
+        previous_folder=table_path(snapshots, previous_entry) if partial else None,
+        touched=state.touched_ranges if partial else None,
+    )
+    rows = sum(ranges.rows)
     os.replace(tmp, final)
+    linked = {n for i, names in enumerate(state.ranges.files) if i not in state.touched_ranges
+              for n in names} if partial else set()
     return {
         "database": name[0], "table": name[1], "path": str(final.relative_to(snapshots)),
-        "rows": rows, "previous_rows": state.previous_rows,
+        "rows": rows, "ranges": ranges.to_json(),
+        # Ranges whose files this window wrote (the others are links to files checked before).
+        "ranges_rewritten": [i for i, names in enumerate(ranges.files) if any(n not in linked for n in names)],
+        "previous_rows": state.previous_rows,
         "inserted_keys": state.inserted_keys, "deleted_keys": state.deleted_keys,
         "removed_by_ddl": state.removed_by_ddl, "moved_in": state.moved_in,
         "conversion_failures": state.conversion_failures,

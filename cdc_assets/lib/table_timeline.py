@@ -21,6 +21,7 @@ A window without DDL takes the fast path: every table's rows in one pass, as bef
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Callable
@@ -31,7 +32,10 @@ from cdc_assets.lib import ddl as D
 from cdc_assets.lib.changelog_schema import ROW
 from cdc_assets.lib.ddl_barriers import SEGMENT, Barrier, window_barriers, with_segments
 from cdc_assets.lib.mysql_types import typed_value
-from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN, TableSchema, conform_frame, key_actions, reconstruct_table
+from cdc_assets.lib.key_ranges import KeyRanges, range_index
+from cdc_assets.lib.snapshot import (
+    COMMIT_TS_COLUMN, TableSchema, action_keys, conform_frame, key_actions, reconstruct_table,
+)
 from cdc_assets.lib.storage import table_id
 from cdc_assets.lib.tso import tso_to_ms
 from cdc_assets.lib.window_schema import window_table_schemas
@@ -51,6 +55,11 @@ class TableState:
     conversion_failures: int = 0
     changed: bool = False
     schema_changes: list[dict] = field(default_factory=list)
+    # The previous snapshot's key ranges, and a reader of some of them (see key_ranges).
+    ranges: KeyRanges | None = None
+    read_ranges: Callable[[set[int]], DataFrame | None] | None = None
+    # Set when `frame` holds only these ranges of `ranges`: the others are unchanged.
+    touched_ranges: set[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -91,10 +100,12 @@ class WindowResult:
 
 
 def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, TableState],
-                 keep_history: bool = False) -> WindowResult:
+                 keep_history: bool = False, touched_ranges_only: bool = False) -> WindowResult:
     """`previous`: every table of the previous snapshot (frames lazy). Returns the state at the window
-    end; call `release()` on it after writing its frames."""
-    run = _Run(spark, changes, previous, keep_history)
+    end; call `release()` on it after writing its frames. With `touched_ranges_only`, a table whose
+    rows alone changed (no DDL, same schema) and that has key ranges gets a frame of only the
+    ranges its changes touch (`touched_ranges`); the writer carries the others over."""
+    run = _Run(spark, changes, previous, keep_history, touched_ranges_only)
     try:
         run.apply()
     except BaseException:
@@ -106,8 +117,10 @@ def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, T
 
 
 class _Run:
-    def __init__(self, spark: SparkSession, changes: DataFrame, previous: dict[Name, TableState], keep_history: bool):
+    def __init__(self, spark: SparkSession, changes: DataFrame, previous: dict[Name, TableState], keep_history: bool,
+                 touched_ranges_only: bool = False):
         self.spark = spark
+        self.touched_ranges_only = touched_ranges_only
         self.states = dict(previous)
         self.keep_history = keep_history
         self.barriers = window_barriers(changes)
@@ -170,6 +183,9 @@ class _Run:
             state = self.states.get(name)
             schema = state.schema.merged_with(s) if state else s
             before = state.frame if state else None
+            touched = self._touched_ranges(latest, state, schema) if not checkpoint else None
+            if touched is not None:
+                before = state.read_ranges(touched)
             result = reconstruct_table(latest, schema, before)
             frame = result.frame.localCheckpoint() if checkpoint else result.frame
             if self.keep_history:
@@ -177,9 +193,22 @@ class _Run:
             if state is None:
                 state = self._new_state(name, schema)
             state.schema, state.frame, state.changed = schema, frame, True
+            state.touched_ranges = touched
             state.inserted_keys += result.inserted_keys
             state.deleted_keys += result.deleted_keys
             state.conversion_failures += result.conversion_failures
+
+    def _touched_ranges(self, latest: DataFrame, state: TableState | None, schema: TableSchema) -> set[int] | None:
+        """The key ranges this window's actions touch, when only those need rewriting: rows
+        alone changed the table (no DDL before in this window, same schema) and it has ranges."""
+        if not (self.touched_ranges_only and state is not None and state.ranges is not None
+                and state.read_ranges is not None and state.frame is not None and not state.changed
+                and schema == state.schema and state.ranges.fits(schema)):
+            return None
+        if len(state.ranges.files) == 1:  # no job needed to know which
+            return {0}
+        index = range_index(schema, state.ranges.lowers)
+        return {r[0] for r in action_keys(latest, schema).select(index).distinct().collect()}
 
     # DDL --------------------------------------------------------------------------------------
     def _apply_ddl(self, b: Barrier, change: D.SchemaChange) -> None:
@@ -360,12 +389,24 @@ def _commit_time_text(commit_ts: int) -> str:
     return datetime.fromtimestamp(tso_to_ms(commit_ts) / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
-def previous_states(prev_tables: dict[str, dict], read: Callable[[dict], DataFrame]) -> dict[Name, TableState]:
-    """The previous manifest's tables as starting states (frames read lazily)."""
-    return {
-        (e["database"], e["table"]): TableState(TableSchema.from_json(e["schema"]), read(e), previous_rows=e["rows"])
-        for e in prev_tables.values()
-    }
+def previous_states(prev_tables: dict[str, dict], read: Callable[[dict], DataFrame],
+                    read_files: Callable[[dict, list[str]], DataFrame] | None = None) -> dict[Name, TableState]:
+    """The previous manifest's tables as starting states (frames read lazily). With
+    `read_files`, tables stored in key ranges can also be read a few ranges at a time."""
+    states = {}
+    for e in prev_tables.values():
+        state = TableState(TableSchema.from_json(e["schema"]), read(e), previous_rows=e["rows"])
+        if read_files is not None and e.get("ranges"):
+            state.ranges = KeyRanges.from_json(e["ranges"])
+            state.read_ranges = functools.partial(_read_ranges, read_files, e, state.ranges)
+        states[(e["database"], e["table"])] = state
+    return states
+
+
+def _read_ranges(read_files: Callable[[dict, list[str]], DataFrame], entry: dict, ranges: KeyRanges,
+                 indices: set[int]) -> DataFrame | None:
+    names = [n for i in sorted(indices) for n in ranges.files[i]]
+    return read_files(entry, names) if names else None
 
 
 def state_id(name: Name) -> str:

@@ -60,3 +60,23 @@ def test_decode_per_protocol_step(tmp_path, spark):
         per_protocol.append({"protocol": protocol, "info": info, "measured": Measured("cdc_decode_protocol", [run])})
     text = report.render([], None, command="make bench", total_s=1.0, per_protocol=per_protocol)
     assert "| `open-protocol` (`open-protocol`)" in text and "| `canal-official` (`canal-json`)" in text
+
+
+@pytest.mark.slow
+def test_window_cost_against_table_size_step(tmp_path, spark):
+    """The table-size step on small tables in ranges of 1,000 rows (row counts and key
+    uniqueness are checked inside `measure`), and its report section. That only touched
+    ranges are rewritten is tested in cdc_assets_tests/lib/test_key_ranges.py."""
+    from benchmarks import window_ranges
+
+    sizes = window_ranges.measure(spark, [4_000, 8_000], runs=1, root=tmp_path, range_rows=1_000,
+                                  warm_up=False)
+    large = sizes[-1]
+    assert large["ranges_uniform_rewritten"] == [8, 8]  # every key range has updates
+    assert large["whole_table_uniform_rewritten"] == [1, 1]
+    rewritten, ranges = large["ranges_recent_rewritten"]
+    assert rewritten == ranges > 8  # 15,000 new keys: the last range split in place
+    table_size = {"range_rows": 1_000, "changes_per_window": 20_000, "runs": 1, "sizes": sizes}
+    text = report.render([], None, command="make bench", total_s=1.0, table_size=table_size)
+    assert "## Window cost against table size" in text and f"| 8,000 | {ranges} | {rewritten} |" in text
+    assert "from a 4,000- to a 8,000-row table" in text

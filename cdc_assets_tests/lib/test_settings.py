@@ -90,3 +90,18 @@ def test_s3_locations_spark_and_endpoint_come_from_the_file_and_the_environment(
 
     plain = load_settings({"CDC_ASSETS_INPUT": "s3://dumps/x"})
     assert plain.sources[0].input_path == "s3://dumps/x" and plain.spark_conf == {}
+
+
+def test_snapshot_range_rows_come_from_the_file_or_the_environment_and_reach_the_warehouse(tmp_path):
+    from cdc_assets.defs.factory import build_definitions
+
+    path = tmp_path / "sources.yaml"
+    path.write_text("snapshot_range_rows: 250000\nsources:\n  - {name: a, protocol: canal-json, location: x}\n")
+    assert load_settings({}).snapshot_range_rows == 1_000_000
+    assert load_settings({"CDC_ASSETS_SOURCES": str(path)}).snapshot_range_rows == 250_000
+    settings = load_settings({"CDC_ASSETS_SOURCES": str(path), "CDC_ASSETS_SNAPSHOT_RANGE_ROWS": "5000"})
+    assert settings.snapshot_range_rows == 5000
+    warehouse = build_definitions(settings).resources["warehouse"]
+    assert warehouse.snapshot_range_rows == 5000
+    with pytest.raises(ValueError, match="snapshot_range_rows"):
+        load_settings({"CDC_ASSETS_SNAPSHOT_RANGE_ROWS": "0"})
