@@ -30,6 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 FULL = ["read_floor_arrow", "read_floor_spark", "duckdb_sql", "spark_naive", "cdc_decode",
         "cdc_decode_to_parquet", "cdc_align", "cdc_snapshot", "cdc_pipeline", "cdc_replay"]
 LARGE = ["cdc_decode", "read_floor_arrow", "duckdb_sql"]  # the memory target's step first
+# The memory target's step runs this often at every size: one run's peak is too noisy to judge.
+MEMORY_STEP, MEMORY_RUNS = "cdc_decode", 3
 SINGLE_RUN = {"cdc_decode_to_parquet"}  # prepares the align / snapshot input
 
 
@@ -92,7 +94,7 @@ def bench_size(events: int, runs: int, engines: list[str], cache: Path, seed: in
         if not first and not budget.starts(0.7, f"`{engine}` at {events:,} events"):
             _log(f"  {engine}: skipped, time budget")
             continue
-        n = 1 if engine in SINGLE_RUN else runs
+        n = 1 if engine in SINGLE_RUN else max(runs, MEMORY_RUNS) if engine == MEMORY_STEP else runs
         m = Measured(engine, [])
         for i in range(n):
             if i and not budget.allows(0.45 if first else 0.7):

@@ -93,5 +93,10 @@ class Measured:
         return max(r.peak_rss_mb for r in self.runs)
 
     @property
+    def median_peak_rss_mb(self) -> float:
+        """Where the JVM's lazily grown heap peaks varies from run to run: targets compare this."""
+        return statistics.median(r.peak_rss_mb for r in self.runs)
+
+    @property
     def extra(self) -> dict:
         return self.runs[-1].extra

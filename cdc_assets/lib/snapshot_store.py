@@ -138,7 +138,10 @@ def _write_table(spark: SparkSession, snapshots: Path, window_start_ms: int, nam
     tmp = temp_sibling(final)
     expected = (state.previous_rows + state.inserted_keys - state.deleted_keys - state.removed_by_ddl
                 + state.moved_in)
-    partial = state.touched_ranges is not None and previous_entry is not None
+    partial = state.touched_ranges is not None
+    if partial and previous_entry is None:  # the frame holds the touched ranges only: never write it as the table
+        raise RuntimeError(f"{state_id(name)}: only some key ranges were rebuilt, but there is no previous folder "
+                           "to carry the others over from")
     ranges = write_table_files(
         spark, frame, state.schema, tmp, range_rows, expected,
         previous=state.ranges if partial else None,
