@@ -399,9 +399,13 @@ GAPS = """## Why targets are missed, and what would close the gap
   table grows; the table-size section measures it against the whole-table rewrite. Two limits
   remain. Changes spread over the whole key space (AUTO_RANDOM or UUID keys, backfills) touch
   every range, so the whole table is still rewritten, and the ranged write costs a shuffle
-  (rows moved to their range's task) that the single-range write does not: about 1.5× the
-  whole-table rewrite at 4,000,000 rows on 2026-11-22. Only merge-on-read (small delta files
-  per range, compacted later) would make that case follow its changes. The history
+  (rows moved to their range's task) that the single-range write does not: 1.3–1.4× the
+  whole-table rewrite at 4,000,000 rows in two runs on 2026-11-22/23. Writing the touched
+  ranges without that shuffle (each task writes a file per range its rows fall in) was
+  measured and dropped: about 7.4 s against 8.0 s per window over seven chained windows at
+  4,000,000 rows, no gain at 1,000,000, and the files per range grew from 1 to 4–5. Only
+  merge-on-read (small delta files per range, compacted later) would make that case follow
+  its changes. The history
   workload above draws its keys uniformly and its tables stay under one range (300,000 rows
   at most), so it measures the fixed costs of a window, which dominate at that size; a user
   whose keys are random can set `snapshot_range_rows` high to keep one range per table.
