@@ -46,7 +46,6 @@ def test_harness_measures_a_child_process_and_renders_the_report(dump, tmp_path)
     assert "| `read_floor_arrow`" in text and "## 2,000 row events" in text
 
 
-
 def test_memory_target_compares_the_median_of_the_runs_peaks(dump):
     def measured(*peaks):
         return Measured("cdc_decode", [Run(1.0, 2.0, p) for p in peaks])
@@ -58,6 +57,7 @@ def test_memory_target_compares_the_median_of_the_runs_peaks(dump):
     # 1,050 → 1,100 MB by medians: met, though one 20,000-event run peaked at 2,900 MB
     assert "1,050 MB → 1,100 MB (1.05×; 3 and 3 runs)" in row and row.endswith("| yes |")
     assert "| 2,900 |" in text  # the section's table lists the highest peak
+
 
 def test_decode_per_protocol_step(tmp_path, spark):
     """Each protocol's simulator dump decodes without a reject, and the report lists it."""
