@@ -30,7 +30,7 @@ demo: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 # Spark jobs, subprocesses and the daemon's ticks, not on the CPU. TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 dev: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml

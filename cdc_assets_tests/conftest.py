@@ -20,8 +20,9 @@ os.environ.pop("DAGSTER_HOME", None)
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Slow modules first, the daemon backfill (mostly waiting on its 30 s ticks) before all:
-    `make test` spreads modules over workers (pytest-xdist, --dist loadscope) in this order, so
-    the long ones start early instead of forming the tail. Stable: modules keep their order."""
+    `make test` hands modules to its workers in this order (pytest-xdist: --dist loadscope
+    --no-loadscope-reorder; its default would put the modules with most tests first), so the
+    long ones start early instead of forming the tail. Stable: modules keep their order."""
     def rank(item: pytest.Item) -> int:
         if item.get_closest_marker("daemon"):
             return 0
