@@ -169,6 +169,12 @@ def _conform(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, Column]:
     return df.select(*columns, *originals), failures
 
 
+def _needs_retyping(df: DataFrame, schema: TableSchema) -> bool:
+    """Some column of `df` is missing or of another type than the schema says."""
+    existing = {f.name: f.dataType for f in df.schema.fields}
+    return any(existing.get(f.name) != f.dataType for f in schema.spark_schema().fields)
+
+
 def conform_frame(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, int]:
     """A table's rows in `schema` (a DDL changed it) and how many values did not convert."""
     conformed, failures = _conform(df, schema)
@@ -196,8 +202,11 @@ def reconstruct_table(
     latest: DataFrame,
     schema: TableSchema,
     previous: DataFrame | None,
+    previous_rows: int | None = None,
 ) -> TableResult:
-    """Previous rows - touched keys + upserts; two Spark actions (counts), the frame is lazy."""
+    """Previous rows - touched keys + upserts; the frame is lazy. One Spark action (the
+    counts), and one more over `previous` unless its row count is given and its columns
+    already have the schema's types (then nothing can fail to convert)."""
     spark = latest.sparkSession
     mine = latest.where((F.col("database") == schema.database) & (F.col("table") == schema.table))
     pk = schema.primary_key
@@ -233,9 +242,12 @@ def reconstruct_table(
 
     if previous is not None:
         prev, conform_failures = _conform(previous, schema)
-        stats = prev.agg(F.count(F.lit(1)).alias("rows"), F.coalesce(F.sum(conform_failures), F.lit(0)).alias("f")
-                         ).first()
-        previous_rows, failed_conversions = int(stats.rows), int(stats.f)
+        if previous_rows is None or _needs_retyping(previous, schema):
+            stats = prev.agg(F.count(F.lit(1)).alias("rows"),
+                             F.coalesce(F.sum(conform_failures), F.lit(0)).alias("f")).first()
+            previous_rows, failed_conversions = int(stats.rows), int(stats.f)
+        else:
+            failed_conversions = 0
         prev = prev.select(*cols, COMMIT_TS_COLUMN)
     else:
         prev = spark.createDataFrame([], schema.spark_schema())

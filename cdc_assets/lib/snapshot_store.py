@@ -98,15 +98,18 @@ def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, wind
     states = previous_states(prev_tables, read, read_files)
     result = apply_window(spark, changes, states, keep_history=history_root is not None, touched_ranges_only=True)
     try:
-        # History first: the versions that ended, before the manifest commits the window.
-        ended = write_window_history(result, history_root, window_start_ms) if history_root is not None else {}
-        # The changed tables are written concurrently (independent small jobs, see concurrent_jobs).
+        # The history (the versions that ended) and the changed tables are independent small
+        # jobs, submitted together (see concurrent_jobs); all are written before the manifest
+        # commits the window.
         changed = [name for name, state in result.tables.items() if state.changed]
-        written = dict(zip(changed, run_concurrently([
-            functools.partial(_write_table, spark, snapshots, window_start_ms, name, result.tables[name],
-                              prev_tables.get(state_id(name)), range_rows)
-            for name in changed
-        ])))
+        tasks = [functools.partial(_write_table, spark, snapshots, window_start_ms, name, result.tables[name],
+                                   prev_tables.get(state_id(name)), range_rows)
+                 for name in changed]
+        if history_root is not None:
+            tasks.insert(0, functools.partial(write_window_history, result, history_root, window_start_ms))
+        outputs = run_concurrently(tasks)
+        ended = outputs.pop(0) if history_root is not None else {}
+        written = dict(zip(changed, outputs))
         tables: dict[str, dict] = {}
         for name, state in result.tables.items():
             tid = state_id(name)

@@ -30,11 +30,12 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.lib import ddl as D
 from cdc_assets.lib.changelog_schema import ROW
+from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.ddl_barriers import SEGMENT, Barrier, window_barriers, with_segments
 from cdc_assets.lib.mysql_types import typed_value
 from cdc_assets.lib.key_ranges import KeyRanges, range_index
 from cdc_assets.lib.snapshot import (
-    COMMIT_TS_COLUMN, TableSchema, action_keys, conform_frame, key_actions, reconstruct_table,
+    COMMIT_TS_COLUMN, TableResult, TableSchema, action_keys, conform_frame, key_actions, reconstruct_table,
 )
 from cdc_assets.lib.storage import table_id
 from cdc_assets.lib.tso import tso_to_ms
@@ -139,16 +140,21 @@ class _Run:
         if self.barriers or self.keep_history:
             self.rows = self.rows.persist()
             self.persisted.append(self.rows)
-        self._pending = {
-            (r.database, r.table): sorted(r.segments)
-            for r in self.rows.groupBy("database", "table").agg(F.collect_set(SEGMENT).alias("segments")).collect()
-        }
+        schemas = None
+        if self.barriers:
+            self._pending = {
+                (r.database, r.table): sorted(r.segments)
+                for r in self.rows.groupBy("database", "table").agg(F.collect_set(SEGMENT).alias("segments")).collect()
+            }
+        else:  # one segment: the tables with rows are the ones the schema job sees (one job less)
+            schemas = window_table_schemas(self.rows)
+            self._pending = {name: [0] for name in schemas}
         for barrier in self.barriers:
             for change in barrier.changes:
                 self._apply_ddl(barrier, change)
             if barrier.declared_columns:
                 self._apply_structure(barrier)
-        self._flush_remaining()
+        self._flush_remaining(schemas)
 
     # rows -------------------------------------------------------------------------------------
     def _flush(self, name: Name, upto: int) -> None:
@@ -160,7 +166,8 @@ class _Run:
         rows = self.rows.where(_is(name) & F.col(SEGMENT).between(start, upto))
         self._apply_rows([name], rows, checkpoint=True)
 
-    def _flush_remaining(self) -> None:
+    def _flush_remaining(self, schemas: dict[Name, TableSchema] | None = None) -> None:
+        """`schemas`: the window's table schemas when already known (a window without DDL)."""
         last = len(self.barriers)
         untouched = [n for n in self._pending if n not in self.progress]
         partial = [n for n in self._pending if n in self.progress]
@@ -168,35 +175,50 @@ class _Run:
             rows = self.rows
             for name in partial:
                 rows = rows.where(~_is(name))
-            self._apply_rows(untouched, rows, checkpoint=False)
+            self._apply_rows(untouched, rows, checkpoint=False, schemas=schemas if not partial else None)
         for name in partial:
             self._flush(name, last)
 
-    def _apply_rows(self, names: list[Name], rows: DataFrame, checkpoint: bool) -> None:
+    def _apply_rows(self, names: list[Name], rows: DataFrame, checkpoint: bool,
+                    schemas: dict[Name, TableSchema] | None = None) -> None:
         latest = key_actions(rows).persist()
         self.persisted.append(latest)  # the fast path's frames read it until they are written
-        schemas = window_table_schemas(rows)
-        for name in names:
-            s = schemas.get(name)
-            if s is None:
-                continue
-            state = self.states.get(name)
-            schema = state.schema.merged_with(s) if state else s
-            before = state.frame if state else None
-            touched = self._touched_ranges(latest, state, schema) if not checkpoint else None
-            if touched is not None:
-                before = state.read_ranges(touched)
-            result = reconstruct_table(latest, schema, before)
-            frame = result.frame.localCheckpoint() if checkpoint else result.frame
+        if schemas is None:
+            schemas = window_table_schemas(rows)
+        plans = [(name, self.states.get(name), schemas[name]) for name in names if name in schemas]
+        plans = [(name, state, state.schema.merged_with(s) if state else s) for name, state, s in plans]
+        # The tables' counting jobs are independent: submitted together (see concurrent_jobs).
+        rebuilt = run_concurrently([functools.partial(self._rebuild, latest, state, schema, checkpoint)
+                                    for _, state, schema in plans])
+        for (name, state, schema), (touched, before, result) in zip(plans, rebuilt):
             if self.keep_history:
                 self.flushes.append(Flush(name, rows.where(_is(name)), before, schema))
             if state is None:
                 state = self._new_state(name, schema)
-            state.schema, state.frame, state.changed = schema, frame, True
+            state.schema, state.frame, state.changed = schema, result.frame, True
             state.touched_ranges = touched
             state.inserted_keys += result.inserted_keys
             state.deleted_keys += result.deleted_keys
             state.conversion_failures += result.conversion_failures
+
+    def _rebuild(self, latest: DataFrame, state: TableState | None, schema: TableSchema,
+                 checkpoint: bool) -> tuple[set[int] | None, DataFrame | None, TableResult]:
+        """One table's rows after `latest`: (key ranges touched, the rows it started from, result).
+        Reads `state` only; the caller applies the result."""
+        before = state.frame if state else None
+        touched = self._touched_ranges(latest, state, schema) if not checkpoint else None
+        if touched is not None:
+            before = state.read_ranges(touched)
+        # Untouched by this window so far, the frame is the previous snapshot's (or some of its
+        # ranges): the manifest knows its rows.
+        known_rows = None
+        if state is not None and not state.changed and before is not None:
+            known_rows = (sum(state.ranges.rows[i] for i in touched) if touched is not None
+                          else state.previous_rows)
+        result = reconstruct_table(latest, schema, before, previous_rows=known_rows)
+        if checkpoint:
+            result = replace(result, frame=result.frame.localCheckpoint())
+        return touched, before, result
 
     def _touched_ranges(self, latest: DataFrame, state: TableState | None, schema: TableSchema) -> set[int] | None:
         """The key ranges this window's actions touch, when only those need rewriting: rows

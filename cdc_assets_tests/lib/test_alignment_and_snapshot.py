@@ -123,6 +123,29 @@ def test_previous_snapshot_is_carried_forward(spark):
     assert (result.previous_rows, result.inserted_keys, result.deleted_keys) == (2, 1, 1)
 
 
+def test_a_known_previous_row_count_is_taken_when_no_column_changes_type(spark):
+    first, _ = _snapshot(spark, _changes(spark, [row("INSERT", T0 + 1, values(1, "a")),
+                                                 row("INSERT", T0 + 2, values(2, "b"))]))
+    prev = first.frame.localCheckpoint()
+    changes = _changes(spark, [row("DELETE", T0 + 9, values(1, "a")), row("INSERT", T0 + 9, values(3, "c"))])
+    # The count given (the manifest's) is used as it is: no job recounts the previous rows.
+    result = reconstruct_table(key_actions(changes), first.schema, prev, previous_rows=7)
+    assert (result.previous_rows, result.inserted_keys, result.deleted_keys, result.conversion_failures) == (
+        7, 1, 1, 0)
+    assert set(_by(result.frame, "id")) == {2, 3}
+
+
+def test_a_known_previous_row_count_still_counts_retyping_failures(spark):
+    before = TableSchema("db", "t", ["id", "code"], {"id": "int", "code": "varchar"}, ["id"])
+    prev = spark.createDataFrame([(1, "abc", T0), (2, "12", T0)], before.spark_schema()).localCheckpoint()
+    types = {"id": "int", "code": "int"}
+    changes = _changes(spark, [_msg("INSERT", T0 + 5, {"id": "3", "code": "7"}, types, ["id"])])
+    schema = before.merged_with(window_table_schemas(changes)[("db", "t")])
+    result = reconstruct_table(key_actions(changes), schema, prev, previous_rows=99)
+    # A column changed type: the previous rows are read again, counted and checked.
+    assert (result.previous_rows, result.inserted_keys, result.conversion_failures) == (2, 1, 1)
+
+
 def test_previous_snapshot_is_retyped_with_try_cast_and_failures_counted(spark):
     big = "1" * 36 + ".25"  # 36 integer digits: Decimal(38,2) holds it, Decimal(38,5) cannot
     before = TableSchema("db", "t", ["id", "code", "small", "amount"],
