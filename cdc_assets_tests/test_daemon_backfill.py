@@ -122,6 +122,33 @@ def _wait_for_server(url: str, procs: dict[str, subprocess.Popen], logs: Path, d
     pytest.fail(f"the webserver did not answer:\n{_tail(logs / 'webserver.log')}")
 
 
+WORKSPACE_STATUS = """
+query Workspace {
+  workspaceOrError {
+    __typename
+    ... on Workspace { locationEntries { name loadStatus
+      locationOrLoadError { __typename ... on PythonError { message } } } }
+  }
+}"""
+
+
+def _wait_for_code_location(url: str, logs: Path, deadline: float) -> None:
+    """`/server_info` answers before the code location has loaded; until it has, the asset
+    graph is empty and a backfill launch fails with a KeyError."""
+    entries: list = []
+    while time.monotonic() < deadline:
+        workspace = _gql(url, WORKSPACE_STATUS)["workspaceOrError"]
+        entries = workspace.get("locationEntries") or []
+        for e in entries:
+            loaded = e["locationOrLoadError"] or {}
+            if loaded.get("__typename") == "PythonError":
+                pytest.fail(f"code location {e['name']} did not load: {loaded['message']}")
+        if entries and all(e["loadStatus"] == "LOADED" and e["locationOrLoadError"] for e in entries):
+            return
+        time.sleep(1)
+    pytest.fail(f"the code location did not load: {entries}\n{_tail(logs / 'webserver.log')}")
+
+
 def _tail(path: Path, n: int = 60) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else "(no log)"
 
@@ -177,6 +204,7 @@ def dagster_stack(tmp_path_factory, spark):
                                            start_new_session=True)
         url = f"http://127.0.0.1:{port}"
         _wait_for_server(url, procs, logs, time.monotonic() + 180)
+        _wait_for_code_location(url, logs, time.monotonic() + 180)
         yield {"url": url, "port": port, "windows": complete, "logs": logs, "procs": procs}
     finally:
         for p in procs.values():
