@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from dagster import DagsterInstance
 from dagster_graphql import DagsterGraphQLClient
 
 from cdc_assets.lib.landing import land
@@ -180,6 +181,10 @@ def dagster_stack(tmp_path_factory, spark):
     for d in (home, logs):
         d.mkdir()
     (home / "dagster.yaml").write_text(DAGSTER_YAML.format(home=home))
+    # Create the SQLite storage once, here: the webserver's code server and the daemon would
+    # otherwise both stamp a fresh schedule database at the same moment, leaving two alembic
+    # heads, and the code location then fails to load.
+    DagsterInstance.from_config(str(home)).dispose()
     (tmp / "workspace.yaml").write_text(WORKSPACE_YAML)
     land(spark, dump_root=dump.dump_dir, layout="kafka-parquet",
          decoder=get_decoder("canal-json", {"time-zone": "UTC"}),
