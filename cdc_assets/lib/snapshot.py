@@ -148,10 +148,11 @@ def _retyped(value: Column, source: T.DataType, target: T.DataType) -> Column:
     return value.cast(T.StringType()).try_cast(target)  # always a valid cast, unlike e.g. date -> binary
 
 
-def _conform(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, Column]:
+def _conform(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, Column | None]:
     """Previous snapshot -> current schema (new columns null, changed types try_cast).
 
-    Returns the frame and the per-row count of values that were non-null and became null.
+    Returns the frame and the per-row count of values that were non-null and became null;
+    None when no column changes type (then no value can fail to convert).
     """
     target = schema.spark_schema()
     existing = {f.name: f.dataType for f in df.schema.fields}
@@ -166,19 +167,13 @@ def _conform(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, Column]:
             originals.append(F.col(f.name).alias(f"_cdc_was_{i}"))
             lost = F.col(f"_cdc_was_{i}").isNotNull() & F.col(f.name).isNull()
             failures = failures + F.when(lost, 1).otherwise(0)
-    return df.select(*columns, *originals), failures
-
-
-def _needs_retyping(df: DataFrame, schema: TableSchema) -> bool:
-    """Some column of `df` is missing or of another type than the schema says."""
-    existing = {f.name: f.dataType for f in df.schema.fields}
-    return any(existing.get(f.name) != f.dataType for f in schema.spark_schema().fields)
+    return df.select(*columns, *originals), (failures if originals else None)
 
 
 def conform_frame(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, int]:
     """A table's rows in `schema` (a DDL changed it) and how many values did not convert."""
     conformed, failures = _conform(df, schema)
-    lost = conformed.agg(F.coalesce(F.sum(failures), F.lit(0)).alias("f")).first().f
+    lost = 0 if failures is None else conformed.agg(F.coalesce(F.sum(failures), F.lit(0)).alias("f")).first().f
     return conformed.select(*schema.columns, COMMIT_TS_COLUMN), int(lost or 0)
 
 
@@ -242,9 +237,9 @@ def reconstruct_table(
 
     if previous is not None:
         prev, conform_failures = _conform(previous, schema)
-        if previous_rows is None or _needs_retyping(previous, schema):
-            stats = prev.agg(F.count(F.lit(1)).alias("rows"),
-                             F.coalesce(F.sum(conform_failures), F.lit(0)).alias("f")).first()
+        if previous_rows is None or conform_failures is not None:
+            lost = F.lit(0) if conform_failures is None else conform_failures
+            stats = prev.agg(F.count(F.lit(1)).alias("rows"), F.coalesce(F.sum(lost), F.lit(0)).alias("f")).first()
             previous_rows, failed_conversions = int(stats.rows), int(stats.f)
         else:
             failed_conversions = 0
