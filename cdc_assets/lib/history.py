@@ -22,12 +22,10 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, Window, functions as F
+from pyspark.sql import DataFrame, functions as F
 
-from cdc_assets.lib.changelog_schema import DELETE, ROW, UPDATE
 from cdc_assets.lib.concurrent_jobs import run_concurrently
-from cdc_assets.lib.mysql_types import typed_value
-from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN, TableSchema
+from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN, key_column, value_column
 from cdc_assets.lib.storage import (
     exclusive, parquet_rows, remove_stale_temps, replace_dir, table_id, temp_sibling, window_dir,
 )
@@ -79,59 +77,23 @@ def _ended_by_ddl(c: Closure) -> DataFrame:
 
 
 def _ended_by_rows(f: Flush) -> DataFrame:
+    """From the typed actions the snapshot was built from: each upsert ends at its key's next
+    action, and a row from before the window at its key's first one."""
     schema = f.schema
     pk = schema.primary_key
-    keys = [f"_cdc_k{i}" for i in range(len(pk))]
-    acts = _all_actions(f.rows, schema, keys)
-    by_key = Window.partitionBy(*keys).orderBy("commit_ts", F.asc_nulls_first("source_position"), "order",
-                                               "kafka_partition", "kafka_offset", "event_index")
-    acts = acts.withColumns({"_next_ts": F.lead("commit_ts").over(by_key), "_next_op": F.lead("op").over(by_key),
-                             "_n": F.row_number().over(by_key)})
-    values = [F.col(keys[pk.index(c)]).alias(c) if c in pk else F.col(f"_cdc_v_{i}").alias(c)
+    acts = f.actions.where("_cdc_key_ok")  # a table without a primary key has no versions
+    values = [F.col(key_column(pk.index(c))).alias(c) if c in pk else F.col(value_column(i)).alias(c)
               for i, c in enumerate(schema.columns)]
-    inside = acts.where((F.col("kind") == "upsert") & (F.col("_next_ts") > F.col("commit_ts"))).select(
-        *values, F.col("commit_ts").alias(VALID_FROM), F.col("_next_ts").alias(VALID_TO),
-        F.col("_next_op").alias(END_OP))
+    inside = acts.where((F.col("_cdc_kind") == "upsert") & (F.col("_cdc_next_ts") > F.col("commit_ts"))).select(
+        *values, F.col("commit_ts").alias(VALID_FROM), F.col("_cdc_next_ts").alias(VALID_TO),
+        F.col("_cdc_next_op").alias(END_OP))
     if f.before is None or not pk:
         return inside
-    first = acts.where("_n = 1").select(*[F.col(k).alias(c) for k, c in zip(keys, pk)],
-                                        F.col("commit_ts").alias("_first_ts"), F.col("op").alias("_first_op"))
-    before = f.before.join(first, on=pk, how="inner").where(F.col("_first_ts") > F.col(COMMIT_TS_COLUMN)).select(
-        *schema.columns, F.col(COMMIT_TS_COLUMN).alias(VALID_FROM), F.col("_first_ts").alias(VALID_TO),
-        F.col("_first_op").alias(END_OP))
+    first = acts.where("_cdc_first").select(*[F.col(key_column(i)).alias(c) for i, c in enumerate(pk)],
+                                            F.col("commit_ts").alias("_cdc_first_ts"),
+                                            F.col("op").alias("_cdc_first_op"))
+    ended = F.col("_cdc_first_ts") > F.col(COMMIT_TS_COLUMN)
+    before = f.before.join(first, on=pk, how="inner").where(ended).select(
+        *schema.columns, F.col(COMMIT_TS_COLUMN).alias(VALID_FROM), F.col("_cdc_first_ts").alias(VALID_TO),
+        F.col("_cdc_first_op").alias(END_OP))
     return before.unionByName(inside)
-
-
-def _all_actions(rows: DataFrame, schema: TableSchema, keys: list[str]) -> DataFrame:
-    """Every key action of the rows (a key-changing UPDATE is a delete of the old key, then an
-    upsert of the new one), keys typed by name against the current primary key."""
-    rows = rows.where(F.col("event_kind") == ROW)
-    before_pk = F.transform("pk_names", lambda n: F.try_element_at(F.col("before"), n))
-    act = lambda kind, key, order, values: F.struct(  # noqa: E731
-        F.lit(kind).alias("kind"), key.alias("key"), F.lit(order).alias("order"), values.alias("values"))
-    no_values = F.lit(None).cast("map<string,string>")
-    acts = (F.when(F.col("op") == DELETE, F.array(act("delete", F.col("pk_values"), 0, no_values)))
-            .when((F.col("op") == UPDATE) & F.col("before").isNotNull() & (before_pk != F.col("pk_values")),
-                  F.array(act("delete", before_pk, 0, no_values), act("upsert", F.col("pk_values"), 1, F.col("after"))))
-            .otherwise(F.array(act("upsert", F.col("pk_values"), 1, F.col("after")))))
-    exploded = rows.select("pk_names", "op", "commit_ts", "source_position", "kafka_partition", "kafka_offset",
-                           "event_index", F.explode(acts).alias("a")).select("*", "a.*").drop("a")
-
-    def typed_key(c: str) -> Column:
-        position = (F.array_position("pk_names", F.lit(c)) - 1).cast("int")
-        return typed_value(F.get(F.col("key"), position), schema.spark_type_of(c))
-
-    return exploded.select(
-        "kind", "op", "order", "commit_ts", "source_position", "kafka_partition", "kafka_offset", "event_index",
-        *[typed_key(c).alias(k) for c, k in zip(schema.primary_key, keys)],
-        *[typed_value(F.try_element_at("values", F.lit(c)), schema.spark_type_of(c)).alias(f"_cdc_v_{i}")
-          for i, c in enumerate(schema.columns)],
-    ).where(_identified(keys))
-
-
-def _identified(keys: list[str]) -> Column:
-    """Actions whose key types against the current primary key (a table without one has no versions)."""
-    ok = F.lit(bool(keys))
-    for k in keys:
-        ok = ok & F.col(k).isNotNull()
-    return ok

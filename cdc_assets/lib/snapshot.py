@@ -13,7 +13,9 @@ primary key (`schema.primary_key`, from the newest event): an action whose pk_na
 a current key column, or whose key value does not convert, is skipped and counted in
 `conversion_failures` (it can neither delete nor overwrite a row it does not identify).
 Actions of different pk_names that type to the same current key are deduplicated again,
-latest wins.
+latest wins. The timeline skips the first step: it types every action once
+(`typed_actions`, shared with the history) and keeps the latest per typed key, which is the
+same row; a key that does not type still counts once per (pk_names, key).
 
 Schema. A window's columns are the union over its row events (first appearance in commit
 order); each column's type is its newest non-null type. The previous snapshot is re-typed
@@ -106,8 +108,15 @@ def _latest_first() -> list[Column]:
             F.desc("kafka_partition"), F.desc("kafka_offset"), F.desc("event_index")]
 
 
-def key_actions(changes: DataFrame) -> DataFrame:
-    """One row per (table, pk_names, key) action, latest action per key only."""
+def _oldest_first() -> list[Column]:
+    """The exact reverse of `_latest_first`."""
+    return [F.asc("commit_ts"), F.asc_nulls_first("source_position"), F.asc("order"),
+            F.asc("kafka_partition"), F.asc("kafka_offset"), F.asc("event_index")]
+
+
+def key_actions(changes: DataFrame, latest_only: bool = True) -> DataFrame:
+    """One row per (table, pk_names, key) action: only the latest per key, or with
+    `latest_only=False` every action (`typed_actions` then finds the latest per typed key)."""
     rows = changes.where(F.col("event_kind") == ROW)
     before_pk = F.transform("pk_names", lambda n: F.try_element_at(F.col("before"), n))
     action = lambda kind, key, order, values: F.struct(  # noqa: E731
@@ -126,12 +135,66 @@ def key_actions(changes: DataFrame) -> DataFrame:
         ).otherwise(F.array(action(_UPSERT, F.col("pk_values"), 1, F.col("after"))))
     )
     exploded = rows.select(
-        "database", "table", "pk_names", "commit_ts", "source_position", "kafka_partition", "kafka_offset",
+        "database", "table", "pk_names", "op", "commit_ts", "source_position", "kafka_partition", "kafka_offset",
         "event_index",
         F.explode(acts).alias("a"),
     ).select("*", "a.kind", "a.key", "a.order", "a.values").drop("a")
+    if not latest_only:
+        return exploded
     latest_first = Window.partitionBy("database", "table", "pk_names", "key").orderBy(*_latest_first())
     return exploded.withColumn("_rank", F.row_number().over(latest_first)).where("_rank = 1").drop("_rank")
+
+
+def key_column(i: int) -> str:
+    """`typed_actions`: the i-th current key column, typed."""
+    return f"_cdc_k{i}"
+
+
+def value_column(i: int) -> str:
+    """`typed_actions`: the i-th table column's value, typed."""
+    return f"_cdc_v{i}"
+
+
+def typed_actions(actions: DataFrame, schema: TableSchema) -> DataFrame:
+    """The table's actions (`key_actions`) with the current key and the values typed, and each
+    action's place among its typed key's actions in commit order: `_cdc_keep` (the latest:
+    it decides the key's row), `_cdc_first`, and the next action's `_cdc_next_ts` and
+    `_cdc_next_op` (where the history's versions end). An action whose key does not type has
+    `_cdc_key_ok` false and none of these."""
+    mine = actions.where((F.col("database") == schema.database) & (F.col("table") == schema.table))
+    pk, cols = schema.primary_key, schema.columns
+    key_names = [key_column(i) for i in range(len(pk))]
+    acts = mine.select(
+        F.col("kind").alias("_cdc_kind"),
+        *[_typed_key(c, schema).alias(k) for c, k in zip(pk, key_names)],
+        *[typed_value(F.try_element_at("values", F.lit(c)), schema.spark_type_of(c)).alias(value_column(i))
+          for i, c in enumerate(cols)],
+        "pk_names", "key", "op", "commit_ts", "source_position", "order", "kafka_partition", "kafka_offset",
+        "event_index", "values",
+    )
+    key_ok = F.lit(bool(pk))
+    for k in key_names:
+        key_ok = key_ok & F.col(k).isNotNull()
+    # Values that were there and did not convert (key columns: counted by _cdc_key_ok).
+    value_failures = F.lit(0)
+    for i, c in enumerate(cols):
+        if c not in pk:
+            lost = F.try_element_at("values", F.lit(c)).isNotNull() & F.col(value_column(i)).isNull()
+            value_failures = value_failures + F.when(lost, 1).otherwise(0)
+    acts = acts.withColumns({"_cdc_key_ok": key_ok, "_cdc_value_failures": value_failures}).drop("values")
+    if not pk:
+        return acts.withColumns({"_cdc_first": F.lit(False), "_cdc_next_ts": F.lit(None).cast("long"),
+                                 "_cdc_next_op": F.lit(None).cast("string"), "_cdc_keep": F.lit(False)})
+    # One sort per table: oldest first, so the latest action is the one with no next. Keys that
+    # do not type are spread by their text (all in the null key's partition, one task sorted them).
+    unidentified = F.when(~F.col("_cdc_key_ok"), F.struct("pk_names", "key"))
+    by_key = Window.partitionBy(*key_names, unidentified).orderBy(*_oldest_first())
+    return acts.withColumns({
+        "_cdc_first": F.row_number().over(by_key) == 1,
+        "_cdc_next_ts": F.lead("commit_ts").over(by_key),
+        "_cdc_next_op": F.lead("op").over(by_key),
+        "_cdc_keep": F.col("_cdc_key_ok") & F.lead(F.lit(True)).over(by_key).isNull(),
+    })
 
 
 _NUMERIC_OR_BOOL = (T.NumericType, T.BooleanType)
@@ -183,57 +246,36 @@ def _typed_key(column: str, schema: TableSchema) -> Column:
     return typed_value(F.get(F.col("key"), position), schema.spark_type_of(column))
 
 
-def action_keys(latest: DataFrame, schema: TableSchema) -> DataFrame:
-    """The typed current key of each of the table's actions that has one, columns named as the key."""
-    mine = latest.where((F.col("database") == schema.database) & (F.col("table") == schema.table))
-    keys = mine.select(*[_typed_key(c, schema).alias(f"_cdc_k{i}") for i, c in enumerate(schema.primary_key)])
-    identified = F.lit(bool(schema.primary_key))
-    for i in range(len(schema.primary_key)):
-        identified = identified & F.col(f"_cdc_k{i}").isNotNull()
-    return keys.where(identified).toDF(*schema.primary_key)
+def action_keys(typed: DataFrame, schema: TableSchema) -> DataFrame:
+    """The current key of each action of `typed_actions` that has one, columns named as the key."""
+    return typed.where("_cdc_key_ok").select(
+        *[F.col(key_column(i)).alias(c) for i, c in enumerate(schema.primary_key)])
 
 
 def reconstruct_table(
-    latest: DataFrame,
+    actions: DataFrame,
     schema: TableSchema,
     previous: DataFrame | None,
     previous_rows: int | None = None,
+    typed: DataFrame | None = None,
 ) -> TableResult:
     """Previous rows - touched keys + upserts; the frame is lazy. One Spark action (the
     counts), and one more over `previous` unless its row count is given and its columns
-    already have the schema's types (then nothing can fail to convert)."""
-    spark = latest.sparkSession
-    mine = latest.where((F.col("database") == schema.database) & (F.col("table") == schema.table))
+    already have the schema's types (then nothing can fail to convert).
+
+    `actions`: `key_actions` (latest only or every action); `typed`: their `typed_actions` for
+    this table, when the caller already has them (cached, shared with the history)."""
+    spark = actions.sparkSession
     pk = schema.primary_key
     cols = schema.columns
-    key_names = [f"_cdc_k{i}" for i in range(len(pk))]
-    value_names = [f"_cdc_v{i}" for i in range(len(cols))]
-    raw_names = [f"_cdc_r{i}" for i in range(len(cols))]
-
-    acts = mine.select(
-        F.col("kind").alias("_cdc_kind"),
-        F.col("commit_ts").alias("_cdc_ts"),
-        *[_typed_key(c, schema).alias(k) for c, k in zip(pk, key_names)],
-        *[typed_value(F.try_element_at("values", F.lit(c)), schema.spark_type_of(c)).alias(v)
-          for c, v in zip(cols, value_names)],
-        *[F.try_element_at("values", F.lit(c)).alias(r) for c, r in zip(cols, raw_names)],
-        "commit_ts", "source_position", "order", "kafka_partition", "kafka_offset", "event_index",
-    )
-    key_ok = F.lit(bool(pk))
-    for k in key_names:
-        key_ok = key_ok & F.col(k).isNotNull()
-    acts = acts.withColumn("_cdc_key_ok", key_ok)
-    if pk:  # same current key under different pk_names: latest wins again
-        by_key = Window.partitionBy(*key_names).orderBy(*_latest_first())
-        acts = acts.withColumn("_cdc_keep", F.col("_cdc_key_ok") & (F.row_number().over(by_key) == 1))
-    else:
-        acts = acts.withColumn("_cdc_keep", F.lit(False))
+    key_names = [key_column(i) for i in range(len(pk))]
+    value_names = [value_column(i) for i in range(len(cols))]
+    acts = typed if typed is not None else typed_actions(actions, schema)
+    acts = acts.withColumn("_cdc_ts", F.col("commit_ts"))
     is_upsert, is_delete = F.col("_cdc_kind") == _UPSERT, F.col("_cdc_kind") == _DELETE
-    value_failures = F.lit(0)
-    for c, v, r in zip(cols, value_names, raw_names):
-        if c not in pk:  # key columns come from the typed key, counted by _cdc_key_ok
-            value_failures = value_failures + F.when(F.col(r).isNotNull() & F.col(v).isNull(), 1).otherwise(0)
-    failures = F.when(~F.col("_cdc_key_ok"), 1).when(F.col("_cdc_keep") & is_upsert, value_failures).otherwise(0)
+    failures = F.when(F.col("_cdc_keep") & is_upsert, F.col("_cdc_value_failures")).otherwise(0)
+    # A key that does not type counts once per (pk_names, key), however many actions it has.
+    unidentified = F.count_distinct(F.when(~F.col("_cdc_key_ok"), F.struct("pk_names", "key")))
 
     if previous is not None:
         prev, conform_failures = _conform(previous, schema)
@@ -249,11 +291,13 @@ def reconstruct_table(
         previous_rows, failed_conversions = 0, 0
 
     in_prev = prev.select(*[F.col(c).alias(k) for c, k in zip(pk, key_names)], F.lit(True).alias("_cdc_in_prev"))
-    joined = acts.join(in_prev, on=key_names, how="left") if pk else acts.withColumn("_cdc_in_prev", F.lit(None))
+    counted = acts.where(F.col("_cdc_keep") | ~F.col("_cdc_key_ok"))  # what the counts read
+    joined = (counted.join(in_prev, on=key_names, how="left") if pk
+              else counted.withColumn("_cdc_in_prev", F.lit(None)))
     counts = joined.agg(
         F.count_if(F.col("_cdc_keep") & is_upsert & F.col("_cdc_in_prev").isNull()).alias("inserted"),
         F.count_if(F.col("_cdc_keep") & is_delete & F.col("_cdc_in_prev").isNotNull()).alias("deleted"),
-        F.coalesce(F.sum(failures), F.lit(0)).alias("failures"),
+        (F.coalesce(F.sum(failures), F.lit(0)) + unidentified).alias("failures"),
     ).first()
 
     kept_acts = acts.where("_cdc_keep")

@@ -36,6 +36,7 @@ from cdc_assets.lib.mysql_types import typed_value
 from cdc_assets.lib.key_ranges import KeyRanges, range_index
 from cdc_assets.lib.snapshot import (
     COMMIT_TS_COLUMN, TableResult, TableSchema, action_keys, conform_frame, key_actions, reconstruct_table,
+    typed_actions,
 )
 from cdc_assets.lib.storage import table_id
 from cdc_assets.lib.tso import tso_to_ms
@@ -65,10 +66,11 @@ class TableState:
 
 @dataclass(frozen=True)
 class Flush:
-    """Rows of one table applied together, on top of `before` (history: versions they ended)."""
+    """Rows of one table applied together, on top of `before` (history: versions they ended).
+    `actions`: their `snapshot.typed_actions` (cached; the snapshot was built from them too)."""
 
     name: Name
-    rows: DataFrame
+    actions: DataFrame
     before: DataFrame | None
     schema: TableSchema
 
@@ -135,11 +137,10 @@ class _Run:
         self._gone: dict[Name, TableState] = {}  # dropped or renamed away in this window
 
     def apply(self) -> None:
-        # Cached when read more than twice: per segment (DDL), or per table by the history
-        # (otherwise each table's history re-reads the whole window's Parquet, maps included).
-        if self.barriers or self.keep_history:
-            self.rows = self.rows.persist()
-            self.persisted.append(self.rows)
+        # Cached: the schema job and every table's actions read it (otherwise each table
+        # re-reads the whole window's Parquet, maps included), and every DDL segment.
+        self.rows = self.rows.persist()
+        self.persisted.append(self.rows)
         schemas = None
         if self.barriers:
             self._pending = {
@@ -181,18 +182,17 @@ class _Run:
 
     def _apply_rows(self, names: list[Name], rows: DataFrame, checkpoint: bool,
                     schemas: dict[Name, TableSchema] | None = None) -> None:
-        latest = key_actions(rows).persist()
-        self.persisted.append(latest)  # the fast path's frames read it until they are written
+        actions = key_actions(rows, latest_only=False)
         if schemas is None:
             schemas = window_table_schemas(rows)
         plans = [(name, self.states.get(name), schemas[name]) for name in names if name in schemas]
         plans = [(name, state, state.schema.merged_with(s) if state else s) for name, state, s in plans]
         # The tables' counting jobs are independent: submitted together (see concurrent_jobs).
-        rebuilt = run_concurrently([functools.partial(self._rebuild, latest, state, schema, checkpoint)
+        rebuilt = run_concurrently([functools.partial(self._rebuild, actions, state, schema, checkpoint)
                                     for _, state, schema in plans])
-        for (name, state, schema), (touched, before, result) in zip(plans, rebuilt):
+        for (name, state, schema), (typed, touched, before, result) in zip(plans, rebuilt):
             if self.keep_history:
-                self.flushes.append(Flush(name, rows.where(_is(name)), before, schema))
+                self.flushes.append(Flush(name, typed, before, schema))
             if state is None:
                 state = self._new_state(name, schema)
             state.schema, state.frame, state.changed = schema, result.frame, True
@@ -201,12 +201,15 @@ class _Run:
             state.deleted_keys += result.deleted_keys
             state.conversion_failures += result.conversion_failures
 
-    def _rebuild(self, latest: DataFrame, state: TableState | None, schema: TableSchema,
-                 checkpoint: bool) -> tuple[set[int] | None, DataFrame | None, TableResult]:
-        """One table's rows after `latest`: (key ranges touched, the rows it started from, result).
-        Reads `state` only; the caller applies the result."""
+    def _rebuild(self, actions: DataFrame, state: TableState | None, schema: TableSchema,
+                 checkpoint: bool) -> tuple[DataFrame, set[int] | None, DataFrame | None, TableResult]:
+        """One table's rows after `actions`: (its typed actions, cached; key ranges touched; the
+        rows it started from; result). Reads `state` only; the caller applies the result."""
+        # Typed and sorted once per table: the key ranges, the snapshot and the history read them.
+        typed = typed_actions(actions, schema).persist()
+        self.persisted.append(typed)  # list.append is atomic: safe from the pool's threads
         before = state.frame if state else None
-        touched = self._touched_ranges(latest, state, schema) if not checkpoint else None
+        touched = self._touched_ranges(typed, state, schema) if not checkpoint else None
         if touched is not None:
             before = state.read_ranges(touched)
         # Untouched by this window so far, the frame is the previous snapshot's (or some of its
@@ -215,12 +218,14 @@ class _Run:
         if state is not None and not state.changed and before is not None:
             known_rows = (sum(state.ranges.rows[i] for i in touched) if touched is not None
                           else state.previous_rows)
-        result = reconstruct_table(latest, schema, before, previous_rows=known_rows)
+        result = reconstruct_table(actions, schema, before, previous_rows=known_rows, typed=typed)
         if checkpoint:
             result = replace(result, frame=result.frame.localCheckpoint())
-        return touched, before, result
+            if not self.keep_history:  # the checkpoint holds the rows: nothing reads the actions again
+                typed.unpersist()
+        return typed, touched, before, result
 
-    def _touched_ranges(self, latest: DataFrame, state: TableState | None, schema: TableSchema) -> set[int] | None:
+    def _touched_ranges(self, typed: DataFrame, state: TableState | None, schema: TableSchema) -> set[int] | None:
         """The key ranges this window's actions touch, when only those need rewriting: rows
         alone changed the table (no DDL before in this window, same schema) and it has ranges."""
         if not (self.touched_ranges_only and state is not None and state.ranges is not None
@@ -230,7 +235,7 @@ class _Run:
         if len(state.ranges.files) == 1:  # no job needed to know which
             return {0}
         index = range_index(schema, state.ranges.lowers)
-        return {r[0] for r in action_keys(latest, schema).select(index).distinct().collect()}
+        return {r[0] for r in action_keys(typed, schema).select(index).distinct().collect()}
 
     # DDL --------------------------------------------------------------------------------------
     def _apply_ddl(self, b: Barrier, change: D.SchemaChange) -> None:

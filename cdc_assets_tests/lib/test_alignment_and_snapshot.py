@@ -9,7 +9,7 @@ from pyspark.sql import functions as F, types as T
 
 from cdc_assets.lib.alignment import aligned_events, count_alignment, mark_late_and_duplicates
 from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.snapshot import TableSchema, key_actions, reconstruct_table
+from cdc_assets.lib.snapshot import TableSchema, key_actions, reconstruct_table, typed_actions
 from cdc_assets.lib.window_schema import window_table_schemas
 from cdc_assets_tests.canal_messages import row, values, watermark
 from cdc_assets_tests.helpers import raw_frame
@@ -210,6 +210,45 @@ def test_primary_key_change_types_keys_by_name_and_skips_actions_of_another_key(
     rows = _by(result.frame, "code")
     assert {c: (r["id"], r["name"]) for c, r in rows.items()} == {7: (1, "a"), 1: (2, "b"), 4: (5, "d")}
     assert (result.inserted_keys, result.deleted_keys, result.conversion_failures) == (1, 0, 3)
+
+
+def test_every_action_or_only_the_latest_per_key_give_the_same_table_and_counts(spark):
+    """The timeline types every action once (the history reads them too); the result is the
+    one of the latest action per key, and a key that does not type counts once, however
+    many actions it has."""
+    types = {"id": "int", "code": "int", "name": "varchar"}
+    before = TableSchema("db", "t", ["id", "code", "name"], types, ["code"])
+    prev = spark.createDataFrame([(1, 7, "a", T0), (2, 1, "b", T0)], before.spark_schema()).localCheckpoint()
+    msgs = [
+        _msg("INSERT", T0 + 1, {"id": "3", "code": "4", "name": "x1"}, types, ["code"]),
+        _msg("UPDATE", T0 + 2, {"id": "3", "code": "4", "name": "x2"}, types, ["code"], old={"name": "x1"}),
+        _msg("UPDATE", T0 + 3, {"id": "2", "code": "5", "name": "b"}, types, ["code"], old={"code": "1"}),
+        _msg("DELETE", T0 + 4, {"code": "x"}, types, ["code"]),  # does not type as int ...
+        _msg("INSERT", T0 + 5, {"id": "9", "code": "x", "name": "bad"}, types, ["code"]),  # ... twice
+        _msg("INSERT", T0 + 6, {"id": "8", "code": "6", "name": "n"}, types, ["code"]),
+        _msg("DELETE", T0 + 7, {"id": "8", "code": "6", "name": "n"}, types, ["code"]),
+    ]
+    changes = _changes(spark, msgs)
+    (window,) = window_table_schemas(changes).values()
+    schema = before.merged_with(window)
+    for actions in (key_actions(changes), key_actions(changes, latest_only=False)):
+        result = reconstruct_table(actions, schema, prev)
+        rows = _by(result.frame, "code")
+        assert {c: (r["id"], r["name"]) for c, r in rows.items()} == {7: (1, "a"), 4: (3, "x2"), 5: (2, "b")}
+        assert (result.inserted_keys, result.deleted_keys, result.conversion_failures) == (2, 1, 1)
+
+    typed = typed_actions(key_actions(changes, latest_only=False), schema)
+    places = sorted((r._cdc_k0, r.commit_ts - T0, r._cdc_kind, r._cdc_first, r._cdc_keep,
+                     None if r._cdc_next_ts is None else r._cdc_next_ts - T0, r._cdc_next_op)
+                    for r in typed.where("_cdc_key_ok").collect())
+    assert places == [
+        (1, 3, "delete", True, True, None, None),
+        (4, 1, "upsert", True, False, 2, "UPDATE"),
+        (4, 2, "upsert", False, True, None, None),
+        (5, 3, "upsert", True, True, None, None),
+        (6, 6, "upsert", True, False, 7, "DELETE"),
+        (6, 7, "delete", False, True, None, None),
+    ]
 
 
 def test_key_values_are_matched_by_name_across_pk_orders(spark):
