@@ -6,16 +6,13 @@ INSERT (a primary-key-changing update arrives as DELETE old key + INSERT new key
 transaction). An UPDATE whose before image has another key also deletes the old key.
 Deleted keys disappear. Tables without changes are carried over by reference.
 
-Keys. Actions are deduplicated per (database, table, pk_names, key), so the same key text
-under two different primary keys (before and after a primary-key change) never merges.
-`reconstruct_table` then types each action's key BY NAME against the table's current
+Keys. `reconstruct_table` types each action's key BY NAME against the table's current
 primary key (`schema.primary_key`, from the newest event): an action whose pk_names lack
 a current key column, or whose key value does not convert, is skipped and counted in
 `conversion_failures` (it can neither delete nor overwrite a row it does not identify).
-Actions of different pk_names that type to the same current key are deduplicated again,
-latest wins. The timeline skips the first step: it types every action once
-(`typed_actions`, shared with the history) and keeps the latest per typed key, which is the
-same row; a key that does not type still counts once per (pk_names, key).
+The latest action per typed key wins, whatever pk_names named it (`typed_actions`, one sort
+per table, which the history reads too); a key that does not type counts once per
+(pk_names, key).
 
 Schema. A window's columns are the union over its row events (first appearance in commit
 order); each column's type is its newest non-null type. The previous snapshot is re-typed
@@ -103,20 +100,13 @@ class TableResult:
     conversion_failures: int
 
 
-def _latest_first() -> list[Column]:
-    return [F.desc("commit_ts"), F.desc_nulls_last("source_position"), F.desc("order"),
-            F.desc("kafka_partition"), F.desc("kafka_offset"), F.desc("event_index")]
-
-
 def _oldest_first() -> list[Column]:
-    """The exact reverse of `_latest_first`."""
     return [F.asc("commit_ts"), F.asc_nulls_first("source_position"), F.asc("order"),
             F.asc("kafka_partition"), F.asc("kafka_offset"), F.asc("event_index")]
 
 
-def key_actions(changes: DataFrame, latest_only: bool = True) -> DataFrame:
-    """One row per (table, pk_names, key) action: only the latest per key, or with
-    `latest_only=False` every action (`typed_actions` then finds the latest per typed key)."""
+def key_actions(changes: DataFrame) -> DataFrame:
+    """Every key action of the row events, untyped (`typed_actions` finds the latest per key)."""
     rows = changes.where(F.col("event_kind") == ROW)
     before_pk = F.transform("pk_names", lambda n: F.try_element_at(F.col("before"), n))
     action = lambda kind, key, order, values: F.struct(  # noqa: E731
@@ -139,10 +129,7 @@ def key_actions(changes: DataFrame, latest_only: bool = True) -> DataFrame:
         "event_index",
         F.explode(acts).alias("a"),
     ).select("*", "a.kind", "a.key", "a.order", "a.values").drop("a")
-    if not latest_only:
-        return exploded
-    latest_first = Window.partitionBy("database", "table", "pk_names", "key").orderBy(*_latest_first())
-    return exploded.withColumn("_rank", F.row_number().over(latest_first)).where("_rank = 1").drop("_rank")
+    return exploded
 
 
 def key_column(i: int) -> str:
@@ -263,7 +250,7 @@ def reconstruct_table(
     counts), and one more over `previous` unless its row count is given and its columns
     already have the schema's types (then nothing can fail to convert).
 
-    `actions`: `key_actions` (latest only or every action); `typed`: their `typed_actions` for
+    `actions`: `key_actions`; `typed`: their `typed_actions` for
     this table, when the caller already has them (cached, shared with the history)."""
     spark = actions.sparkSession
     pk = schema.primary_key
@@ -271,7 +258,6 @@ def reconstruct_table(
     key_names = [key_column(i) for i in range(len(pk))]
     value_names = [value_column(i) for i in range(len(cols))]
     acts = typed if typed is not None else typed_actions(actions, schema)
-    acts = acts.withColumn("_cdc_ts", F.col("commit_ts"))
     is_upsert, is_delete = F.col("_cdc_kind") == _UPSERT, F.col("_cdc_kind") == _DELETE
     failures = F.when(F.col("_cdc_keep") & is_upsert, F.col("_cdc_value_failures")).otherwise(0)
     # A key that does not type counts once per (pk_names, key), however many actions it has.
@@ -303,7 +289,7 @@ def reconstruct_table(
     kept_acts = acts.where("_cdc_keep")
     upserts = kept_acts.where(is_upsert).select(
         *[(F.col(key_names[pk.index(c)]) if c in pk else F.col(v)).alias(c) for c, v in zip(cols, value_names)],
-        F.col("_cdc_ts").alias(COMMIT_TS_COLUMN),
+        F.col("commit_ts").alias(COMMIT_TS_COLUMN),
     )
     touched = kept_acts.select(*[F.col(k).alias(c) for c, k in zip(pk, key_names)])
     kept = prev.join(touched, on=pk, how="left_anti") if pk else prev

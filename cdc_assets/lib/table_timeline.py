@@ -182,7 +182,7 @@ class _Run:
 
     def _apply_rows(self, names: list[Name], rows: DataFrame, checkpoint: bool,
                     schemas: dict[Name, TableSchema] | None = None) -> None:
-        actions = key_actions(rows, latest_only=False)
+        actions = key_actions(rows)
         if schemas is None:
             schemas = window_table_schemas(rows)
         plans = [(name, self.states.get(name), schemas[name]) for name in names if name in schemas]

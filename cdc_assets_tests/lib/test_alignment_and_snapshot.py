@@ -212,10 +212,9 @@ def test_primary_key_change_types_keys_by_name_and_skips_actions_of_another_key(
     assert (result.inserted_keys, result.deleted_keys, result.conversion_failures) == (1, 0, 3)
 
 
-def test_every_action_or_only_the_latest_per_key_give_the_same_table_and_counts(spark):
-    """The timeline types every action once (the history reads them too); the result is the
-    one of the latest action per key, and a key that does not type counts once, however
-    many actions it has."""
+def test_the_latest_action_per_typed_key_wins_and_an_untyped_key_counts_once(spark):
+    """Every action is typed and sorted once (the history reads them too): the latest per key
+    decides the row, and a key that does not type counts once, however many actions it has."""
     types = {"id": "int", "code": "int", "name": "varchar"}
     before = TableSchema("db", "t", ["id", "code", "name"], types, ["code"])
     prev = spark.createDataFrame([(1, 7, "a", T0), (2, 1, "b", T0)], before.spark_schema()).localCheckpoint()
@@ -231,13 +230,12 @@ def test_every_action_or_only_the_latest_per_key_give_the_same_table_and_counts(
     changes = _changes(spark, msgs)
     (window,) = window_table_schemas(changes).values()
     schema = before.merged_with(window)
-    for actions in (key_actions(changes), key_actions(changes, latest_only=False)):
-        result = reconstruct_table(actions, schema, prev)
-        rows = _by(result.frame, "code")
-        assert {c: (r["id"], r["name"]) for c, r in rows.items()} == {7: (1, "a"), 4: (3, "x2"), 5: (2, "b")}
-        assert (result.inserted_keys, result.deleted_keys, result.conversion_failures) == (2, 1, 1)
+    result = reconstruct_table(key_actions(changes), schema, prev)
+    rows = _by(result.frame, "code")
+    assert {c: (r["id"], r["name"]) for c, r in rows.items()} == {7: (1, "a"), 4: (3, "x2"), 5: (2, "b")}
+    assert (result.inserted_keys, result.deleted_keys, result.conversion_failures) == (2, 1, 1)
 
-    typed = typed_actions(key_actions(changes, latest_only=False), schema)
+    typed = typed_actions(key_actions(changes), schema)
     places = sorted((r._cdc_k0, r.commit_ts - T0, r._cdc_kind, r._cdc_first, r._cdc_keep,
                      None if r._cdc_next_ts is None else r._cdc_next_ts - T0, r._cdc_next_op)
                     for r in typed.where("_cdc_key_ok").collect())
