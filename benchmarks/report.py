@@ -363,6 +363,18 @@ GAPS = """## Why targets are missed, and what would close the gap
   per window is the decoder (about 5 s of the two cores), the conversion, the counts per
   kind and reason, and writing the change log and the quarantine; the snapshot step is
   the largest (see below).
+  Since 2026-11-23 adaptive execution may also coalesce the shuffle partitions of cached
+  frames (`spark.sql.optimizer.canChangeCachedPlanOutputPartitioning`, docs/configuration.md).
+  Spark's default kept each cached frame in 8 partitions whatever its size, so a window of
+  5,000 events wrote its change table as 8 files, each small snapshot table as 10 and each
+  history part as 16, with a task per file. With the setting, each layer writes one file per
+  window, a small snapshot table 2 and a history part 2. Measured in-process on a
+  20,000-event dump (4 windows), two replays each, alternating: the snapshot step of windows
+  2–4 took 8.3, 8.1, 7.5, 8.1, 7.0 and 7.0 s before and 6.7, 5.4, 5.3, 5.8, 6.3 and 5.3 s
+  after; whole replays 72.1 and 70.4 s before, 67.6 and 63.8 s after. On the 1M dump
+  (250,000 events per window) it is within the noise, or slightly slower: replays of
+  164.5 and 171.0 s without it, 172.3 and 179.9 s with it, and snapshot steps of windows
+  2–4 with a median of 12.4 s against 13.0 s.
 - **Snapshot core.** Everything after decode works on the change log's map columns
   (`before`, `after`, `column_types`), where DuckDB works on parsed, typed columns. Measured on 2026-11-21
   at 1,000,000 events, one process per step as above: in `cdc_snapshot` the per-table schema
@@ -391,6 +403,13 @@ GAPS = """## Why targets are missed, and what would close the gap
   warm-up), alignment went from about 10.7 s to 9.6 s with this dump's three partitions,
   and from about 14.1 s to 10.6 s with all events in one partition, which the window had
   sorted in a single task.
+  On 2026-11-23 a pre-pass was tried that sorts only the events whose content hash occurs
+  more than once (about 2% here) and passes the others through. On one 250,000-event window
+  of the 1M dump, with the marked events cached as the change_table step does, the dedup
+  costs about 1.4 s of the step's core: 0.5 s to hash the images and 0.9 s for the window
+  sort. The pre-pass needs an aggregate over the hashes and a union that every later job
+  re-runs, and these cost more than the sort: 6.7 s against 5.6 s for the marking, its counts
+  and its write (warm runs, the same counts out). It was dropped.
   The window's row events are cached when the history is written (each table's history
   re-read the window's Parquet, maps included). Closing the gap needs the change table in
   typed columns per table instead of maps.
@@ -413,6 +432,12 @@ GAPS = """## Why targets are missed, and what would close the gap
   at most), so it measures the fixed costs of a window, which dominate at that size; a user
   whose keys are random can set `snapshot_range_rows` high to keep one range per table.
   Ranges are split when they outgrow twice their size but never merged after deletes.
+  The table-size figures of the `bf6cdb8` run are about a third slower than those of the run
+  before it (`a1f6f82`). Both commits were run side by side in one session on 2026-11-23,
+  alternating, two runs each, at 250,000 and 1,000,000 rows. The newer code measured the same
+  or less in every cell: `uniform` at 1,000,000 rows 3.7 and 4.0 s against 3.8 and 4.2 s,
+  and `recent` at 250,000 rows 2.6 and 2.7 s against 2.8 and 2.9 s. So the slowdown was the
+  machine's load during that run, not the code.
 - **Memory.** Spark's RSS is mostly the JVM heap (`spark.driver.memory=4g`), which the JVM
   grows lazily up to its limit; it does not hold the dump in memory (decode streams through
   Parquet batches), so peak RSS is bounded by the heap setting rather than by the dump size.

@@ -132,3 +132,27 @@ def test_composite_keys_of_every_ordered_type_are_found_again(spark, tmp_path):
     assert {r["s"] for r in values if r["v"] == 1} == {f"s{i}" for i in range(0, 100, 3)}
     assert 0 < len(entry["ranges_rewritten"]) < len(entry["ranges"]["files"])
     assert os.path.isdir(table_path(root, entry))
+
+
+def test_a_small_table_and_its_history_are_written_in_few_files(spark, tmp_path):
+    """The window's frames are cached after shuffles; adaptive execution must still coalesce
+    them (spark_config), or a few rows become a file per shuffle partition."""
+    previous_partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "8")
+    try:
+        root, history = tmp_path / "snapshots", tmp_path / "history"
+        first = write_window_snapshot(
+            spark, _changes(spark, [_msg("INSERT", T0 + i, [{"id": str(i), "name": f"n{i}"}]) for i in range(6)]),
+            root, 1000, 2000, None, history_root=history)
+        second = write_window_snapshot(
+            spark, _changes(spark, [_msg("UPDATE", T0 + 100 + i, [{"id": str(i), "name": f"m{i}"}]) for i in range(3)]),
+            root, 2000, 3000, first, history_root=history)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", previous_partitions)
+    entry = second["tables"]["db.t"]
+    assert _rows(root, entry) == {0: "m0", 1: "m1", 2: "m2", 3: "n3", 4: "n4", 5: "n5"}
+    # At most a file for the rows carried over and one for the window's upserts (they are
+    # unioned); with Spark's default it was a file per shuffle partition.
+    assert len(list(table_path(root, entry).glob("*.parquet"))) <= 2
+    parts = list((history / "window_start_ms=2000").rglob("*.parquet"))
+    assert len(parts) == 1 and pq.read_table(parts[0]).num_rows == 3
