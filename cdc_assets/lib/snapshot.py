@@ -124,12 +124,11 @@ def key_actions(changes: DataFrame) -> DataFrame:
             ),
         ).otherwise(F.array(action(_UPSERT, F.col("pk_values"), 1, F.col("after"))))
     )
-    exploded = rows.select(
+    return rows.select(
         "database", "table", "pk_names", "op", "commit_ts", "source_position", "kafka_partition", "kafka_offset",
         "event_index",
         F.explode(acts).alias("a"),
     ).select("*", "a.kind", "a.key", "a.order", "a.values").drop("a")
-    return exploded
 
 
 def key_column(i: int) -> str:
