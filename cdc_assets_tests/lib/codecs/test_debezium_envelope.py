@@ -1,0 +1,74 @@
+"""`EnvelopeReader`: the schema of `{"schema", "payload"}` messages is read once per distinct
+text, and the fast path always gives what parsing the whole message gives."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cdc_assets.lib.codecs import debezium_envelope
+from cdc_assets.lib.codecs.debezium_envelope import NO_SCHEMA, EnvelopeReader, row_schema
+from cdc_assets.lib.codecs.debezium_values import loads_exact
+
+SCHEMA = {"type": "struct", "fields": [
+    {"field": "before", "type": "struct", "fields": [{"field": "id", "type": "int32"}]},
+    {"field": "after", "type": "struct", "fields": [
+        {"field": "id", "type": "int32"}, {"field": "amount", "type": "double", "tidb_type": "decimal(10,2)"}]},
+]}
+PAYLOAD = {"op": "c", "after": {"id": 1, "amount": 12.5}, "source": {"commit_ts": 5}}
+S, P = json.dumps(SCHEMA), json.dumps(PAYLOAD)
+
+
+def _whole(text: str):
+    m = loads_exact(text)
+    return (m.get("payload", m), row_schema(m.get("schema"))) if type(m) is dict else (m, NO_SCHEMA)
+
+
+MESSAGES = [
+    f'{{"payload": {P}, "schema": {S}}}',  # TiCDC
+    f'{{"schema": {S}, "payload": {P}}}',  # Debezium's connector
+    f' {{ "schema" : {S} ,\n "payload" : {P} }}\n',
+    f'{{"payload": {P}}}',  # debezium-disable-schema
+    P,  # schemas.enable=false
+    f'{{"payload": {P}, "schema": {S}, "schema": {{"fields": []}}}}',  # duplicate key: the last wins
+    f'{{"schema": {{"fields": []}}, "payload": {P}, "schema": {S}}}',
+    f'{{"payload": {P}, "schema": {S}, "extra": 1}}',
+    f'{{"schema": {S}, "payload": {P}, "extra": 1}}',
+    f'{{"schema": 12, "payload": {P}}}',
+    f'{{"schema": 123, "payload": {P}}}',
+    '[1, 2]',
+]
+
+
+@pytest.mark.parametrize("text", MESSAGES)
+def test_the_fast_path_reads_what_the_whole_message_says(text):
+    reader = EnvelopeReader()
+    for other in MESSAGES:  # a warm cache must not change the answer
+        try:
+            reader.read(other)
+        except ValueError:
+            pass
+    assert reader.read(text) == _whole(text) == EnvelopeReader().read(text)
+
+
+def test_malformed_json_still_fails():
+    for text in (f'{{"payload": {P}, "schema": {S}', f'{{"schema": {S}, "payload": ', '{"payload": NaN}'):
+        with pytest.raises(ValueError):
+            EnvelopeReader().read(text)
+
+
+def test_a_schema_is_interpreted_once_per_distinct_text(monkeypatch):
+    calls = []
+    original = debezium_envelope.row_schema
+    monkeypatch.setattr(debezium_envelope, "row_schema", lambda s: calls.append(1) or original(s))
+    reader = EnvelopeReader()
+    for order in ("payload_first", "schema_first"):
+        calls.clear()
+        for i in range(5):
+            payload = json.dumps({**PAYLOAD, "after": {"id": i, "amount": 1.25}})
+            text = f'{{"payload": {payload}, "schema": {S}}}' if order == "payload_first" \
+                else f'{{"schema": {S}, "payload": {payload}}}'
+            got_payload, schema = reader.read(text)
+            assert got_payload["after"]["id"] == i and schema.column_types == {"id": "int", "amount": "decimal(10,2)"}
+        assert len(calls) <= 1, order
