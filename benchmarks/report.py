@@ -377,7 +377,10 @@ GAPS = """## Why targets are missed, and what would close the gap
   after; whole replays 72.1 and 70.4 s before, 67.6 and 63.8 s after. On the 1M dump
   (250,000 events per window) it is within the noise, or slightly slower: replays of
   164.5 and 171.0 s without it, 172.3 and 179.9 s with it, and snapshot steps of windows
-  2–4 with a median of 12.4 s against 13.0 s.
+  2–4 with a median of 12.4 s against 13.0 s. In the `make bench` of `7c20a5b`, on a machine
+  about 10% slower (see the snapshot-core note), the history test's windows of 20,000
+  events took 10.2–13.0 s (12.7–18.9 s in the `bf6cdb8` run), and the 1M replay took 196,
+  203 and 204 s (172 s median before).
 - **Snapshot core.** Everything after decode works on the change log's map columns
   (`before`, `after`, `column_types`), where DuckDB works on parsed, typed columns. Measured on 2026-11-21
   at 1,000,000 events, one process per step as above: in `cdc_snapshot` the per-table schema
@@ -416,6 +419,18 @@ GAPS = """## Why targets are missed, and what would close the gap
   The window's row events are cached when the history is written (each table's history
   re-read the window's Parquet, maps included). Closing the gap needs the change table in
   typed columns per table instead of maps.
+  The `make bench` of 2026-11-23 (`7c20a5b`) measured `cdc_snapshot` at 36.0 s, against
+  27.3 s in the run of `bf6cdb8`. The machine was slower that day: its peers took longer too
+  (plain Spark 25.8 s against 22.7 s, Spark's read floor 3.6 s against 3.3 s). Run side by
+  side on the same change table, alternating, the newer code was still slower: 33.8 and
+  32.8 s against 30.6 and 27.9 s for `bf6cdb8`. The cause is not the cached-plan setting of
+  that day: 31.7 and 33.6 s with it, 34.4 and 35.0 s without. This step writes no history
+  (`keep_history` false). Since `a8444ca` / `84500d2`, every action of the window is typed and
+  sorted once, because the history needs all of them. Without a history, only the latest
+  action per key is needed. The replay always writes the history, and there the shared sort
+  measured faster. Typing only each key's latest action when no history is kept would win
+  back this case. It was not done: the inserted and deleted counts and the conversion
+  failures are counted over every action, so a pre-filter would change them.
 - **Window cost against history.** A table's snapshot files are split by primary-key range
   (`cdc_assets/lib/key_ranges.py`, 1,000,000 rows per range by default): a window reads and
   rewrites only the ranges its changes touch and hard-links the others into its folder, and
