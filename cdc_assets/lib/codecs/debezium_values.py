@@ -36,6 +36,8 @@ import json
 import re
 from datetime import date, datetime, timedelta, timezone
 
+from cdc_assets.lib.codecs.arrow_events import as_text
+
 _TIME = "io.debezium.time."
 DATE, TIMESTAMP, MICRO_TIMESTAMP, NANO_TIMESTAMP, ZONED_TIMESTAMP = (
     _TIME + n for n in ("Date", "Timestamp", "MicroTimestamp", "NanoTimestamp", "ZonedTimestamp")
@@ -136,17 +138,15 @@ def _json_text(v) -> str:
 
 def text_of(v) -> str | None:
     """A JSON value read as text: strings as they are, numbers with their digits, booleans
-    `true` / `false`, objects and arrays as compact JSON."""
+    `true` / `false`, objects and arrays as compact JSON (numbers inside kept as written)."""
     t = type(v)
     if v is None or t is str:
         return v
     if t is JsonNumber:
         return _number_text(v)
-    if t is bool:
-        return "true" if v else "false"
-    if t is int:
-        return str(v)
-    return _json_text(v)
+    if t is dict or t is list:
+        return _json_text(v)
+    return as_text(v)
 
 
 def to_long(v) -> int | None:
