@@ -316,6 +316,18 @@ GAPS = """## Why targets are missed, and what would close the gap
   against 0.37 s for 205,000 messages in one process); it also has no map type, and one
   malformed message fails its whole block. DuckDB's vectorised JSON functions parse at that
   speed, but running a second engine inside Spark's workers was not done.
+  Where a 1,000,000-message decode's time goes (2026-11-23, Spark's event log and variants of
+  the job in one session): the first decode of a session takes 16–18 s, later ones 10.5–11.5 s.
+  In the first, each core's first task takes about 4.8 s against about 2 s later (the Python
+  workers start, the JVM compiles its hot paths), which is why the 10,000,000-event decode
+  runs at nearly twice the messages per second of the 1,000,000-event one. Of a later run,
+  reading the values and moving them to Python takes 2.1–2.5 s, the Python decode about
+  8–9.5 s (14 µs per message in one process over 170,000 of these messages, on the same day),
+  and moving the events back about 1 s. The decoders used to send every message's raw bytes
+  back with its events; since 2026-11-23 they send them for rejected events only
+  (docs/architecture.md): first decodes of 17.2, 17.5 and 16.8 s before, 17.4, 16.3 and 16.6 s
+  after (alternating processes), and the decode step's two caches filled in 22.3–24.5 s
+  before, 18.9–21.1 s after (warm runs in one session each, two sessions per side).
 - **Other protocols.** The per-protocol table decodes the simulator's workload: wide tables
   with every common MySQL type, 100,000 row changes, so fixed job costs weigh more than in
   the 1M Canal-JSON dump. Debezium's envelope carries the Connect schema (about two thirds

@@ -25,8 +25,9 @@ from cdc_assets.lib.changelog_schema import (
     conform,
 )
 from cdc_assets.lib.metadata import counts_table
+from cdc_assets.lib.raw_bytes import MESSAGE_KEY, refill_raw_bytes
 from cdc_assets.lib.validation import ChangeLogModel, validate
-from cdc_assets.lib.value_conversion import quarantine_unconvertible_values
+from cdc_assets.lib.value_conversion import INVALID_VALUE, quarantine_unconvertible_values
 
 SCHEMA_CHECK = "change_log_contract"
 QUARANTINE_CHECK = "nothing_quarantined"
@@ -68,7 +69,9 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
         # column types first; then the converted events, which the counts, the contract and
         # both writes read (the conversion casts every value: it must run once, not per
         # action). Raw bytes are kept for rejected events only, which are all the
-        # quarantine needs. Once the second cache is filled the first is dropped.
+        # quarantine needs (Python decoders send them for their own rejects only; those
+        # of `invalid_value` events are looked up in the raw messages). Once the second
+        # cache is filled the first is dropped.
         cached = b.decoder().decode(raw_messages).persist()
         decoded = _raw_bytes_of_rejects_only(quarantine_unconvertible_values(cached)).persist()
         try:
@@ -89,7 +92,9 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             kinds = {k: v for k, v in by_kind.items() if not k.startswith("quarantined:")}
             quarantined = sum(reasons.values())
             messages = raw_messages.count()
-            bad_messages = rejected.select("topic", "kafka_partition", "kafka_offset").distinct().count()
+            bad_messages = rejected.select(*MESSAGE_KEY).distinct().count()
+            if reasons.get(INVALID_VALUE):
+                rejected = refill_raw_bytes(rejected, raw_messages, [INVALID_VALUE])
             rate = bad_messages / messages if messages else 0.0
             outcome = validate(ChangeLogModel, events)
             yield Output(

@@ -57,5 +57,7 @@ class Decoder(ABC):
         `_reject_reason` / `_reject_detail`.
 
         A row with a non-null `_reject_reason` is quarantined; it must still carry the
-        lineage columns so the raw message can be found again.
+        lineage columns and its message's raw `key` / `value`. Other rows may leave the raw
+        bytes null (the decode step refills them by lineage for events rejected after
+        decoding).
         """

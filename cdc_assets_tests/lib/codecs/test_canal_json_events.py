@@ -10,12 +10,12 @@ from cdc_assets.lib.codecs.arrow_events import PASSED
 from cdc_assets.lib.codecs.canal_json_events import decode_batches
 
 
-def _decode(*values, time_zone: str = "UTC") -> list[dict]:
+def _decode(*values, time_zone: str = "UTC", keys: list[bytes] | None = None) -> list[dict]:
     raw = [v if v is None or isinstance(v, bytes) else json.dumps(v).encode() for v in values]
     n = len(raw)
     batch = pa.RecordBatch.from_arrays(
         [pa.array(["t"] * n), pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
-         pa.array([None] * n, pa.timestamp("us", "UTC")), pa.array([None] * n, pa.binary()),
+         pa.array([None] * n, pa.timestamp("us", "UTC")), pa.array(keys or [None] * n, pa.binary()),
          pa.array(raw, pa.binary())],
         names=PASSED,
     )
@@ -92,3 +92,16 @@ def test_a_message_is_decoded_whole_or_rejected_whole():
     msg = _row(type="INSERT", old=None, data=[{"id": "1", "b": "a"}, {"id": "2", "b": deep}])
     (ev,) = _decode(msg)
     assert (ev["event_index"], ev[REJECT_REASON]) == (0, "decoder_error")
+
+
+def test_raw_bytes_come_back_on_rejected_events_only():
+    """The quarantine needs a message's raw key / value; decoded events do not carry them."""
+    batched = _row(type="INSERT", old=None, data=[{"id": "1"}, {"id": None}])  # the second row has no key
+    fine = _row(type="INSERT", old=None, data=[{"id": "3"}])
+    events = _decode(batched, fine, keys=[b"k0", b"k1"])
+    assert [(e["kafka_offset"], e["event_index"], e[REJECT_REASON], e["key"], e["value"]) for e in events] == [
+        (0, 0, None, None, None),
+        (0, 1, "null_primary_key", b"k0", json.dumps(batched).encode()),
+        (1, 0, None, None, None),
+    ]
+    assert all(e["key"] is None and e["value"] is None for e in _decode(fine, fine))

@@ -232,6 +232,7 @@ def test_spark_decode_and_route_keep_lineage_and_raw_bytes(spark):
                    (2, 0, "row", None), (2, 1, "row", "truncated_frame"), (3, 0, "row", "missing_key")]
     assert out[2]["key"] == keys[1] and out[2]["value"] == good_value and out[2]["topic"] == "t"
     assert out[4]["key"] == trunc_key and out[4]["value"] == trunc_value
+    assert (out[0]["key"], out[0]["value"], out[3]["value"]) == (None, None, None)  # raw bytes go with rejects only
     assert out[0]["commit_time"] is not None and out[0]["source_position"] is None
     routed = {r["kafka_offset"]: (r["routing_ms"], r["watermark_ts"])
               for r in decoder.route(raw).collect()}
