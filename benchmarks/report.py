@@ -307,23 +307,26 @@ GAPS = """## Why targets are missed, and what would close the gap
 - **Decode.** Canal-JSON is parsed once per message with orjson inside `mapInArrow`
   (`cdc_assets/lib/codecs/canal_json_events.py`); Spark's `from_json` into per-message maps,
   the previous decoder, ran at about 50,000 messages/s on this machine when it was quiet. In one
-  Python process the new path costs about 8.5 µs per message: about 2.8 µs for orjson, 4.7 µs
-  for the events (images, keys, the reject rules) and 3 µs to build the Arrow columns, maps
-  included. Spark's two Python workers share the machine's two vCPUs with the JVM, which
-  reads the Parquet and moves the Arrow batches, so the job runs at roughly a third of
-  2 × (1 / 8.5 µs). 300,000 events/s on 2 cores needs a parser that creates no Python object
+  Python process the new path measured about 8.5 µs per message when it was built; measured
+  again on 2026-11-23 over 170,000 messages of the 1,000,000-event dump it took 12–14 µs:
+  3.3–4 µs for orjson, 4.3–5.6 µs for the events (images, keys, the reject rules) and about
+  4 µs to build the Arrow columns, maps included. Spark's two Python workers share the
+  machine's two vCPUs with the JVM, which reads the Parquet and moves the Arrow batches.
+  300,000 events/s on 2 cores needs a parser that creates no Python object
   per message. Arrow's C++ JSON reader was measured and is slower than orjson here (0.88 s
   against 0.37 s for 205,000 messages in one process); it also has no map type, and one
   malformed message fails its whole block. DuckDB's vectorised JSON functions parse at that
   speed, but running a second engine inside Spark's workers was not done.
   Where a 1,000,000-message decode's time goes (2026-11-23, Spark's event log and variants of
-  the job in one session): the first decode of a session takes 16–18 s, later ones 10.5–11.5 s.
+  the job in one session): the first decode of a session takes 16–18 s, later ones 10.5–11.5 s
+  (about 95,000 messages/s).
   In the first, each core's first task takes about 4.8 s against about 2 s later (the Python
   workers start, the JVM compiles its hot paths), which is why the 10,000,000-event decode
   runs at nearly twice the messages per second of the 1,000,000-event one. Of a later run,
   reading the values and moving them to Python takes 2.1–2.5 s, the Python decode about
-  8–9.5 s (14 µs per message in one process over 170,000 of these messages, on the same day),
-  and moving the events back about 1 s. The decoders used to send every message's raw bytes
+  8–9.5 s, and moving the events back about 1 s. Converting each table's repeated column
+  types once per batch instead of once per message (an Arrow `take`) was tried and saved
+  nothing measurable. The decoders used to send every message's raw bytes
   back with its events; since 2026-11-23 they send them for rejected events only
   (docs/architecture.md): first decodes of 17.2, 17.5 and 16.8 s before, 17.4, 16.3 and 16.6 s
   after (alternating processes), and the decode step's two caches filled in 22.3–24.5 s
@@ -341,7 +344,11 @@ GAPS = """## Why targets are missed, and what would close the gap
   checkout, alternating, one process per run): 35.5, 31.8, 33.4 and 31.6 s before; 10.9 and
   11.2 s with the Python path alone, 7.8 and 7.6 s with the schema read once. In one Python
   process the decode costs about 25 µs per message (60 µs before the schema cache), half of
-  it parsing the payload.
+  it parsing the payload. DTS Avro's rule for the type of a NULL value reads the decoded
+  events twice, so Spark decodes each record twice in Python (about 3.3 s of a warm 8 s for
+  this dump). An exchange between the decode and the two reads lets the second reuse the
+  first's output: 7.3 and 7.7 s against 8.1 and 8.3 s warm, but no gain in a fresh session as
+  `make bench` runs it (14.6, 14.2, 14.0 s against 16.2, 14.4, 13.6 s), so it was not kept.
 - **End to end.** `cdc-assets replay` runs one Dagster `execute_in_process` per window.
   Every layer is written as Parquet by the IO manager and read back by the next one, and
   every window runs the contracts and the snapshot checks. Each window pays these fixed
@@ -427,7 +434,8 @@ GAPS = """## Why targets are missed, and what would close the gap
   costs about 1.4 s of the step's core: 0.5 s to hash the images and 0.9 s for the window
   sort. The pre-pass needs an aggregate over the hashes and a union that every later job
   re-runs, and these cost more than the sort: 6.7 s against 5.6 s for the marking, its counts
-  and its write (warm runs, the same counts out). It was dropped.
+  and its write (warm runs, the same counts out). It was dropped. Tried again on the whole
+  1M change log, the same day: 23.8 and 23.0 s against 17.1 and 16.8 s, the same rows out.
   The window's row events are cached when the history is written (each table's history
   re-read the window's Parquet, maps included). Closing the gap needs the change table in
   typed columns per table instead of maps.
