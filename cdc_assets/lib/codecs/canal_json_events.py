@@ -20,10 +20,10 @@ import pyarrow as pa
 
 from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
 from cdc_assets.lib.codecs.arrow_events import EventRows, Reject, as_text, event, gc_paused, timestamp_to_utc, zone
+from cdc_assets.lib.tso import PHYSICAL_SHIFT
 
 _DML_TYPES = frozenset(("INSERT", "UPDATE", "DELETE"))
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_PHYSICAL_SHIFT = 18
 _BINARY_TYPE_RE = re.compile(
     r"\s*((var)?binary|(tiny|medium|long)?blob|geometry|point|linestring|polygon"
     r"|multipoint|multilinestring|multipolygon|geometrycollection|geomcollection)\b"
@@ -190,7 +190,7 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
             if watermark_ts is None else (None, None)
         return [event(0, WATERMARK, database=database, table=table, event_ms=es,
                       watermark_ts=watermark_ts, reason=reason, detail=detail)]
-    commit_ts = tidb_ts if tidb_ts is not None else (None if es is None else _wrap64(es << _PHYSICAL_SHIFT))
+    commit_ts = tidb_ts if tidb_ts is not None else (None if es is None else _wrap64(es << PHYSICAL_SHIFT))
     # official Canal's batch id (> 0; TiCDC writes 0) orders ties on `es`
     position = msg_id if tidb_ts is None and msg_id is not None and msg_id > 0 else None
     if kind == DDL:
