@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 from importlib.metadata import version
+from pathlib import Path
 
 from benchmarks.measure import Measured
 
@@ -60,9 +61,17 @@ def machine(load_at_start: tuple[float, float, float] | None = None) -> list[str
         f"- Python {platform.python_version()}; Java: {_cmd(['java', '-version'])}",
         f"- pyspark {version('pyspark')} (`local[2]`, driver memory 4g, the project's `spark_config`), "
         f"duckdb {version('duckdb')}, pyarrow {version('pyarrow')}, dagster {version('dagster')}",
+        f"- Driver JVM class archive (`cdc-assets jvm-archive`, docs/configuration.md): {_jvm_archive()}",
         *(["- **The machine was busy before the run (load above the core count): every figure is slower and noisier "
            "than on a quiet machine, the JVM ones most.**"] if busy else []),
     ]
+
+
+def _jvm_archive() -> str:
+    from cdc_assets.lib.jvm_archive import configured_archive
+
+    archive = configured_archive({})  # where the engines' `load_settings({})` looks
+    return "mapped by every session" if archive and Path(archive).is_file() else "none (sessions start without it)"
 
 
 def _fmt(x: float | None, digits: int = 2) -> str:

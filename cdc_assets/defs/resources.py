@@ -20,6 +20,7 @@ from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame, types as T
 
+from cdc_assets.lib.jvm_archive import DRIVER_JAVA_OPTIONS, with_archive
 from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.settings import Settings
 from cdc_assets.lib.storage import (
@@ -39,7 +40,8 @@ def read_output_metadata(folder: Path) -> dict:
 def spark_config(settings: Settings) -> dict[str, str]:
     """The session's settings. The master URL alone picks where Spark runs: `local[N]`, a
     standalone cluster (`spark://host:port`), or a Spark Connect server (`sc://host:port`).
-    `settings.spark_conf` (CDC_ASSETS_SPARK_CONF) is applied last, so it wins."""
+    `settings.spark_conf` (CDC_ASSETS_SPARK_CONF) is applied last, so it wins. A driver JVM
+    started here maps the class-data-sharing archive when there is one (lib/jvm_archive.py)."""
     conf = {
         "spark.master": settings.spark_master,
         "spark.app.name": "cdc_assets",
@@ -63,6 +65,9 @@ def spark_config(settings: Settings) -> dict[str, str]:
         "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
         **settings.spark_conf,
     }
+    archive = settings.jvm_archive
+    if archive and not is_spark_connect(settings.spark_master) and Path(archive).is_file():
+        conf[DRIVER_JAVA_OPTIONS] = with_archive(conf.get(DRIVER_JAVA_OPTIONS), archive)
     if is_spark_connect(settings.spark_master):
         # A Connect client only sets session (SQL) settings; the server owns the rest.
         conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import yaml
 
+from cdc_assets.lib.jvm_archive import configured_archive
+
 DEFAULT_START = "2026-01-01T00:00"
 
 
@@ -51,6 +53,9 @@ class Settings:
     s3_region: str | None = None
     # Rows per primary-key range of a snapshot table: a window rewrites only the ranges it touches.
     snapshot_range_rows: int = 1_000_000
+    # Class-data-sharing archive mapped by the local driver JVM when the file exists
+    # (lib/jvm_archive.py); None: never.
+    jvm_archive: str | None = None
 
     @property
     def window_ms(self) -> int:
@@ -96,6 +101,7 @@ def _common(env: Mapping[str, str], data: Mapping) -> dict:
         "snapshot_range_rows": _positive(
             env.get("CDC_ASSETS_SNAPSHOT_RANGE_ROWS", data.get("snapshot_range_rows", 1_000_000)),
             "snapshot_range_rows"),
+        "jvm_archive": configured_archive(env),
     }
 
 

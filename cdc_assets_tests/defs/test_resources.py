@@ -53,3 +53,23 @@ def test_one_window_file_is_read_by_several_tasks(spark, tmp_path):
     rows_per_task = spark.read.parquet(str(written)).rdd.glom().map(len).collect()
     assert sum(rows_per_task) == 200_000
     assert len([n for n in rows_per_task if n]) >= 2
+
+
+def test_a_local_driver_jvm_maps_the_class_archive_only_when_the_file_exists(tmp_path):
+    archive = tmp_path / "driver.jsa"
+    mine = "spark.driver.extraJavaOptions=-Dmine=1"
+    env = {"CDC_ASSETS_JVM_ARCHIVE": str(archive), "CDC_ASSETS_SPARK_CONF": mine}
+    assert spark_config(load_settings(env))["spark.driver.extraJavaOptions"] == "-Dmine=1"
+
+    archive.write_bytes(b"written by `cdc-assets jvm-archive`")
+    # Ahead of the user's options: a -XX:SharedArchiveFile of theirs would come later and win.
+    expected = f"-XX:SharedArchiveFile={archive} -Dmine=1"
+    assert spark_config(load_settings(env))["spark.driver.extraJavaOptions"] == expected
+    standalone = spark_config(load_settings({**env, "CDC_ASSETS_SPARK_MASTER": "spark://10.0.0.5:7077"}))
+    assert standalone["spark.driver.extraJavaOptions"] == expected
+
+    # A Connect client starts no driver JVM; `none` turns the archive off.
+    connect = spark_config(load_settings({**env, "CDC_ASSETS_SPARK_MASTER": "sc://connect:15002"}))
+    assert "spark.driver.extraJavaOptions" not in connect
+    off = spark_config(load_settings({"CDC_ASSETS_JVM_ARCHIVE": "none"}))
+    assert "spark.driver.extraJavaOptions" not in off

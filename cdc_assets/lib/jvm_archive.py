@@ -1,0 +1,42 @@
+"""A class-data-sharing (CDS) archive for the Spark driver JVM.
+
+Starting a local Spark session loads many thousands of classes from Spark's jars; each is
+read, verified and linked, which is most of the session's start. A dynamic CDS archive
+(JDK 13+) holds those classes ready to map: it is written once by a JVM that ran the
+pipeline (`cdc-assets jvm-archive`, run by `make install`) and mapped by every later driver
+JVM (docs/configuration.md has the measured gain).
+
+HotSpot checks the archive against its own build and the classpath's jars when it maps it,
+and starts without it on any mismatch, on a missing or corrupt file: a stale archive loses
+the speed-up, it never fails a run.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from importlib.metadata import version
+from pathlib import Path
+
+ARCHIVE_VARIABLE = "CDC_ASSETS_JVM_ARCHIVE"
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+_DISABLED = {"", "none", "off"}
+
+
+def default_archive_path() -> Path:
+    """Inside the virtual environment: the archive belongs to its pyspark jars."""
+    return Path(sys.prefix) / "share" / "cdc_assets" / f"spark-{version('pyspark')}-driver.jsa"
+
+
+def configured_archive(env: Mapping[str, str]) -> str | None:
+    """The archive path from CDC_ASSETS_JVM_ARCHIVE (`none` turns it off), else the default."""
+    text = env.get(ARCHIVE_VARIABLE)
+    if text is None:
+        return str(default_archive_path())
+    return None if text.strip().lower() in _DISABLED else str(Path(text).absolute())
+
+
+def with_archive(java_options: str | None, archive: str) -> str:
+    """Driver java options that map `archive`, ahead of the user's own options (a later
+    `-XX:SharedArchiveFile` of theirs wins)."""
+    return " ".join(o for o in (f"-XX:SharedArchiveFile={archive}", java_options) if o)

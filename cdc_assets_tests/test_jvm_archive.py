@@ -1,0 +1,56 @@
+"""`cdc-assets jvm-archive` end to end: the archive it writes is mapped by the next driver
+JVM, and an unusable archive costs nothing but the speed-up."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cdc_assets.jvm_archive import build
+
+pytestmark = pytest.mark.slow
+
+# A fresh process starts a driver JVM with the project's settings, which logs where each
+# class came from.
+_START_A_SESSION = """
+import sys
+from cdc_assets.defs.resources import spark_config, start_spark_session
+from cdc_assets.lib.settings import load_settings
+conf = spark_config(load_settings())
+conf["spark.driver.extraJavaOptions"] = (
+    conf.get("spark.driver.extraJavaOptions", "") + f" -Xlog:class+load=info:file={sys.argv[1]}")
+conf["spark.driver.memory"] = "1g"
+start_spark_session(conf).range(10).count()
+"""
+
+
+def _class_sources(tmp_path, archive) -> dict[str, str]:
+    log = tmp_path / f"{archive.name}.classes.log"
+    subprocess.run([sys.executable, "-c", _START_A_SESSION, str(log)], check=True, timeout=300,
+                   env={**os.environ, "CDC_ASSETS_JVM_ARCHIVE": str(archive)}, capture_output=True)
+    sources = {}
+    for line in log.read_text().splitlines():  # [0.18s][info][class,load] <class> source: <where>
+        name, _, where = line.split("] ", 1)[-1].partition(" source: ")
+        sources[name] = where
+    return sources
+
+
+def test_the_next_driver_jvm_loads_sparks_classes_from_the_archive(tmp_path):
+    archive = tmp_path / "driver.jsa"
+    written = build(archive)
+    assert written["archive"] == str(archive) and written["mb"] > 10
+    assert [p.name for p in tmp_path.iterdir()] == ["driver.jsa"]  # no partial file left
+
+    sources = _class_sources(tmp_path, archive)
+    assert sources["org.apache.spark.SparkContext"] == "shared objects file (top)"
+    assert sources["org.apache.spark.sql.SparkSession"] == "shared objects file (top)"
+
+
+def test_a_corrupt_archive_still_starts_the_session(tmp_path):
+    archive = tmp_path / "corrupt.jsa"
+    archive.write_bytes(os.urandom(1 << 16))
+    sources = _class_sources(tmp_path, archive)
+    assert "spark-core" in sources["org.apache.spark.SparkContext"]  # read from its jar
