@@ -21,13 +21,14 @@ install: $(STAMP)
 
 # The Spark driver JVM's class-data-sharing archive: each session starts about 3 s sooner
 # (docs/configuration.md). Built once (about 40 s) for the UI and the benchmarks, where every
-# run starts a JVM; sessions use it wherever it exists. A failure only leaves them without it.
+# run starts a JVM; sessions use it wherever it exists. A failure only leaves them without it
+# (and no stamp, so the next `make dev` tries again). `make jvm-archive` always rebuilds it.
 JVM_ARCHIVE_STAMP := $(VENV)/.jvm-archive
 $(JVM_ARCHIVE_STAMP): $(STAMP)
-	$(BIN)/cdc-assets jvm-archive || echo "no JVM class archive: Spark sessions start without one"
-	touch $(JVM_ARCHIVE_STAMP)
+	$(BIN)/cdc-assets jvm-archive && touch $(JVM_ARCHIVE_STAMP) || echo "no JVM class archive: Spark sessions start without one"
 
-jvm-archive: $(JVM_ARCHIVE_STAMP)
+jvm-archive: $(STAMP)
+	$(BIN)/cdc-assets jvm-archive && touch $(JVM_ARCHIVE_STAMP)
 
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	mkdir -p $(DAGSTER_HOME)

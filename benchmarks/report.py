@@ -409,6 +409,22 @@ GAPS = """## Why targets are missed, and what would close the gap
   about 10% slower (see the snapshot-core note), the history test's windows of 20,000
   events took 10.2–13.0 s (12.7–18.9 s in the `bf6cdb8` run), and the 1M replay took 196,
   203 and 204 s (172 s median before).
+  Where a 1M replay's time went on 2026-11-23 (one process, Dagster's step statistics and
+  Spark's event log; 181 s in all): landing 25 s, about 9 s of it the session start and the
+  JVM's first jobs; per window of about 250,000 messages, raw_messages 1.2–2.3 s, decode
+  10.3–15.5 s, change_table 7–10.5 s, snapshots and history 11–16.4 s. Of a later window's
+  decode step: the decoder filling the first cache 4.9 s, the conversion filling the second
+  and the counts 2.4 s, the contract 0.5 s, writing the change log 1.6 s; of its snapshot
+  step: the window's schema 4 s, the typed actions and counts 4 s, the writes 3.6 s.
+  Since that day a driver JVM maps a class-data-sharing archive of Spark's classes when one
+  exists (`cdc-assets jvm-archive`, docs/configuration.md): the session start measured 5.1,
+  4.5 and 4.6 s without it and 2.9, 2.7 and 2.7 s with it, the first job after it 2.1–2.3 s
+  against 1.2–1.4 s (fresh processes, alternating); replays of a 20,000-event dump took
+  67.9, 71.3 and 64.3 s without it, 67.5, 62.6 and 65.3 s with it. About 3 s per process:
+  it counts for runs launched from the UI, a schedule or a sensor (a process each), hardly
+  for the 1M replay. In the tables above (`make bench` of `5d34cf7`, archive mapped) the
+  Spark session start, which includes the imports and a first job, reads 5.2–5.9 s, against
+  8.0–10.2 s in the run of `7c20a5b`.
 - **Snapshot core.** Everything after decode works on the change log's map columns
   (`before`, `after`, `column_types`), where DuckDB works on parsed, typed columns. Measured on 2026-11-21
   at 1,000,000 events, one process per step as above: in `cdc_snapshot` the per-table schema

@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     j = sub.add_parser("jvm-archive", help="write the Spark driver JVM's class-data-sharing archive "
-                       "(faster session starts; `make install` runs it)")
+                       "(faster session starts; `make dev` and `make bench` run it once)")
     j.add_argument("--out", default=None, help="archive file (default: inside the virtual environment, "
                    "where every session looks for it; elsewhere: set CDC_ASSETS_JVM_ARCHIVE to it)")
     j.set_defaults(func=cmd_jvm_archive)

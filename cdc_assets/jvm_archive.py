@@ -10,15 +10,19 @@ place, so a reader never maps a half-written archive.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from cdc_assets.lib.jvm_archive import ARCHIVE_VARIABLE, DRIVER_JAVA_OPTIONS, default_archive_path
+from cdc_assets.lib.jvm_archive import (
+    ARCHIVE_VARIABLE, DRIVER_DEFAULT_JAVA_OPTIONS, default_archive_path, java_option,
+)
 
 _TIMEOUT_S = 900
+_JVM_EXIT_TIMEOUT_S = 300  # the child's wait for its JVM, well inside the parent's timeout
 
 
 def build(target: Path | None = None) -> dict:
@@ -26,24 +30,37 @@ def build(target: Path | None = None) -> dict:
     and the seconds it took."""
     target = (target or default_archive_path()).absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f".{target.name}.*.partial"):  # left by a killed build
+        stale.unlink(missing_ok=True)
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     started = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="cdc-jvm-archive-") as work:
-            # The warm-up JVM writes an archive; it maps none.
-            env = {**os.environ, ARCHIVE_VARIABLE: "none"}
-            proc = subprocess.run(
+            # Its own process group: on a failure or a timeout the JVM is killed with the
+            # child, before it could write the archive after this clean-up.
+            child = subprocess.Popen(
                 [sys.executable, "-m", "cdc_assets.jvm_archive", str(partial), work],
-                env=env, capture_output=True, text=True, timeout=_TIMEOUT_S,
+                env={**os.environ, ARCHIVE_VARIABLE: "none"},  # the warm-up JVM writes one, maps none
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
             )
-        if proc.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
-            raise RuntimeError(f"the warm-up run did not write an archive (exit {proc.returncode}): "
-                               f"{proc.stderr[-2000:]}")
+            try:
+                _, err = child.communicate(timeout=_TIMEOUT_S)
+            finally:
+                _kill_group(child.pid)
+        if child.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
+            raise RuntimeError(f"the warm-up run did not write an archive (exit {child.returncode}): {err[-2000:]}")
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
     return {"archive": str(target), "mb": round(target.stat().st_size / 2**20),
             "seconds": round(time.perf_counter() - started, 1)}
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the child and its JVM have exited
 
 
 def _warm_up(archive_at_exit: Path, work: Path) -> None:
@@ -61,9 +78,15 @@ def _warm_up(archive_at_exit: Path, work: Path) -> None:
     if settings.spark_master.startswith("sc://"):
         raise SystemExit("a Spark Connect client starts no driver JVM: no archive to write")
     conf = spark_config(settings.with_overrides(jvm_archive=None))
-    conf[DRIVER_JAVA_OPTIONS] = " ".join(
-        o for o in (conf.get(DRIVER_JAVA_OPTIONS), f"-XX:ArchiveClassesAtExit={archive_at_exit}") if o)
+    # The heap size does not matter to the archive: a small one leaves room for other work.
+    conf["spark.driver.memory"] = "1g"
+    conf[DRIVER_DEFAULT_JAVA_OPTIONS] = " ".join(
+        o for o in (java_option(f"-XX:ArchiveClassesAtExit={archive_at_exit}"), conf.get(DRIVER_DEFAULT_JAVA_OPTIONS))
+        if o)
     spark = start_spark_session(conf)
+    gateway = SparkContext._gateway
+    if gateway.proc is None:
+        raise SystemExit("this process joined a running JVM (PYSPARK_GATEWAY_PORT): it cannot write an archive")
     rows = spark.range(20_000).select(
         "id", (F.col("id") % 7).alias("k"),
         F.to_json(F.struct(F.col("id").alias("a"), F.lit("x").alias("b"))).alias("v"),
@@ -77,11 +100,10 @@ def _warm_up(archive_at_exit: Path, work: Path) -> None:
     through_python.count()
     parquet_writer(through_python).parquet(str(work / "out"))
     through_python.unpersist()
-    gateway = SparkContext._gateway
     spark.stop()
     # The JVM exits when its stdin closes, and writes the archive as it exits.
     gateway.proc.stdin.close()
-    gateway.proc.wait(timeout=_TIMEOUT_S)
+    gateway.proc.wait(timeout=_JVM_EXIT_TIMEOUT_S)
 
 
 if __name__ == "__main__":

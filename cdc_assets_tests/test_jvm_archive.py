@@ -39,18 +39,23 @@ def _class_sources(tmp_path, archive) -> dict[str, str]:
 
 
 def test_the_next_driver_jvm_loads_sparks_classes_from_the_archive(tmp_path):
-    archive = tmp_path / "driver.jsa"
-    written = build(archive)
-    assert written["archive"] == str(archive) and written["mb"] > 10
-    assert [p.name for p in tmp_path.iterdir()] == ["driver.jsa"]  # no partial file left
+    folder = tmp_path / "a folder"  # a space: the launcher splits java options on spaces
+    folder.mkdir()
+    archive = folder / "driver.jsa"
+    try:
+        written = build(archive)
+        assert written["archive"] == str(archive) and written["mb"] > 10
+        assert [p.name for p in folder.iterdir()] == ["driver.jsa"]  # no partial file left
 
-    sources = _class_sources(tmp_path, archive)
-    assert sources["org.apache.spark.SparkContext"] == "shared objects file (top)"
-    assert sources["org.apache.spark.sql.SparkSession"] == "shared objects file (top)"
+        sources = _class_sources(tmp_path, archive)
+        assert sources["org.apache.spark.SparkContext"] == "shared objects file (top)"
+        assert sources["org.apache.spark.sql.SparkSession"] == "shared objects file (top)"
+    finally:
+        archive.unlink(missing_ok=True)  # ~190 MB: not kept in pytest's temporary folders
 
 
-def test_a_corrupt_archive_still_starts_the_session(tmp_path):
-    archive = tmp_path / "corrupt.jsa"
+def test_a_file_that_is_not_an_archive_still_starts_the_session(tmp_path):
+    archive = tmp_path / "random.jsa"
     archive.write_bytes(os.urandom(1 << 16))
     sources = _class_sources(tmp_path, archive)
     assert "spark-core" in sources["org.apache.spark.SparkContext"]  # read from its jar

@@ -20,7 +20,7 @@ from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame, types as T
 
-from cdc_assets.lib.jvm_archive import DRIVER_JAVA_OPTIONS, with_archive
+from cdc_assets.lib.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS, with_archive
 from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.settings import Settings
 from cdc_assets.lib.storage import (
@@ -67,7 +67,7 @@ def spark_config(settings: Settings) -> dict[str, str]:
     }
     archive = settings.jvm_archive
     if archive and not is_spark_connect(settings.spark_master) and Path(archive).is_file():
-        conf[DRIVER_JAVA_OPTIONS] = with_archive(conf.get(DRIVER_JAVA_OPTIONS), archive)
+        conf[DRIVER_DEFAULT_JAVA_OPTIONS] = with_archive(conf.get(DRIVER_DEFAULT_JAVA_OPTIONS), archive)
     if is_spark_connect(settings.spark_master):
         # A Connect client only sets session (SQL) settings; the server owns the rest.
         conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}

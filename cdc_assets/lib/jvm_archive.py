@@ -2,13 +2,13 @@
 
 Starting a local Spark session loads many thousands of classes from Spark's jars; each is
 read, verified and linked, which is most of the session's start. A dynamic CDS archive
-(JDK 13+) holds those classes ready to map: it is written once by a JVM that ran the
-pipeline (`cdc-assets jvm-archive`, run by `make install`) and mapped by every later driver
-JVM (docs/configuration.md has the measured gain).
+(JDK 13+) holds those classes ready to map: it is written once by a JVM that ran jobs like
+the pipeline's (`cdc-assets jvm-archive`; `make dev` and `make bench` run it) and mapped by
+every later driver JVM (docs/configuration.md has the measured gain).
 
-HotSpot checks the archive against its own build and the classpath's jars when it maps it,
-and starts without it on any mismatch, on a missing or corrupt file: a stale archive loses
-the speed-up, it never fails a run.
+HotSpot checks the archive's header against its own build and the classpath's jars when it
+maps it, and starts without it when the file is missing, is not an archive, or was built by
+another JDK or for other jars: a stale archive loses the speed-up, it never fails a run.
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ from importlib.metadata import version
 from pathlib import Path
 
 ARCHIVE_VARIABLE = "CDC_ASSETS_JVM_ARCHIVE"
-DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+# Spark's launcher puts the driver's default options before its extra ones, so the archive
+# goes in the defaults: the user's `spark.driver.extraJavaOptions` (from any source) stay as
+# they are, and a `-XX:SharedArchiveFile` of theirs comes later and wins.
+DRIVER_DEFAULT_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
 _DISABLED = {"", "none", "off"}
 
 
@@ -36,7 +39,11 @@ def configured_archive(env: Mapping[str, str]) -> str | None:
     return None if text.strip().lower() in _DISABLED else str(Path(text).absolute())
 
 
+def java_option(option: str) -> str:
+    """Quoted when it holds a space: Spark's launcher splits options on spaces outside quotes."""
+    return f'"{option}"' if any(c.isspace() for c in option) else option
+
+
 def with_archive(java_options: str | None, archive: str) -> str:
-    """Driver java options that map `archive`, ahead of the user's own options (a later
-    `-XX:SharedArchiveFile` of theirs wins)."""
-    return " ".join(o for o in (f"-XX:SharedArchiveFile={archive}", java_options) if o)
+    """Default driver java options that map `archive`, ahead of any set already."""
+    return " ".join(o for o in (java_option(f"-XX:SharedArchiveFile={archive}"), java_options) if o)

@@ -59,17 +59,18 @@ def test_a_local_driver_jvm_maps_the_class_archive_only_when_the_file_exists(tmp
     archive = tmp_path / "driver.jsa"
     mine = "spark.driver.extraJavaOptions=-Dmine=1"
     env = {"CDC_ASSETS_JVM_ARCHIVE": str(archive), "CDC_ASSETS_SPARK_CONF": mine}
-    assert spark_config(load_settings(env))["spark.driver.extraJavaOptions"] == "-Dmine=1"
+    assert "spark.driver.defaultJavaOptions" not in spark_config(load_settings(env))
 
     archive.write_bytes(b"written by `cdc-assets jvm-archive`")
-    # Ahead of the user's options: a -XX:SharedArchiveFile of theirs would come later and win.
-    expected = f"-XX:SharedArchiveFile={archive} -Dmine=1"
-    assert spark_config(load_settings(env))["spark.driver.extraJavaOptions"] == expected
+    # In the default options, which Spark puts before the extra ones: the user's stay as they are.
+    conf = spark_config(load_settings(env))
+    assert conf["spark.driver.defaultJavaOptions"] == f"-XX:SharedArchiveFile={archive}"
+    assert conf["spark.driver.extraJavaOptions"] == "-Dmine=1"
     standalone = spark_config(load_settings({**env, "CDC_ASSETS_SPARK_MASTER": "spark://10.0.0.5:7077"}))
-    assert standalone["spark.driver.extraJavaOptions"] == expected
+    assert standalone["spark.driver.defaultJavaOptions"] == f"-XX:SharedArchiveFile={archive}"
 
     # A Connect client starts no driver JVM; `none` turns the archive off.
     connect = spark_config(load_settings({**env, "CDC_ASSETS_SPARK_MASTER": "sc://connect:15002"}))
-    assert "spark.driver.extraJavaOptions" not in connect
+    assert "spark.driver.defaultJavaOptions" not in connect
     off = spark_config(load_settings({"CDC_ASSETS_JVM_ARCHIVE": "none"}))
-    assert "spark.driver.extraJavaOptions" not in off
+    assert "spark.driver.defaultJavaOptions" not in off

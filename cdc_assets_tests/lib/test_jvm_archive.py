@@ -23,6 +23,7 @@ def test_the_variable_moves_or_turns_off_the_archive(tmp_path):
         assert configured_archive({"CDC_ASSETS_JVM_ARCHIVE": off}) is None
 
 
-def test_the_archive_option_goes_ahead_of_the_users_options():
+def test_the_archive_option_goes_ahead_of_other_default_options_and_is_quoted_when_it_has_a_space():
     assert with_archive(None, "/a.jsa") == "-XX:SharedArchiveFile=/a.jsa"
     assert with_archive("-Xss4m", "/a.jsa") == "-XX:SharedArchiveFile=/a.jsa -Xss4m"
+    assert with_archive(None, "/my dir/a.jsa") == '"-XX:SharedArchiveFile=/my dir/a.jsa"'
