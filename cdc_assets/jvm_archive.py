@@ -17,9 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cdc_assets.lib.jvm_archive import (
-    ARCHIVE_VARIABLE, DRIVER_DEFAULT_JAVA_OPTIONS, default_archive_path, java_option,
-)
+from cdc_assets.lib.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS, default_archive_path, prepend_java_option
 
 _TIMEOUT_S = 900
 _JVM_EXIT_TIMEOUT_S = 300  # the child's wait for its JVM, well inside the parent's timeout
@@ -40,7 +38,6 @@ def build(target: Path | None = None) -> dict:
             # child, before it could write the archive after this clean-up.
             child = subprocess.Popen(
                 [sys.executable, "-m", "cdc_assets.jvm_archive", str(partial), work],
-                env={**os.environ, ARCHIVE_VARIABLE: "none"},  # the warm-up JVM writes one, maps none
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
             )
             try:
@@ -70,19 +67,18 @@ def _warm_up(archive_at_exit: Path, work: Path) -> None:
     from pyspark import SparkContext
     from pyspark.sql import Window, functions as F
 
-    from cdc_assets.defs.resources import spark_config, start_spark_session
+    from cdc_assets.defs.resources import is_spark_connect, spark_config, start_spark_session
     from cdc_assets.lib.parquet_write import parquet_writer
     from cdc_assets.lib.settings import load_settings
 
     settings = load_settings()
-    if settings.spark_master.startswith("sc://"):
+    if is_spark_connect(settings.spark_master):
         raise SystemExit("a Spark Connect client starts no driver JVM: no archive to write")
-    conf = spark_config(settings.with_overrides(jvm_archive=None))
+    conf = spark_config(settings.with_overrides(jvm_archive=None))  # it writes one, maps none
     # The heap size does not matter to the archive: a small one leaves room for other work.
     conf["spark.driver.memory"] = "1g"
-    conf[DRIVER_DEFAULT_JAVA_OPTIONS] = " ".join(
-        o for o in (java_option(f"-XX:ArchiveClassesAtExit={archive_at_exit}"), conf.get(DRIVER_DEFAULT_JAVA_OPTIONS))
-        if o)
+    conf[DRIVER_DEFAULT_JAVA_OPTIONS] = prepend_java_option(
+        f"-XX:ArchiveClassesAtExit={archive_at_exit}", conf.get(DRIVER_DEFAULT_JAVA_OPTIONS))
     spark = start_spark_session(conf)
     gateway = SparkContext._gateway
     if gateway.proc is None:

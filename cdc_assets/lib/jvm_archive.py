@@ -39,11 +39,13 @@ def configured_archive(env: Mapping[str, str]) -> str | None:
     return None if text.strip().lower() in _DISABLED else str(Path(text).absolute())
 
 
-def java_option(option: str) -> str:
-    """Quoted when it holds a space: Spark's launcher splits options on spaces outside quotes."""
-    return f'"{option}"' if any(c.isspace() for c in option) else option
+def prepend_java_option(option: str, java_options: str | None) -> str:
+    """`option` ahead of `java_options`; quoted when it holds a space, as Spark's launcher
+    splits options on spaces outside quotes."""
+    quoted = f'"{option}"' if any(c.isspace() for c in option) else option
+    return " ".join(o for o in (quoted, java_options) if o)
 
 
 def with_archive(java_options: str | None, archive: str) -> str:
     """Default driver java options that map `archive`, ahead of any set already."""
-    return " ".join(o for o in (java_option(f"-XX:SharedArchiveFile={archive}"), java_options) if o)
+    return prepend_java_option(f"-XX:SharedArchiveFile={archive}", java_options)
