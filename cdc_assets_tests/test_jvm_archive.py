@@ -51,7 +51,7 @@ def test_the_next_driver_jvm_loads_sparks_classes_from_the_archive(tmp_path):
         assert sources["org.apache.spark.SparkContext"] == "shared objects file (top)"
         assert sources["org.apache.spark.sql.SparkSession"] == "shared objects file (top)"
     finally:
-        archive.unlink(missing_ok=True)  # ~190 MB: not kept in pytest's temporary folders
+        archive.unlink(missing_ok=True)  # ~185 MB: not kept in pytest's temporary folders
 
 
 def test_a_file_that_is_not_an_archive_still_starts_the_session(tmp_path):
