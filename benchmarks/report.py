@@ -6,7 +6,6 @@ import os
 import platform
 import subprocess
 from importlib.metadata import version
-from pathlib import Path
 
 from benchmarks.measure import Measured
 
@@ -68,10 +67,10 @@ def machine(load_at_start: tuple[float, float, float] | None = None) -> list[str
 
 
 def _jvm_archive() -> str:
-    from cdc_assets.lib.jvm_archive import configured_archive
+    from cdc_assets.lib.jvm_archive import archive_in_place, configured_archive
 
-    archive = configured_archive({})  # where the engines' `load_settings({})` looks
-    return "mapped by every session" if archive and Path(archive).is_file() else "none (sessions start without it)"
+    # Where the engines' `load_settings({})` looks.
+    return "mapped by every session" if archive_in_place(configured_archive({})) else "none (sessions start without it)"
 
 
 def _fmt(x: float | None, digits: int = 2) -> str:

@@ -20,7 +20,7 @@ from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame, types as T
 
-from cdc_assets.lib.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS, with_archive
+from cdc_assets.lib.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS, archive_in_place, with_archive
 from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.settings import Settings
 from cdc_assets.lib.storage import (
@@ -65,8 +65,8 @@ def spark_config(settings: Settings) -> dict[str, str]:
         "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
         **settings.spark_conf,
     }
-    archive = settings.jvm_archive
-    if archive and not is_spark_connect(settings.spark_master) and Path(archive).is_file():
+    archive = archive_in_place(settings.jvm_archive)
+    if archive and not is_spark_connect(settings.spark_master):
         conf[DRIVER_DEFAULT_JAVA_OPTIONS] = with_archive(conf.get(DRIVER_DEFAULT_JAVA_OPTIONS), archive)
     if is_spark_connect(settings.spark_master):
         # A Connect client only sets session (SQL) settings; the server owns the rest.

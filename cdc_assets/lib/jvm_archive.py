@@ -39,6 +39,11 @@ def configured_archive(env: Mapping[str, str]) -> str | None:
     return None if text.strip().lower() in _DISABLED else str(Path(text).absolute())
 
 
+def archive_in_place(archive: str | None) -> str | None:
+    """`archive` when its file exists (sessions map it only then), else None."""
+    return archive if archive and Path(archive).is_file() else None
+
+
 def prepend_java_option(option: str, java_options: str | None) -> str:
     """`option` ahead of `java_options`; quoted when it holds a space, as Spark's launcher
     splits options on spaces outside quotes."""
