@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 # time budget (the JVM's plain `read.json` and Dagster runs grow linearly and are covered
 # at the first size).
 FULL = ["read_floor_arrow", "read_floor_spark", "duckdb_sql", "spark_naive", "cdc_decode",
-        "cdc_decode_to_parquet", "cdc_align", "cdc_snapshot", "cdc_pipeline", "cdc_replay"]
+        "cdc_decode_to_parquet", "cdc_align", "cdc_snapshot", "cdc_pipeline", "cdc_replay", "cdc_replay_connect"]
 LARGE = ["cdc_decode", "read_floor_arrow", "duckdb_sql"]  # the memory target's step first
 # The memory target's step runs this often at every size: one run's peak is too noisy to judge.
 MEMORY_STEP, MEMORY_RUNS = "cdc_decode", 3
@@ -46,7 +46,7 @@ def _answer(engine: str, dump_root: Path, work: Path) -> check.Fingerprint | Non
         return check.fingerprint_snapshots(work / "snapshots")
     if engine == "cdc_pipeline":
         return check.fingerprint_snapshots(work / "pipeline_snapshots")
-    if engine == "cdc_replay":
+    if engine in ("cdc_replay", "cdc_replay_connect"):
         return check.fingerprint_snapshots(work / "warehouse" / "bench" / "snapshots")
     return None
 

@@ -20,6 +20,8 @@ STEPS = {
     "cdc_snapshot": "cdc_assets snapshot (key actions, schema, typed reconstruct), one window",
     "cdc_pipeline": "cdc_assets decode + align + snapshot in one Spark session, no Dagster",
     "cdc_replay": "`cdc-assets replay` end to end through Dagster: land + every window, checks on",
+    "cdc_replay_connect": "the same replay against a warm local Spark Connect server (`cdc-assets connect-server`; "
+                          "its start and a 20,000-event warm-up replay not timed)",
 }
 TARGET_DECODE_EPS = 300_000
 TARGET_CORE_RATIO = 3.0
@@ -146,10 +148,11 @@ def targets(sections: list[dict], history: dict | None, per_protocol: list[dict]
     if duck and align and snap:
         ratio = (align.job_s + snap.job_s) / duck.job_s
         row(f"snapshot core within {TARGET_CORE_RATIO:g}× DuckDB", f"{ratio:.2f}×", ratio <= TARGET_CORE_RATIO)
-    rep = first.get("cdc_replay")
+    rep, warm = first.get("cdc_replay"), first.get("cdc_replay_connect")
     if rep:
+        on_server = f"; {warm.job_s:.1f} s against a warm Connect server" if warm else ""
         row(f"end to end (`cdc-assets replay`, {sections[0]['events']:,} events) < {TARGET_REPLAY_S:g} s",
-            f"{rep.job_s:.1f} s (wall, JVM start included)", rep.job_s < TARGET_REPLAY_S)
+            f"{rep.job_s:.1f} s (wall, JVM start included){on_server}", rep.job_s < TARGET_REPLAY_S)
     if history and history.get("last"):
         r1 = history["last"] / history["first"]
         r2 = history["last"] / history["early_median"] if history.get("early_median") else None
@@ -261,7 +264,9 @@ NOTES = """## How to read this
 - **Events/s** counts every Kafka message of the dump (row events, re-sent copies and
   watermarks) divided by the step's job time. Job times exclude the Spark session start,
   which is listed separately; `cdc_replay` is wall time of the whole CLI process (JVM start,
-  landing, every window).
+  landing, every window). `cdc_replay_connect` is the wall time of the same CLI process
+  against a local Spark Connect server that has already run a small replay; its "session
+  start" column is the server's start.
 - **Peak RSS** is sampled every 50 ms over the engine's whole process tree: the Python
   driver, the JVM and any Python workers. Spark's JVM is started with `spark.driver.memory=4g`,
   so its RSS follows its heap size more than the data. The tables list the highest peak of a

@@ -1,5 +1,5 @@
-"""`cdc-assets`: replay a dump through Dagster, export snapshots, simulate an upstream, demo, and
-write the driver JVM's class archive."""
+"""`cdc-assets`: replay a dump through Dagster, export snapshots, simulate an upstream, demo,
+write the driver JVM's class archive, and run a long-lived local Spark Connect server."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from dagster import BetaWarning, PreviewWarning
 
+from cdc_assets import connect_server
 from cdc_assets.lib.codecs import DECODERS
 from cdc_assets.lib.layouts import LAYOUTS
 from cdc_assets.lib.s3_dump import is_s3_uri
@@ -86,6 +87,16 @@ def cmd_jvm_archive(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_connect_server(args: argparse.Namespace) -> int:
+    from cdc_assets.defs.resources import is_spark_connect
+
+    settings = load_settings()
+    # In a shell that already points runs at the server, its own master is the default.
+    master = args.master or ("local[2]" if is_spark_connect(settings.spark_master) else settings.spark_master)
+    connect_server.run(settings, master, args.host, args.port)
+    return 0  # not reached: the server replaced this process
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cdc-assets", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -130,6 +141,15 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--out", default=None, help="archive file (default: inside the virtual environment, "
                    "where every session looks for it; elsewhere: set CDC_ASSETS_JVM_ARCHIVE to it)")
     j.set_defaults(func=cmd_jvm_archive)
+
+    c = sub.add_parser("connect-server", help="run a long-lived local Spark Connect server in the foreground; "
+                       "Dagster runs with CDC_ASSETS_SPARK_MASTER=sc://HOST:PORT reuse its warm JVM")
+    c.add_argument("--master", default=None, help="where the server runs Spark (default: CDC_ASSETS_SPARK_MASTER "
+                   "unless that is a Connect URL, else local[2])")
+    c.add_argument("--host", default=connect_server.DEFAULT_HOST, help="address to listen on (loopback by default: the "
+                   "server has no authentication)")
+    c.add_argument("--port", type=int, default=connect_server.DEFAULT_PORT)
+    c.set_defaults(func=cmd_connect_server)
     return p
 
 

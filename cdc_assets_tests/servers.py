@@ -110,14 +110,13 @@ def spark_standalone(work: Path, cores: int = 1, memory: str = "1g") -> Iterator
 
 @contextmanager
 def spark_connect(work: Path) -> Iterator[str]:
-    """`start-connect-server.sh --wait` (foreground) on local[1]; yields sc://host:port."""
-    env = spark_env(work)
+    """`cdc-assets connect-server` (what users run) on local[1]; yields sc://host:port."""
+    env = {**spark_env(work), "CDC_ASSETS_HOME": str(work / "server_home"),
+           "CDC_ASSETS_SPARK_CONF": "spark.driver.memory=1g"}
     port = free_port()
     log = work / "connect.log"
-    cmd = [str(SPARK_HOME / "sbin" / "start-connect-server.sh"), "--wait", "--master", "local[1]",
-           "--conf", f"spark.connect.grpc.binding.address={LOOPBACK}",
-           "--conf", f"spark.connect.grpc.binding.port={port}",
-           "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.memory=1g"]
+    cmd = [str(VENV_BIN / "cdc-assets"), "connect-server", "--master", "local[1]",
+           "--host", LOOPBACK, "--port", str(port)]
     with server_process(cmd, log, env) as proc:
         wait_for_port(port, proc, log)
         yield f"sc://{LOOPBACK}:{port}"
