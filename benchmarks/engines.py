@@ -285,7 +285,7 @@ def cdc_replay_connect(dump: Path, work: Path) -> dict:
         _wait_for_port(port, server)
         session_s = time.perf_counter() - t0
         env = {**_without_dagster_home(), "CDC_ASSETS_SPARK_MASTER": f"sc://127.0.0.1:{port}"}
-        _replay(generate_dump(DumpSpec(20_000), dump.parent), work / "warm_up", env)
+        _replay(generate_dump(DumpSpec(20_000), dump.parent).root, work / "warm_up", env)
         t1 = time.perf_counter()
         summary = _replay(dump, work / "warehouse", env)
         return {"job_s": time.perf_counter() - t1, "session_s": session_s, "replay": summary}
