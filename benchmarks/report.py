@@ -429,6 +429,15 @@ GAPS = """## Why targets are missed, and what would close the gap
   for the 1M replay. In the tables above (`make bench` of `5d34cf7`, archive mapped) the
   Spark session start, which includes the imports and a first job, reads 5.2–5.9 s, against
   8.0–10.2 s in the run of `7c20a5b`.
+  The archive does not remove the JIT warm-up: a fresh process's first window of the
+  20,000-event dump took 16–19 s, its later windows 9–12 s. A long-lived local Spark
+  Connect server does (`cdc-assets connect-server`, since 2026-11-24; the
+  `cdc_replay_connect` row): runs find its JVM compiled and its Python workers started.
+  Measured by hand on 2026-11-24, replays of the 20,000-event dump, alternating: 59.5 and
+  66.0 s in local mode, 38.1 and 38.6 s against a server that had already run one replay
+  (windows 7.8–9.0 s each); a fresh server's first replay took 64.8 and 70.1 s. Of the
+  1,000,000-event dump, 146.1 s against a warm server. The gain is a process's fixed cost,
+  so it counts for runs launched from the UI, a schedule or a sensor, and little per event.
 - **Snapshot core.** Everything after decode works on the change log's map columns
   (`before`, `after`, `column_types`), where DuckDB works on parsed, typed columns. Measured on 2026-11-21
   at 1,000,000 events, one process per step as above: in `cdc_snapshot` the per-table schema
