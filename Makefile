@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: install jvm-archive demo test dev validate bench clean
+.PHONY: install jvm-archive demo test dev connect-server validate bench clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -45,6 +45,11 @@ test: $(STAMP)
 
 dev: $(STAMP) $(JVM_ARCHIVE_STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml
+
+# A long-lived local Spark Connect server (foreground). In another shell,
+# `CDC_ASSETS_SPARK_MASTER=sc://127.0.0.1:15002 make dev`: every run reuses its warm JVM.
+connect-server: $(STAMP) $(JVM_ARCHIVE_STAMP)
+	$(BIN)/cdc-assets connect-server
 
 validate: $(STAMP)
 	$(BIN)/dagster definitions validate -w workspace.yaml
