@@ -2,7 +2,7 @@
 
 Every run launched from the UI, a schedule or a sensor is a new process. With `local[N]` it
 starts its own driver JVM, and that JVM's first jobs run before the JIT has compiled Spark's
-hot paths: a small window's first run takes about twice as long as the next one in the same
+hot paths: a small window's first run took 1.5–2 times as long as the next ones in the same
 process. A Connect server stays up between runs, so runs that set
 `CDC_ASSETS_SPARK_MASTER=sc://host:port` find its JVM and its Python workers warm
 (docs/configuration.md has the figures).
