@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -278,8 +277,10 @@ def cdc_replay_connect(dump: Path, work: Path) -> dict:
     cli = Path(sys.executable).with_name("cdc-assets")
     work.mkdir(parents=True, exist_ok=True)
     with (work / "connect-server.log").open("wb") as log:
+        # Not a session of its own: Ctrl-C of `make bench` reaches the server too. The CLI
+        # execs spark-submit, which execs the JVM: the process is the server.
         server = subprocess.Popen([str(cli), "connect-server", "--port", str(port)], stdout=log,
-                                  stderr=subprocess.STDOUT, env=_without_dagster_home(), start_new_session=True)
+                                  stderr=subprocess.STDOUT, env=_without_dagster_home())
     try:
         t0 = time.perf_counter()
         _wait_for_port(port, server)
@@ -290,13 +291,12 @@ def cdc_replay_connect(dump: Path, work: Path) -> dict:
         summary = _replay(dump, work / "warehouse", env)
         return {"job_s": time.perf_counter() - t1, "session_s": session_s, "replay": summary}
     finally:
+        server.terminate()
         try:
-            os.killpg(server.pid, signal.SIGTERM)
             server.wait(30)
-        except ProcessLookupError:
-            pass
         except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+            server.kill()
+            server.wait()
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float = 120) -> None:

@@ -266,7 +266,8 @@ NOTES = """## How to read this
   which is listed separately; `cdc_replay` is wall time of the whole CLI process (JVM start,
   landing, every window). `cdc_replay_connect` is the wall time of the same CLI process
   against a local Spark Connect server that has already run a small replay; its "session
-  start" column is the server's start.
+  start" column is the server's start, and its peak RSS includes the server (JVM and Python
+  workers) and that warm-up.
 - **Peak RSS** is sampled every 50 ms over the engine's whole process tree: the Python
   driver, the JVM and any Python workers. Spark's JVM is started with `spark.driver.memory=4g`,
   so its RSS follows its heap size more than the data. The tables list the highest peak of a

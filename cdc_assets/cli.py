@@ -91,9 +91,12 @@ def cmd_connect_server(args: argparse.Namespace) -> int:
     from cdc_assets.defs.resources import is_spark_connect
 
     settings = load_settings()
-    # In a shell that already points runs at the server, its own master is the default.
-    master = args.master or ("local[2]" if is_spark_connect(settings.spark_master) else settings.spark_master)
-    connect_server.run(settings, master, args.host, args.port)
+    host, port = connect_server.DEFAULT_HOST, connect_server.DEFAULT_PORT
+    master = settings.spark_master
+    if is_spark_connect(master):
+        # A shell that points runs at a server starts that server: where the URL says, on local[2].
+        (host, port), master = connect_server.listen_address(master), "local[2]"
+    connect_server.run(settings, args.master or master, args.host or host, args.port or port)
     return 0  # not reached: the server replaced this process
 
 
@@ -146,9 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "Dagster runs with CDC_ASSETS_SPARK_MASTER=sc://HOST:PORT reuse its warm JVM")
     c.add_argument("--master", default=None, help="where the server runs Spark (default: CDC_ASSETS_SPARK_MASTER "
                    "unless that is a Connect URL, else local[2])")
-    c.add_argument("--host", default=connect_server.DEFAULT_HOST, help="address to listen on (loopback by default: the "
-                   "server has no authentication)")
-    c.add_argument("--port", type=int, default=connect_server.DEFAULT_PORT)
+    c.add_argument("--host", default=None, help="address to listen on (default: the host of CDC_ASSETS_SPARK_MASTER "
+                   "when that is a Connect URL, else 127.0.0.1; the server does not authenticate clients)")
+    c.add_argument("--port", type=int, default=None, help="default: the port of CDC_ASSETS_SPARK_MASTER when that "
+                   "is a Connect URL, else 15002")
     c.set_defaults(func=cmd_connect_server)
     return p
 

@@ -26,8 +26,13 @@ from cdc_assets.lib.settings import Settings
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 15002  # Spark Connect's own default
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-# Settings of a client session, not of the server's JVM.
-_CLIENT_ONLY = ("spark.master", "spark.app.name", "spark.remote")
+# Settings of a client session, not of the server's JVM (`spark.api.mode=connect` would make
+# spark-submit start a Connect client).
+_CLIENT_ONLY = ("spark.master", "spark.app.name", "spark.remote", "spark.api.mode")
+# Variables that would make spark-submit start a Connect client, or (the DAEMON ones, which
+# the launcher applies to this server class) override the driver memory and options below.
+_NOT_FOR_THE_SERVER = ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT_MODE_ENABLED",
+                       "SPARK_DAEMON_MEMORY", "SPARK_DAEMON_JAVA_OPTS")
 
 
 def spark_home() -> Path:
@@ -50,20 +55,27 @@ def server_command(settings: Settings, master: str, host: str = DEFAULT_HOST, po
             "--name", "cdc_assets Spark Connect server", "--master", master]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
-    return [*argv, "spark-internal"]  # spark-submit's name for a class in Spark's own jars
+    return argv
 
 
 def server_env(base: Mapping[str, str]) -> dict[str, str]:
-    env = dict(base)
+    env = {k: v for k, v in base.items() if k not in _NOT_FOR_THE_SERVER}
     env["SPARK_HOME"] = str(spark_home())
-    env.pop("SPARK_REMOTE", None)  # or spark-submit would start a Connect client instead
     env["SPARK_CONNECT_MODE"] = "0"
     env.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers need cdc_assets and pyarrow
     return env
 
 
 def remote_url(host: str, port: int) -> str:
-    return f"sc://{host}:{port}"
+    return f"sc://[{host}]:{port}" if ":" in host else f"sc://{host}:{port}"
+
+
+def listen_address(remote: str) -> tuple[str, int]:
+    """Host and port of a Connect URL (`sc://host[:port][/;params]`), so that a shell whose
+    runs point at `sc://127.0.0.1:15099` starts the server there."""
+    hostport = remote.removeprefix("sc://").split("/", 1)[0].split(";", 1)[0]
+    host, _, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "")
+    return host.strip("[]") or DEFAULT_HOST, int(port) if port else DEFAULT_PORT
 
 
 def run(settings: Settings, master: str, host: str, port: int) -> None:

@@ -112,7 +112,8 @@ def spark_standalone(work: Path, cores: int = 1, memory: str = "1g") -> Iterator
 def spark_connect(work: Path) -> Iterator[str]:
     """`cdc-assets connect-server` (what users run) on local[1]; yields sc://host:port."""
     env = {**spark_env(work), "CDC_ASSETS_HOME": str(work / "server_home"),
-           "CDC_ASSETS_SPARK_CONF": "spark.driver.memory=1g"}
+           "CDC_ASSETS_SPARK_CONF": "spark.driver.memory=1g",
+           "SPARK_PRINT_LAUNCH_COMMAND": "1"}  # the JVM's command line goes to the log
     port = free_port()
     log = work / "connect.log"
     cmd = [str(VENV_BIN / "cdc-assets"), "connect-server", "--master", "local[1]",

@@ -10,7 +10,9 @@ import os
 
 import pytest
 
-from cdc_assets.connect_server import SERVER_CLASS, server_command, server_env
+from cdc_assets import connect_server
+from cdc_assets.cli import main
+from cdc_assets.connect_server import SERVER_CLASS, listen_address, remote_url, server_command, server_env
 from cdc_assets.lib.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS
 from cdc_assets.lib.settings import load_settings
 
@@ -30,7 +32,6 @@ def test_the_server_runs_spark_with_the_settings_of_a_local_run(tmp_path):
     assert os.access(argv[0], os.X_OK) and argv[0].endswith("bin/spark-submit")
     assert argv[argv.index("--class") + 1] == SERVER_CLASS
     assert argv[argv.index("--master") + 1] == "local[1]"
-    assert argv[-1] == "spark-internal"
     conf = confs(argv)
     # The settings a Connect client cannot send (not spark.sql.*) are the server's.
     assert conf["spark.driver.memory"] == "1g"
@@ -55,8 +56,38 @@ def test_a_connect_url_is_not_a_master_for_the_server(tmp_path):
 
 
 def test_the_server_environment_runs_spark_not_a_connect_client(tmp_path):
-    env = server_env({"SPARK_REMOTE": "sc://elsewhere:15002", "PATH": "/usr/bin"})
+    env = server_env({"SPARK_REMOTE": "sc://elsewhere:15002", "SPARK_DAEMON_MEMORY": "512m", "PATH": "/usr/bin"})
     assert "SPARK_REMOTE" not in env and env["SPARK_CONNECT_MODE"] == "0"
+    assert "SPARK_DAEMON_MEMORY" not in env  # it would win over spark.driver.memory
     assert os.path.isdir(env["SPARK_HOME"]) and env["PATH"] == "/usr/bin"
     assert env["PYSPARK_PYTHON"]  # this interpreter, unless the user chose one
     assert server_env({"PYSPARK_PYTHON": "/opt/py"})["PYSPARK_PYTHON"] == "/opt/py"
+
+
+
+@pytest.mark.parametrize(("remote", "address"), [
+    ("sc://127.0.0.1:15099", ("127.0.0.1", 15099)),
+    ("sc://spark-connect", ("spark-connect", 15002)),
+    ("sc://spark-connect:15003/;token=abc", ("spark-connect", 15003)),
+    ("sc://[::1]:15004", ("::1", 15004)),
+])
+def test_a_shell_pointed_at_a_server_starts_it_where_the_url_says(remote, address):
+    assert listen_address(remote) == address
+
+
+def test_the_printed_url_is_one_a_client_can_use():
+    assert remote_url("127.0.0.1", 15002) == "sc://127.0.0.1:15002"
+    assert remote_url("::1", 15004) == "sc://[::1]:15004"
+
+
+def test_the_command_line_defaults_follow_the_shell(monkeypatch, tmp_path):
+    started = []
+    monkeypatch.setattr(connect_server, "run", lambda settings, *where: started.append(where))
+    monkeypatch.setenv("CDC_ASSETS_HOME", str(tmp_path))
+    monkeypatch.setenv("CDC_ASSETS_SPARK_MASTER", "sc://127.0.0.1:15099")
+    assert main(["connect-server"]) == 0
+    monkeypatch.setenv("CDC_ASSETS_SPARK_MASTER", "local[3]")
+    assert main(["connect-server"]) == 0
+    assert main(["connect-server", "--master", "local[1]", "--host", "0.0.0.0", "--port", "15100"]) == 0
+    assert started == [("local[2]", "127.0.0.1", 15099), ("local[3]", "127.0.0.1", 15002),
+                       ("local[1]", "0.0.0.0", 15100)]

@@ -89,5 +89,10 @@ def test_spark_connect_writes_the_snapshots_of_local_mode(local_run):
         summary = replay_in_subprocess(dump.dump_dir, work / "wh", remote, work)
     assert summary["ok"] and summary["windows"] >= 2
     assert snapshot_contents(work / "wh") == snapshot_contents(local_warehouse)
-    # The jobs ran in the Connect server, for a client session.
-    assert "Spark Connect - session_id" in (work / "connect.log").read_text(errors="replace")
+    log = (work / "connect.log").read_text(errors="replace")
+    # The jobs ran in the Connect server, for a client session, which the run's process
+    # released as it exited (else each run's session would stay until the idle timeout).
+    assert "Spark Connect - session_id" in log
+    assert "Closing session with userId" in log
+    # `cdc-assets connect-server` gave the server JVM the settings (CDC_ASSETS_SPARK_CONF).
+    assert "-Xmx1g" in log

@@ -98,11 +98,21 @@ def start_spark_session(conf: dict[str, str]):
     return session
 
 
+def release_connect_session_on_exit() -> None:
+    """A Spark Connect client keeps its server-side session (and anything cached in it) until
+    the server's idle timeout unless told to release it when the process exits: every run is
+    a process, so a long-lived server would collect one session per run."""
+    os.environ.setdefault("SPARK_CONNECT_RELEASE_SESSION_ON_EXIT", "true")
+
+
 class CdcSparkResource(PySparkResource):
-    """`PySparkResource` that also pins the Python workers to this interpreter."""
+    """`PySparkResource` that also pins the Python workers to this interpreter and, with Spark
+    Connect, releases the run's server-side session when the run's process exits."""
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         use_this_python_for_workers()
+        if "spark.remote" in self.spark_config:
+            release_connect_session_on_exit()
         super().setup_for_execution(context)
 
 
