@@ -427,9 +427,9 @@ GAPS = """## Why targets are missed, and what would close the gap
   against 1.2–1.4 s (fresh processes, alternating); replays of a 20,000-event dump took
   67.9, 71.3 and 64.3 s without it, 67.5, 62.6 and 65.3 s with it. About 3 s per process:
   it counts for runs launched from the UI, a schedule or a sensor (a process each), hardly
-  for the 1M replay. In the tables above (`make bench` of `5d34cf7`, archive mapped) the
-  Spark session start, which includes the imports and a first job, reads 5.2–5.9 s, against
-  8.0–10.2 s in the run of `7c20a5b`.
+  for the 1M replay. In the `make bench` of `5d34cf7` (archive mapped) the Spark session
+  start, which includes the imports and a first job, read 5.2–5.9 s, against 8.0–10.2 s in
+  the run of `7c20a5b`.
   The archive does not remove the JIT warm-up: a fresh process's first window of the
   20,000-event dump took 16–19 s, its later windows 9–12 s. A long-lived local Spark
   Connect server does (`cdc-assets connect-server`, since 2026-11-24; the
@@ -439,6 +439,13 @@ GAPS = """## Why targets are missed, and what would close the gap
   (windows 7.8–9.0 s each); a fresh server's first replay took 64.8 and 70.1 s. Of the
   1,000,000-event dump, 146.1 s against a warm server. The gain is a process's fixed cost,
   so it counts for runs launched from the UI, a schedule or a sensor, and little per event.
+  The tables above come from the `make bench` of `c1922ca` (2026-11-24), on a host about a
+  quarter slower than for `5d34cf7` two days before, and loaded by a smoke test just before
+  the run. The peers slowed down as much: DuckDB took 4.13 s against 3.15 s at 1M and plain
+  Spark 28.7 s against 22.2 s, the session start read 7.0–8.0 s against 5.2–5.9 s, while the
+  ratios hardly moved (snapshot core 17.70× DuckDB against 17.95×, decode 0.78× plain
+  Spark's time against 0.72×). In that run the 1M replay took 185–193 s in local mode and
+  162–165 s against a warm Connect server, about 14% less.
 - **Snapshot core.** Everything after decode works on the change log's map columns
   (`before`, `after`, `column_types`), where DuckDB works on parsed, typed columns. Measured on 2026-11-21
   at 1,000,000 events, one process per step as above: in `cdc_snapshot` the per-table schema
