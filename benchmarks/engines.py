@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -271,21 +270,23 @@ def cdc_replay_connect(dump: Path, work: Path) -> dict:
     connect-server`), as Dagster runs launched from the UI or a schedule can use it. Not
     timed: the server's start (reported as the session start) and a warm-up replay of a
     20,000-event dump, so the timed run finds the server's JVM and Python workers warm."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from cdc_assets.connect_server import remote_url
+    from cdc_assets_tests.servers import LOOPBACK, free_port, wait_for_port
+
+    port = free_port()
     cli = Path(sys.executable).with_name("cdc-assets")
     work.mkdir(parents=True, exist_ok=True)
-    with (work / "connect-server.log").open("wb") as log:
+    log_path = work / "connect-server.log"
+    with log_path.open("wb") as log:
         # Not a session of its own: Ctrl-C of `make bench` reaches the server too. The CLI
         # execs spark-submit, which execs the JVM: the process is the server.
         server = subprocess.Popen([str(cli), "connect-server", "--port", str(port)], stdout=log,
                                   stderr=subprocess.STDOUT, env=_without_dagster_home())
     try:
         t0 = time.perf_counter()
-        _wait_for_port(port, server)
+        wait_for_port(port, server, log_path)
         session_s = time.perf_counter() - t0
-        env = {**_without_dagster_home(), "CDC_ASSETS_SPARK_MASTER": f"sc://127.0.0.1:{port}"}
+        env = {**_without_dagster_home(), "CDC_ASSETS_SPARK_MASTER": remote_url(LOOPBACK, port)}
         _replay(generate_dump(DumpSpec(20_000), dump.parent).root, work / "warm_up", env)
         t1 = time.perf_counter()
         summary = _replay(dump, work / "warehouse", env)
@@ -297,18 +298,6 @@ def cdc_replay_connect(dump: Path, work: Path) -> dict:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-
-
-def _wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the Connect server exited with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"no Connect server on port {port} after {timeout_s:g}s")
 
 
 def _without_dagster_home() -> dict:
