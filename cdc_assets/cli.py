@@ -88,14 +88,8 @@ def cmd_jvm_archive(args: argparse.Namespace) -> int:
 
 
 def cmd_connect_server(args: argparse.Namespace) -> int:
-    from cdc_assets.defs.resources import is_spark_connect
-
     settings = load_settings()
-    host, port = connect_server.DEFAULT_HOST, connect_server.DEFAULT_PORT
-    master = settings.spark_master
-    if is_spark_connect(master):
-        # A shell that points runs at a server starts that server: where the URL says, on local[2].
-        (host, port), master = connect_server.listen_address(master), "local[2]"
+    master, host, port = connect_server.default_address(settings)
     connect_server.run(settings, args.master or master, args.host or host, args.port or port)
     return 0  # not reached: the server replaced this process
 

@@ -78,6 +78,16 @@ def listen_address(remote: str) -> tuple[str, int]:
     return host.strip("[]") or DEFAULT_HOST, int(port) if port else DEFAULT_PORT
 
 
+def default_address(settings: Settings) -> tuple[str, str, int]:
+    """(master, host, port) when the command line names none. A shell whose runs already
+    point at a server (`CDC_ASSETS_SPARK_MASTER=sc://…`) starts that server, on local[2]."""
+    from cdc_assets.defs.resources import is_spark_connect
+
+    if is_spark_connect(settings.spark_master):
+        return ("local[2]", *listen_address(settings.spark_master))
+    return settings.spark_master, DEFAULT_HOST, DEFAULT_PORT
+
+
 def run(settings: Settings, master: str, host: str, port: int) -> None:
     """Replace this process with the server (Ctrl-C stops it)."""
     argv = server_command(settings, master, host, port)

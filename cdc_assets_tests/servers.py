@@ -15,11 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-import pyspark
+from cdc_assets.connect_server import remote_url, spark_home
 
 LOOPBACK = "127.0.0.1"
 VENV_BIN = Path(sys.executable).parent
-SPARK_HOME = Path(pyspark.__file__).parent
+SPARK_HOME = spark_home()
 
 
 def free_port() -> int:
@@ -120,7 +120,7 @@ def spark_connect(work: Path) -> Iterator[str]:
            "--host", LOOPBACK, "--port", str(port)]
     with server_process(cmd, log, env) as proc:
         wait_for_port(port, proc, log)
-        yield f"sc://{LOOPBACK}:{port}"
+        yield remote_url(LOOPBACK, port)
 
 
 def _wait_for_log(log: Path, text: str, proc: subprocess.Popen, proc_log: Path, timeout_s: float = 90) -> None:
