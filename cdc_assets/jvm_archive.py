@@ -17,15 +17,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from cdc_assets.lib.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS, default_archive_path, prepend_java_option
+from cdc_assets.lib.jvm_archive import (
+    DRIVER_DEFAULT_JAVA_OPTIONS, default_archive_path, prepend_java_option, superseded_archives,
+)
 
 _TIMEOUT_S = 900
 _JVM_EXIT_TIMEOUT_S = 300  # the child's wait for its JVM, well inside the parent's timeout
 
 
 def build(target: Path | None = None) -> dict:
-    """Write the archive to `target` (default: the virtual environment's); its path, size
-    and the seconds it took."""
+    """Write the archive to `target` (default: the virtual environment's); its path, size,
+    the seconds it took and, for the default, the archives of other pyspark versions it
+    removed from the virtual environment."""
+    default = target is None
     target = (target or default_archive_path()).absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in target.parent.glob(f".{target.name}.*.partial"):  # left by a killed build
@@ -49,8 +53,11 @@ def build(target: Path | None = None) -> dict:
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
+    removed = superseded_archives(target.parent, target.name) if default else []
+    for old in removed:
+        old.unlink(missing_ok=True)
     return {"archive": str(target), "mb": round(target.stat().st_size / 2**20),
-            "seconds": round(time.perf_counter() - started, 1)}
+            "seconds": round(time.perf_counter() - started, 1), "removed": [str(p) for p in removed]}
 
 
 def _kill_group(pid: int) -> None:

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from cdc_assets import jvm_archive
 from cdc_assets.jvm_archive import build
 
 pytestmark = pytest.mark.slow
@@ -38,14 +39,20 @@ def _class_sources(tmp_path, archive) -> dict[str, str]:
     return sources
 
 
-def test_the_next_driver_jvm_loads_sparks_classes_from_the_archive(tmp_path):
+def test_the_next_driver_jvm_loads_sparks_classes_from_the_archive(tmp_path, monkeypatch):
     folder = tmp_path / "a folder"  # a space: the launcher splits java options on spaces
     folder.mkdir()
-    archive = folder / "driver.jsa"
+    archive = folder / "spark-9.9.9-driver.jsa"
+    monkeypatch.setattr(jvm_archive, "default_archive_path", lambda: archive)
+    # The default archive of an earlier pyspark goes; a file of the user's stays.
+    (folder / "spark-9.9.8-driver.jsa").write_bytes(b"old")
+    (folder / "mine.jsa").write_bytes(b"mine")
     try:
-        written = build(archive)
+        written = build()
         assert written["archive"] == str(archive) and written["mb"] > 10
-        assert [p.name for p in folder.iterdir()] == ["driver.jsa"]  # no partial file left
+        assert written["removed"] == [str(folder / "spark-9.9.8-driver.jsa")]
+        # No partial file left.
+        assert sorted(p.name for p in folder.iterdir()) == ["mine.jsa", "spark-9.9.9-driver.jsa"]
 
         sources = _class_sources(tmp_path, archive)
         assert sources["org.apache.spark.SparkContext"] == "shared objects file (top)"

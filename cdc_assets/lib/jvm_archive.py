@@ -31,6 +31,12 @@ def default_archive_path() -> Path:
     return Path(sys.prefix) / "share" / "cdc_assets" / f"spark-{version('pyspark')}-driver.jsa"
 
 
+def superseded_archives(folder: Path, keep: str) -> list[Path]:
+    """Default archives in `folder` other than `keep`: built for another pyspark version,
+    which no session of this environment maps again (each is about 185 MB)."""
+    return sorted(p for p in folder.glob("spark-*-driver.jsa") if p.name != keep and p.is_file())
+
+
 def configured_archive(env: Mapping[str, str]) -> str | None:
     """The archive path from CDC_ASSETS_JVM_ARCHIVE (`none` turns it off), else the default."""
     text = env.get(ARCHIVE_VARIABLE)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cdc_assets.lib.jvm_archive import configured_archive, default_archive_path, with_archive
+from cdc_assets.lib.jvm_archive import configured_archive, default_archive_path, superseded_archives, with_archive
 
 
 def test_the_default_archive_lives_in_the_virtual_environment_and_names_its_pyspark():
@@ -27,3 +27,10 @@ def test_the_archive_option_goes_ahead_of_other_default_options_and_is_quoted_wh
     assert with_archive(None, "/a.jsa") == "-XX:SharedArchiveFile=/a.jsa"
     assert with_archive("-Xss4m", "/a.jsa") == "-XX:SharedArchiveFile=/a.jsa -Xss4m"
     assert with_archive(None, "/my dir/a.jsa") == '"-XX:SharedArchiveFile=/my dir/a.jsa"'
+
+
+def test_superseded_archives_are_the_other_versions_default_archives_only(tmp_path):
+    for name in ("spark-4.2.0-driver.jsa", "spark-4.3.0-driver.jsa", "spark-4.3.0-driver.jsa.bak", "mine.jsa"):
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "spark-4.1.0-driver.jsa").mkdir()  # not a file: left alone
+    assert superseded_archives(tmp_path, "spark-4.3.0-driver.jsa") == [tmp_path / "spark-4.2.0-driver.jsa"]
