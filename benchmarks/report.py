@@ -497,6 +497,17 @@ GAPS = """## Why targets are missed, and what would close the gap
   measured faster. Typing only each key's latest action when no history is kept would win
   back this case. It was not done: the inserted and deleted counts and the conversion
   failures are counted over every action, so a pre-filter would change them.
+  Where a warm `cdc_snapshot` of the 1M change table goes (2026-11-24, the third run in one
+  session, 22–27 s on that day's slower host; Spark's event log and the parts timed apart):
+  caching the window's row events 4–6 s, nearly all of it reading the map columns from
+  Parquet; the schema job 3.5–4 s; each table's typed sort 2–4 s (the four tables run
+  together on the two cores; typing the values without the sort takes 0.4 s, so the sort of
+  wide rows is the cost, not the casts); the writes about 2 s. An uncompressed in-memory
+  cache (`spark.sql.inMemoryColumnarStorage.compressed=false`) gained nothing measurable
+  (first, second and third runs 44.8/32.9/27.2 and 41.8/32.2/28.1 s against
+  51.6/30.3/26.9 and 43.5/27.4/22.5 s, alternating processes) and was not kept. The
+  candidate-only dedup pre-pass above, tried again on the 1M change log, was again slower
+  once warm (15.0 and 13.1 s against 12.3 and 11.6 s for the marking and its counts).
 - **Window cost against history.** A table's snapshot files are split by primary-key range
   (`cdc_assets/lib/key_ranges.py`, 1,000,000 rows per range by default): a window reads and
   rewrites only the ranges its changes touch and hard-links the others into its folder, and
