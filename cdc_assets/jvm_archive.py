@@ -53,11 +53,21 @@ def build(target: Path | None = None) -> dict:
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
-    removed = superseded_archives(target.parent, target.name) if default else []
-    for old in removed:
-        old.unlink(missing_ok=True)
+    removed = _remove(superseded_archives(target.parent, target.name)) if default else []
     return {"archive": str(target), "mb": round(target.stat().st_size / 2**20),
             "seconds": round(time.perf_counter() - started, 1), "removed": [str(p) for p in removed]}
+
+
+def _remove(paths: list[Path]) -> list[Path]:
+    """The files of `paths` that could be removed (one that cannot stays: it only costs disk)."""
+    removed = []
+    for path in paths:
+        try:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+        except OSError:
+            pass
+    return removed
 
 
 def _kill_group(pid: int) -> None:
