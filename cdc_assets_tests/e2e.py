@@ -23,15 +23,16 @@ def settings_for(home: Path, dump: Path, protocol: str = "canal-json", layout: s
 
 def simulate_and_replay(tmp: Path, *, seed: int, layout: str, row_changes: int, duration_ms: int,
                         protocol: str = "canal-json", decoder: str | None = None,
-                        options: dict[str, str] | None = None,
+                        options: dict[str, str] | None = None, instance: DagsterInstance | None = None,
                         **setting_overrides) -> tuple[GeneratedDump, ReplaySummary, object]:
     """Simulate `protocol` (an encoder) and replay it with `decoder` (default: the same
-    name) and its `options` (SourceConfig.options); `setting_overrides` go to Settings."""
+    name) and its `options` (SourceConfig.options); `setting_overrides` go to Settings.
+    `instance`: where the runs are recorded (default: an ephemeral one)."""
     dump = generate(tmp / "sim", seed=seed, layout=layout, row_changes=row_changes, duration_ms=duration_ms,
                     protocol=protocol)
     settings = settings_for(tmp / "home", dump.dump_dir, protocol=decoder or protocol, options=options)
     settings = settings.with_overrides(**setting_overrides) if setting_overrides else settings
-    summary = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
+    summary = replay(settings, "src", instance or DagsterInstance.ephemeral(), progress=lambda _m: None)
     return dump, summary, settings
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pyarrow.parquet as pq
 import pytest
-from dagster import DagsterInstance
+from dagster import AssetKey, DagsterInstance
 
 from cdc_assets.cli import main as cli_main
 from cdc_assets.defs.factory import build_definitions, source_builds
@@ -26,11 +26,17 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def parquet_run(tmp_path_factory, spark):
+def parquet_instance():
+    """Where `parquet_run`'s Dagster runs are recorded (their materializations' metadata)."""
+    return DagsterInstance.ephemeral()
+
+
+@pytest.fixture(scope="module")
+def parquet_run(tmp_path_factory, spark, parquet_instance):
     tmp = tmp_path_factory.mktemp("e2e_parquet")
     # Small key ranges, so that every check below also runs on tables split in several ranges.
     return simulate_and_replay(tmp, seed=11, layout="kafka-parquet", row_changes=1200,
-                               duration_ms=int(3.5 * HOUR), snapshot_range_rows=8)
+                               duration_ms=int(3.5 * HOUR), snapshot_range_rows=8, instance=parquet_instance)
 
 
 def test_every_complete_window_equals_the_truth(parquet_run):
@@ -66,6 +72,21 @@ def test_duplicates_and_late_events_are_dropped_and_counted(parquet_run):
     assert counts["duplicates"] > 0 and counts["late"] > 0
     assert (summary.duplicates, summary.late) == (counts["duplicates"], counts["late"])
     assert summary.quarantined == 0
+
+
+def test_each_snapshot_counts_the_events_of_its_windows_change_table(parquet_run, parquet_instance):
+    """`events_in` of a snapshot (summed from the change table's Parquet footers) is the
+    change table's `events_out` of the same window, and the windows' sum is the replay's."""
+    _, summary, _ = parquet_run
+
+    def by_window(layer: str, name: str) -> dict[str, int]:
+        key = AssetKey(["src", layer])
+        records = parquet_instance.fetch_materializations(key, limit=1000).records
+        return {r.partition_key: r.asset_materialization.metadata[name].value for r in records}
+
+    events_in = by_window("snapshots", "events_in")
+    assert events_in and events_in == by_window("change_table", "events_out")
+    assert sum(by_window("change_table", "events_in").values()) == summary.events > sum(events_in.values())
 
 
 def test_incomplete_window_is_not_materialized_and_its_check_blocks(parquet_run, spark):
