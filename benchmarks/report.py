@@ -498,11 +498,13 @@ GAPS = """## Why targets are missed, and what would close the gap
   back this case. It was not done: the inserted and deleted counts and the conversion
   failures are counted over every action, so a pre-filter would change them.
   Where a warm `cdc_snapshot` of the 1M change table goes (2026-11-24, the third run in one
-  session, 22–27 s on that day's slower host; Spark's event log and the parts timed apart):
-  caching the window's row events 4–6 s, nearly all of it reading the map columns from
-  Parquet; the schema job 3.5–4 s; each table's typed sort 2–4 s (the four tables run
-  together on the two cores; typing the values without the sort takes 0.4 s, so the sort of
-  wide rows is the cost, not the casts); the writes about 2 s. An uncompressed in-memory
+  session, 24.4 s on that day's slower host, from Spark's event log): the schema job, which
+  also fills the cache of the window's row events, 10.8 s (timed apart: filling the cache
+  4–6 s, nearly all of it reading the map columns from Parquet, and the schema job on the
+  cache 3.5–4 s); the four tables' typed sorts and counts, run together on the two cores,
+  9.9 s (one table's typed sort alone takes 2–4 s, and typing its values without the sort
+  0.4 s, so sorting wide rows is the cost, not the casts); the writes about 2 s; the rest,
+  about 1.5 s, the DDL barrier job and the driver between jobs. An uncompressed in-memory
   cache (`spark.sql.inMemoryColumnarStorage.compressed=false`) gained nothing measurable
   (first, second and third runs 44.8/32.9/27.2 and 41.8/32.2/28.1 s against
   51.6/30.3/26.9 and 43.5/27.4/22.5 s, alternating processes) and was not kept. The

@@ -59,14 +59,17 @@ def build(target: Path | None = None) -> dict:
 
 
 def _remove(paths: list[Path]) -> list[Path]:
-    """The files of `paths` that could be removed (one that cannot stays: it only costs disk)."""
+    """The files of `paths` this removed. One that cannot be removed stays, with a warning:
+    it only costs disk, and the new archive is in place."""
     removed = []
     for path in paths:
         try:
-            path.unlink(missing_ok=True)
+            path.unlink()
             removed.append(path)
-        except OSError:
-            pass
+        except FileNotFoundError:
+            pass  # removed by someone else meanwhile
+        except OSError as exc:
+            print(f"cdc-assets: could not remove the old archive {path}: {exc}", file=sys.stderr)
     return removed
 
 

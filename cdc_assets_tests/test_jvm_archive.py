@@ -66,3 +66,31 @@ def test_a_file_that_is_not_an_archive_still_starts_the_session(tmp_path):
     archive.write_bytes(os.urandom(1 << 16))
     sources = _class_sources(tmp_path, archive)
     assert "spark-core" in sources["org.apache.spark.SparkContext"]  # read from its jar
+
+
+class _ChildThatWritesTheArchive:
+    """Stands in for the warm-up child: writes the partial archive it is given, exits 0."""
+
+    def __init__(self, argv, **_kwargs):
+        self.pid, self.returncode, self._partial = -1, None, argv[3]
+
+    def communicate(self, timeout=None):
+        with open(self._partial, "wb") as f:
+            f.write(b"x" * (1 << 20))
+        self.returncode = 0
+        return "", ""
+
+
+def test_an_archive_written_elsewhere_removes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(jvm_archive.subprocess, "Popen", _ChildThatWritesTheArchive)
+    monkeypatch.setattr(jvm_archive, "_kill_group", lambda pid: None)
+    monkeypatch.setattr(jvm_archive, "default_archive_path", lambda: tmp_path / "spark-9.9.9-driver.jsa")
+    (tmp_path / "spark-9.9.8-driver.jsa").write_bytes(b"old")
+
+    written = build(tmp_path / "spark-9.9.7-driver.jsa")  # --out
+    assert written["removed"] == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spark-9.9.7-driver.jsa", "spark-9.9.8-driver.jsa"]
+
+    written = build()  # the default: the other versions' archives go
+    assert written["removed"] == [str(tmp_path / "spark-9.9.7-driver.jsa"), str(tmp_path / "spark-9.9.8-driver.jsa")]
+    assert [p.name for p in tmp_path.iterdir()] == ["spark-9.9.9-driver.jsa"]

@@ -1,6 +1,7 @@
 """Layer 4: every table's state at the window end (previous window's snapshot + changes)."""
 
 import functools
+from pathlib import Path
 
 from dagster import (
     AssetCheckKey,
@@ -81,6 +82,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         previous = _previous_manifest(b, warehouse, start_ms)
         selected = context.selected_asset_keys
         history_root = warehouse.source_root(b.source.name) / HISTORY
+        events_in = _change_table_rows(warehouse.layer_path(list(b.key(CHANGE_TABLE).path), start_ms))
         manifest = write_window_snapshot(
             spark, change_table, snap_root, start_ms, end_ms, previous,
             history_root=history_root if history_key in selected else None,
@@ -91,8 +93,6 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         ended = ddl["history_versions_ended"]
         if key in selected:
             checks = context.selected_asset_check_keys
-            # The change table's row count from its Parquet footers: no Spark job.
-            events_in = parquet_rows(warehouse.layer_path(list(b.key(CHANGE_TABLE).path), start_ms))
             for event in _snapshot_results(key, spark, snap_root, events_in, tables, ddl, written):
                 if not isinstance(event, AssetCheckResult) or AssetCheckKey(key, event.check_name) in checks:
                     yield event
@@ -158,6 +158,14 @@ def _snapshot_results(key, spark: SparkSession, snap_root, events_in: int, table
         asset_key=key, check_name=VALUES_CONVERT, passed=not any(failures.values()),
         metadata={"conversion_failures": sum(failures.values()), "by_table": MetadataValue.json(failures)},
     )
+
+
+def _change_table_rows(folder: Path) -> int:
+    """The rows of the change table the input was loaded from, summed from its Parquet footers
+    (no Spark job), before the snapshot is written, while they are the files Spark listed."""
+    if not folder.is_dir():  # rewritten by another run of this window just now
+        raise FileNotFoundError(f"the change table folder {folder} disappeared while the snapshot read it")
+    return parquet_rows(folder)
 
 
 def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: int) -> dict | None:
