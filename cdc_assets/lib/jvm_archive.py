@@ -24,17 +24,19 @@ ARCHIVE_VARIABLE = "CDC_ASSETS_JVM_ARCHIVE"
 # they are, and a `-XX:SharedArchiveFile` of theirs comes later and wins.
 DRIVER_DEFAULT_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
 _DISABLED = {"", "none", "off"}
+# The default archive's file name: one per pyspark version, as it holds that version's classes.
+_DEFAULT_NAME = "spark-{version}-driver.jsa"
 
 
 def default_archive_path() -> Path:
     """Inside the virtual environment: the archive belongs to its pyspark jars."""
-    return Path(sys.prefix) / "share" / "cdc_assets" / f"spark-{version('pyspark')}-driver.jsa"
+    return Path(sys.prefix) / "share" / "cdc_assets" / _DEFAULT_NAME.format(version=version("pyspark"))
 
 
 def superseded_archives(folder: Path, keep: str) -> list[Path]:
     """Default archives in `folder` other than `keep`: built for another pyspark version,
     which no session of this environment maps again (each is about 185 MB)."""
-    return sorted(p for p in folder.glob("spark-*-driver.jsa") if p.name != keep and p.is_file())
+    return sorted(p for p in folder.glob(_DEFAULT_NAME.format(version="*")) if p.name != keep and p.is_file())
 
 
 def configured_archive(env: Mapping[str, str]) -> str | None:
