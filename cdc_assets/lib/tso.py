@@ -18,6 +18,16 @@ def ms_to_tso(ms: int) -> int:
     return ms << PHYSICAL_SHIFT
 
 
+# Times in ms at or beyond this would not stay a positive long once shifted into a TSO.
+MAX_TSO_MS = 1 << 45
+
+
+def ms_to_commit_ts(ms: int | None) -> int | None:
+    """The commit_ts of a protocol that has only a commit time in ms (`ms << 18`); None when
+    `ms` cannot make one (missing, not positive, or too large to shift)."""
+    return ms << PHYSICAL_SHIFT if ms is not None and 0 < ms < MAX_TSO_MS else None
+
+
 def tso_to_datetime(tso: int) -> datetime:
     return datetime.fromtimestamp(tso_to_ms(tso) / 1000, tz=timezone.utc)
 

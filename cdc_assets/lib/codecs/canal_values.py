@@ -1,93 +1,104 @@
-"""Canal-style column values as Spark expressions (CloudCanal's decoder; Canal-JSON does
-the same per message in Python, `canal_json_events.py`): binary columns written as
-ISO-8859-1 text, TIMESTAMP wall clocks, ENUM / SET codes."""
+"""Canal-style column values, per message in Python (Canal-JSON and CloudCanal): binary
+columns written as ISO-8859-1 text, TIMESTAMP wall clocks, ENUM / SET codes."""
 
 from __future__ import annotations
 
-from pyspark.sql import Column, functions as F, types as T
+import base64
+import functools
+import re
+from datetime import timezone, tzinfo
 
-_ROW_MAP = T.MapType(T.StringType(), T.StringType(), valueContainsNull=True)
-_BINARY_TYPE_PATTERN = (
-    r"^\s*((var)?binary|(tiny|medium|long)?blob|geometry|point|linestring|polygon"
+from cdc_assets.lib.codecs.arrow_events import as_text, timestamp_to_utc
+from cdc_assets.lib.codecs.json_fields import INT64_MAX, INT64_MIN
+
+_BINARY_TYPE_RE = re.compile(
+    r"\s*((var)?binary|(tiny|medium|long)?blob|geometry|point|linestring|polygon"
     r"|multipoint|multilinestring|multipolygon|geometrycollection|geomcollection)\b"
 )
 # `enum('a','b')` / `set('a','b')` -> the quoted member list (official Canal only).
-_MEMBERS_PATTERN = r"^\s*(?i:enum|set)\s*\(\s*'(.*)'\s*\)\s*$"
-_NOT_LATIN1 = r"[^\x00-\xff]"
+_MEMBERS_RE = re.compile(r"\s*(?i:enum|set)\s*\(\s*'(.*)'\s*\)\s*", re.S)
+_INTEGER_RE = re.compile(r"\s*[+-]?[0-9]+\s*")
 
 
-def _is_binary_type(mysql_type: Column) -> Column:
-    return F.coalesce(F.lower(mysql_type).rlike(_BINARY_TYPE_PATTERN), F.lit(False))
-
-
-def _enum_or_set_name(v: Column, mysql_type: Column) -> Column:
-    """Index (ENUM) / bit mask (SET) -> member name(s), when the type lists the members and
-    the value is a number that is not itself a member; null otherwise."""
+# -- per-type facts, cached: a dump has few distinct MySQL type texts -----------------------
+@functools.lru_cache(maxsize=4096)
+def _type_facts(mysql_type: str) -> tuple[bool, list[str] | None, bool, bool]:
+    """(binary type, ENUM/SET members or None, is ENUM, is TIMESTAMP)."""
+    lower = mysql_type.lower()
+    m = _MEMBERS_RE.fullmatch(mysql_type)
     # MySQL's type text doubles a quote inside a member: enum('it''s').
-    members = F.transform(F.split(F.regexp_extract(mysql_type, _MEMBERS_PATTERN, 1), "','"),
-                          lambda m: F.replace(m, F.lit("''"), F.lit("'")))
-    number = v.try_cast("long")
-    is_code = (F.regexp_extract(mysql_type, _MEMBERS_PATTERN, 1) != "") & number.isNotNull() & ~F.array_contains(
-        members, v
-    )
-    enum_name = F.try_element_at(members, F.when(number > 0, number.cast("int")))
-    set_names = F.array_join(
-        F.filter(members, lambda _, i: F.call_function("shiftright", number, i).bitwiseAND(F.lit(1)) == 1), ","
-    )
-    is_enum = F.lower(mysql_type).rlike(r"^\s*enum")
-    return F.when(is_code, F.when(is_enum, enum_name).otherwise(set_names))
+    members = [x.replace("''", "'") for x in m.group(1).split("','")] if m and m.group(1) else None
+    return (bool(_BINARY_TYPE_RE.match(lower)), members, lower.lstrip().startswith("enum"),
+            lower.startswith("timestamp"))
 
 
-def type_flags(types: Column, time_zone: str) -> tuple[Column, Column]:
-    """(a column has a binary type, a column has a type `canonical_values` may change) for a
-    message's `mysqlType` map. Computed once per message, they let the common message (plain
-    types only) skip the per-value regular expressions below."""
-    names = F.coalesce(F.map_values(types), F.array().cast(T.ArrayType(T.StringType())))
-    has_binary = F.exists(names, _is_binary_type)
-
-    def changes_values(t: Column) -> Column:
-        out = _is_binary_type(t) | F.coalesce(F.regexp_extract(t, _MEMBERS_PATTERN, 1) != "", F.lit(False))
-        if time_zone.upper() != "UTC":
-            out = out | F.coalesce(F.lower(t).startswith("timestamp"), F.lit(False))
-        return out
-
-    return has_binary, F.exists(names, changes_values)
+def _facts(mysql_type) -> tuple[bool, list[str] | None, bool, bool]:
+    return _type_facts(mysql_type if type(mysql_type) is str else as_text(mysql_type))
 
 
-def canonical_values(row: Column, types: Column, time_zone: str, changes: Column | None = None) -> Column:
+def _enum_or_set_name(v: str, members: list[str], is_enum: bool) -> str | None:
+    """Index (ENUM) / bit mask (SET) -> member name(s), when `v` is a number that is not
+    itself a member; None otherwise."""
+    if v in members or not _INTEGER_RE.fullmatch(v):
+        return None
+    number = int(v)
+    if not INT64_MIN <= number <= INT64_MAX:
+        return None
+    if is_enum:
+        return members[number - 1] if 0 < number <= len(members) else None
+    return ",".join(m for i, m in enumerate(members) if (number >> i) & 1)
+
+
+def canonical(row: dict | None, types: dict, tz: tzinfo) -> dict | None:
     """Binary columns: ISO-8859-1 text -> exact bytes -> base64. TIMESTAMP columns: the
-    changefeed's wall clock -> UTC. ENUM/SET codes -> names. Others unchanged.
+    changefeed's wall clock -> UTC. ENUM/SET codes -> names. Others unchanged."""
+    if row is None:
+        return None
+    out = {}
+    for k, v in row.items():
+        t = types.get(k)
+        if v is not None and t is not None:
+            v = v if type(v) is str else as_text(v)
+            binary, members, is_enum, is_timestamp = _facts(t)
+            name = _enum_or_set_name(v, members, is_enum) if members else None
+            if name is not None:
+                v = name
+            elif binary:
+                try:  # a non-Latin-1 value cannot be bytes: kept, and the event is quarantined
+                    v = base64.b64encode(v.encode("latin-1")).decode("ascii")
+                except UnicodeEncodeError:
+                    pass
+            elif is_timestamp and tz is not timezone.utc:
+                v = timestamp_to_utc(v, tz)
+        out[k] = v
+    return out
 
-    `changes`: `type_flags(...)[1]` when the caller computed it once per message."""
 
-    def convert(k: Column, v: Column) -> Column:
-        mysql_type = F.try_element_at(types, k)
-        coded_name = _enum_or_set_name(v, mysql_type)
-        out = F.when(coded_name.isNotNull(), coded_name).when(
-            # A non-Latin-1 value cannot be bytes: left as is, the event is quarantined.
-            _is_binary_type(mysql_type) & ~v.rlike(_NOT_LATIN1),
-            F.base64(F.encode(v, "ISO-8859-1")),
-        )
-        if time_zone.upper() != "UTC":
-            out = out.when(
-                F.lower(mysql_type).startswith("timestamp"),
-                F.date_format(F.to_utc_timestamp(v, time_zone), "yyyy-MM-dd HH:mm:ss.SSSSSS"),
-            )
-        return out.otherwise(v)
-
-    if changes is None:
-        changes = type_flags(types, time_zone)[1]
-    return F.when(changes, F.transform_values(row, convert)).otherwise(row)
+def type_flags(types: dict, tz: tzinfo) -> tuple[bool, bool]:
+    """(a column has a binary type, a column has a type `canonical` may change), for a
+    message's column types: the common message (plain types only) skips `canonical`."""
+    try:
+        return _flags_by_types[(tz, *types.values())]
+    except (KeyError, TypeError):  # TypeError: a type that is not text (not cached)
+        pass
+    has_binary = changes = False
+    for t in types.values():
+        if t is None:
+            continue
+        binary, members, _, is_timestamp = _facts(t)
+        has_binary |= binary
+        changes |= binary or members is not None or (is_timestamp and tz is not timezone.utc)
+    if len(_flags_by_types) < 4096 and all(type(t) is str for t in types.values()):
+        _flags_by_types[(tz, *types.values())] = has_binary, changes
+    return has_binary, changes
 
 
-def has_non_latin1_binary(row: Column, types: Column, has_binary: Column | None = None) -> Column:
-    """`has_binary`: `type_flags(...)[0]` when the caller computed it once per message."""
-    entries = F.map_entries(F.coalesce(row, F.create_map().cast(_ROW_MAP)))
-    bad = F.exists(
-        entries,
-        lambda e: _is_binary_type(F.try_element_at(types, e["key"]))
-        & F.coalesce(e["value"].rlike(_NOT_LATIN1), F.lit(False)),
-    )
-    if has_binary is None:
-        has_binary = type_flags(types, "UTC")[0]
-    return F.when(has_binary, bad).otherwise(F.lit(False))
+_flags_by_types: dict[tuple, tuple[bool, bool]] = {}
+
+
+def has_non_latin1_binary(row: dict | None, types: dict) -> bool:
+    for k, v in (row or {}).items():
+        t = types.get(k)
+        if v is not None and t is not None and _facts(t)[0] and any(ord(c) > 0xFF for c in as_text(v)):
+            return True
+    return False

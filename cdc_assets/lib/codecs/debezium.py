@@ -35,9 +35,9 @@ from pyspark.sql import Column, DataFrame, functions as F
 
 from cdc_assets.lib.codecs.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns
 from cdc_assets.lib.codecs.base import Decoder
-from cdc_assets.lib.codecs.debezium_events import MAX_MS, WATERMARK_OP, Options, decode_batches
+from cdc_assets.lib.codecs.debezium_events import WATERMARK_OP, Options, decode_batches
 from cdc_assets.lib.codecs.spark_helpers import value_text
-from cdc_assets.lib.tso import PHYSICAL_SHIFT
+from cdc_assets.lib.tso import MAX_TSO_MS, PHYSICAL_SHIFT
 
 _ROUTE_SOURCE = "struct<commit_ts:bigint,ts_ms:bigint>"
 _ROUTE_SCHEMA = (
@@ -73,7 +73,7 @@ class DebeziumDecoder(Decoder):
         if not self.derive_commit_ts:
             return source["commit_ts"]
         ms = F.coalesce(_positive(source["ts_ms"]), _positive(ts_ms))
-        derived = F.when(ms < MAX_MS, F.shiftleft(ms, PHYSICAL_SHIFT))
+        derived = F.when(ms < MAX_TSO_MS, F.shiftleft(ms, PHYSICAL_SHIFT))
         return F.coalesce(source["commit_ts"], derived)
 
     def route(self, raw: DataFrame) -> DataFrame:

@@ -19,12 +19,11 @@ from cdc_assets.lib.changelog_schema import DDL, DELETE, INSERT, READ, ROW, UPDA
 from cdc_assets.lib.codecs.arrow_events import EventRows, Reject, event, gc_paused
 from cdc_assets.lib.codecs.debezium_envelope import EnvelopeReader, RowSchema
 from cdc_assets.lib.codecs.debezium_values import canonical_values, loads_exact, text_of, to_long, value_kind_type
-from cdc_assets.lib.tso import PHYSICAL_SHIFT
+from cdc_assets.lib.tso import ms_to_commit_ts
 
 ROW_OPS = {"c": INSERT, "i": INSERT, "u": UPDATE, "d": DELETE, "r": READ}
 WATERMARK_OP, DDL_OP = "m", "a"
 _BEFORE_OPS, _AFTER_OPS = (UPDATE, DELETE), (INSERT, UPDATE, READ)
-MAX_MS = 1 << 45  # ms << 18 must stay a positive long
 _NOT_AN_EVENT = "valid JSON, but not a Debezium change event (no op and no ddl)"
 _TABLE_FROM_ID = re.compile(r'"([^"]*)"$')
 _FIRST_WORD = re.compile(r"^\s*(\w+)", re.A)
@@ -172,7 +171,7 @@ def _event(payload, row_schema: RowSchema, key: bytes | None, options: Options) 
     commit_ts = source_commit_ts
     if options.derive_commit_ts and commit_ts is None:
         ms = _positive(source_ms) or _positive(to_long(payload.get("ts_ms")))
-        commit_ts = ms << PHYSICAL_SHIFT if ms is not None and ms < MAX_MS else None
+        commit_ts = ms_to_commit_ts(ms)
     common = dict(commit_ts=commit_ts, source_position=_source_position(source), event_ms=source_ms)
     if kind == WATERMARK:
         reason = ("missing_watermark_ts", "watermark (op m) without source.commit_ts") \

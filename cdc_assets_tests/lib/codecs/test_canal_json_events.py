@@ -1,25 +1,15 @@
 """The per-message Canal-JSON parser without Spark: one Arrow batch in, events out."""
 
+import functools
 import json
 
-import pyarrow as pa
 import pytest
 
 from cdc_assets.lib.changelog_schema import REJECT_REASON
-from cdc_assets.lib.codecs.arrow_events import PASSED
 from cdc_assets.lib.codecs.canal_json_events import decode_batches
+from cdc_assets_tests.lib.codecs.arrow_batch import decode_values
 
-
-def _decode(*values, time_zone: str = "UTC", keys: list[bytes] | None = None) -> list[dict]:
-    raw = [v if v is None or isinstance(v, bytes) else json.dumps(v).encode() for v in values]
-    n = len(raw)
-    batch = pa.RecordBatch.from_arrays(
-        [pa.array(["t"] * n), pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
-         pa.array([None] * n, pa.timestamp("us", "UTC")), pa.array(keys or [None] * n, pa.binary()),
-         pa.array(raw, pa.binary())],
-        names=PASSED,
-    )
-    return [e for b in decode_batches(iter([batch]), time_zone) for e in b.to_pylist()]
+_decode = functools.partial(decode_values, decode_batches)
 
 
 def _row(**over) -> dict:
@@ -49,6 +39,11 @@ def test_batched_rows_without_extension_use_es_and_the_batch_id():
     assert {e["source_position"] for e in events} == {7}
 
 
+def test_a_commit_ts_of_zero_is_none_and_es_is_used():
+    (ev,) = _decode(_row(_tidb={"commitTs": 0}))
+    assert (ev["commit_ts"], ev[REJECT_REASON]) == (1_700_000_000_000 << 18, None)
+
+
 def test_non_text_values_are_kept_as_their_json_text():
     (ev,) = _decode(_row(type="INSERT", old=None, data=[{"id": 5, "b": None, "ts": {"x": [1, True]}}]))
     assert dict(ev["after"]) == {"id": "5", "b": None, "ts": '{"x":[1,true]}'}
@@ -66,12 +61,16 @@ def test_non_text_values_are_kept_as_their_json_text():
     (_row(type="UPSERT"), "unknown_event_type"),
     (_row(data=[]), "missing_row_data"),
     (_row(_tidb=None, es=None), "missing_commit_ts"),
+    (_row(_tidb=None, es=0), "missing_commit_ts"),
+    (_row(_tidb=None, es=1 << 45), "missing_commit_ts"),  # es << 18 would not be a positive long
+    ({"isDdl": True, "type": "ALTER", "sql": "x", "es": -1, "_tidb": {"commitTs": 0}}, "missing_commit_ts"),
     (_row(table=""), "missing_table_name"),
     (_row(pkNames=[]), "missing_primary_key"),
     (_row(data=[{"id": None}]), "null_primary_key"),
     (_row(data=[{"id": "1", "b": "\u4e2d"}]), "invalid_binary_value"),
     ({"isDdl": True, "type": "ALTER", "sql": "  ", "_tidb": {"commitTs": 5}}, "missing_ddl_sql"),
     ({"isDdl": False, "type": "TIDB_WATERMARK", "_tidb": {}}, "missing_watermark_ts"),
+    ({"isDdl": False, "type": "TIDB_WATERMARK", "_tidb": {"watermarkTs": 0}}, "missing_watermark_ts"),
 ])
 def test_each_unusable_message_gets_one_reason(value, reason):
     (ev,) = _decode(value)

@@ -1,0 +1,147 @@
+"""CloudCanal JSON messages -> change-log events, in plain Python (orjson) per Arrow batch.
+
+The rules are those of `cloudcanal_json.py`'s docstring; the reject rules run in the order
+the quarantine reasons are documented (the first failing one wins). Like Canal-JSON, and
+unlike Spark's `from_json` into maps (the previous decoder), a message is parsed once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import tzinfo
+
+import pyarrow as pa
+
+from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
+from cdc_assets.lib.codecs.arrow_events import EventRows, Reject, as_text, gc_paused, zone
+from cdc_assets.lib.codecs.canal_values import canonical, has_non_latin1_binary, type_flags
+from cdc_assets.lib.codecs.json_fields import (
+    SHAPE, bool_field, long_field, object_field, objects_field, parse_object,
+)
+from cdc_assets.lib.tso import ms_to_commit_ts
+
+_DML_ACTIONS = frozenset(("INSERT", "UPDATE", "DELETE"))
+_TRANSACTION_END = "TRANSACTIONEND"
+
+
+def decode_message(out: EventRows, source_row: int, value: bytes | None, tz: tzinfo) -> None:
+    """Append the events of one Kafka message: one per element of `data` for DML, else one."""
+    try:
+        events = _events(_parse(value), tz)  # all of the message's events, or a reject
+    except Reject as err:
+        out.add(source_row, 0, ROW, reason=err.reason, detail=err.detail)
+    except Exception as e:  # a shape no rule foresaw: this message is quarantined, never the run
+        out.add(source_row, 0, ROW, reason="decoder_error", detail=f"{type(e).__name__}: {e}"[:500])
+    else:
+        for ev in events:
+            out.row(source_row, ev)
+
+
+def _parse(value: bytes | None) -> dict:
+    """The spec writes every column value as a string; a value written as a JSON number with
+    a fraction or beyond 64 bits keeps its exact text (orjson would round it through a
+    double), so such a message is parsed again, numbers as their text."""
+    m = parse_object(value)
+    for rows in (m.get("data"), m.get("before")):
+        if type(rows) is list and any(
+                type(r) is dict and any(type(v) is float for v in r.values()) for r in rows):
+            return json.loads(value, parse_float=str)  # orjson accepted it: no NaN / Infinity
+    return m
+
+
+def _database(db, schema) -> str | None:
+    """`db`, or `db.schema` when the source has schemas (PostgreSQL...)."""
+    db, schema = as_text(db) or None, as_text(schema) or None
+    if schema is None or db is None or schema == db:
+        return db if db is not None else schema
+    return f"{db}.{schema}"
+
+
+def _events(m: dict, tz: tzinfo) -> list[tuple]:
+    # Every field's JSON type is checked first, whatever the message's kind: a field of the
+    # wrong type quarantines the message (`unexpected_shape`), as a schema would.
+    is_ddl, ddl_flag = bool_field(m.get("isDdl")), bool_field(m.get("ddl"))
+    is_ddl = ddl_flag if is_ddl is None else is_ddl
+    exec_ts, bid = long_field(m.get("execTs")), long_field(m.get("bid"))
+    types, data = object_field(m.get("dbValType")), objects_field(m.get("data"))
+    before_rows = objects_field(m.get("before")) or ()
+    pk_names = m.get("pks")
+    if pk_names is not None:
+        if type(pk_names) is not list:
+            raise Reject("unexpected_shape", SHAPE)
+        pk_names = [n if type(n) is str else as_text(n) for n in pk_names]
+    action_text, entry_type = as_text(m.get("action")), as_text(m.get("entryType"))
+    database, table = _database(m.get("db"), m.get("schema")), as_text(m.get("table")) or None
+    commit_ts = ms_to_commit_ts(exec_ts)
+    missing_ts = ("missing_commit_ts", "no usable execTs") if commit_ts is None else None
+    if not is_ddl and entry_type is not None and entry_type.upper() == _TRANSACTION_END:
+        return [_event(0, WATERMARK, database=database, table=table, event_ms=exec_ts,
+                       watermark_ts=commit_ts, reject=missing_ts)]
+    position = bid if bid is not None and bid > 0 else None
+    if is_ddl:
+        sql = as_text(m.get("sql"))
+        reject = missing_ts or (("missing_ddl_sql", "DDL message without sql") if not (sql or "").strip(" ") else None)
+        return [_event(0, DDL, database=database, table=table, commit_ts=commit_ts, source_position=position,
+                       event_ms=exec_ts, ddl_type=action_text, ddl_sql=sql, reject=reject)]
+    op = None if action_text is None else action_text.upper()
+    has_binary, changes = type_flags(types, tz) if types else (False, False)
+    message_reject = (
+        missing_ts
+        or (("unknown_event_type", f"unknown cloudcanal action {action_text if action_text is not None else 'null'}")
+            if op not in _DML_ACTIONS else None)
+        or (("missing_row_data", "DML message without data rows") if not data else None)
+        or (("missing_table_name", "DML message without db or table") if database is None or table is None else None)
+        or (("missing_primary_key", "DML message with empty pks") if not pk_names else None))
+    events = []
+    for pos, row in enumerate(data or (None,)):
+        old = before_rows[pos] if pos < len(before_rows) else None
+        before = after = None
+        if op == "DELETE":
+            before = old if old else row  # the before image when present, else the deleted row
+        elif op == "INSERT":
+            after = row
+        elif op == "UPDATE":
+            after = row
+            if old is not None and row is not None:  # a partial before image overlays the row
+                before = {k: (old[k] if k in old else v) for k, v in row.items()}
+        if changes:
+            before, after = canonical(before, types or {}, tz), canonical(after, types or {}, tz)
+        pk_values = None
+        if pk_names is not None:
+            pk_values = [_first_present(after, before, n) for n in pk_names]
+        reject = message_reject
+        if reject is None and None in pk_values:
+            reject = ("null_primary_key", "a primary key column is null or absent: "
+                      + ",".join(n for n in pk_names if n is not None))
+        elif reject is None and has_binary and has_non_latin1_binary(row, types):
+            reject = ("invalid_binary_value", "a binary column holds characters beyond ISO-8859-1")
+        events.append(_event(pos, ROW, op=op, database=database, table=table, commit_ts=commit_ts,
+                             source_position=position, event_ms=exec_ts, pk_names=pk_names,
+                             pk_values=pk_values, before=before, after=after, column_types=types,
+                             reject=reject))
+    return events
+
+
+def _first_present(after: dict | None, before: dict | None, name: str | None):
+    v = None if after is None or name is None else after.get(name)
+    return v if v is not None or before is None or name is None else before.get(name)
+
+
+def _event(event_index: int, event_kind: str, *, op=None, database=None, table=None, commit_ts=None,
+           source_position=None, event_ms=None, pk_names=None, pk_values=None, before=None, after=None,
+           column_types=None, ddl_type=None, ddl_sql=None, watermark_ts=None,
+           reject: tuple[str, str] | None = None) -> tuple:
+    reason, detail = reject or (None, None)
+    return (event_index, event_kind, op, database, table, commit_ts, source_position, event_ms, pk_names,
+            pk_values, before, after, column_types, ddl_type, ddl_sql, watermark_ts, reason, detail)
+
+
+def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str) -> Iterator[pa.RecordBatch]:
+    tz = zone(time_zone)
+    for batch in batches:
+        out = EventRows()
+        with gc_paused():
+            for i, value in enumerate(batch.column("value").to_pylist()):
+                decode_message(out, i, value, tz)
+        yield out.batch(batch)

@@ -1,0 +1,67 @@
+"""Parsing a JSON message and reading its fields, for the decoders that parse in Python
+(Canal-JSON, CloudCanal): the reject reasons of an unusable value, and the shape checks
+that quarantine a field of the wrong JSON type (as Spark's `from_json` with a schema did)."""
+
+from __future__ import annotations
+
+import orjson
+
+from cdc_assets.lib.codecs.arrow_events import Reject
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+SHAPE = "valid JSON, but a field has an unexpected type for this protocol"
+
+
+def parse_object(value: bytes | None) -> dict:
+    """A message's JSON object, or the reject that says why there is none."""
+    if not value:
+        raise Reject("empty_message", "the Kafka message has no value")
+    try:
+        m = orjson.loads(value)  # orjson also rejects invalid UTF-8: tell the two apart below
+    except orjson.JSONDecodeError:
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Reject("invalid_utf8", "the value is not valid UTF-8") from None
+        raise Reject("invalid_json", "the value is not valid JSON") from None
+    if type(m) is not dict:
+        raise Reject("unexpected_shape", SHAPE)
+    return m
+
+
+def long_field(v) -> int | None:
+    if v is None or (type(v) is int and INT64_MIN <= v <= INT64_MAX):
+        return v
+    raise Reject("unexpected_shape", SHAPE)
+
+
+def positive_long_field(v) -> int | None:
+    """A long that only counts when positive (a TSO or a time): 0 or less is none at all."""
+    v = long_field(v)
+    return v if v is not None and v > 0 else None
+
+
+def bool_field(v) -> bool | None:
+    if v is None or type(v) is bool:
+        return v
+    raise Reject("unexpected_shape", SHAPE)
+
+
+def object_field(v) -> dict | None:
+    if v is None or type(v) is dict:
+        return v
+    raise Reject("unexpected_shape", SHAPE)
+
+
+def objects_field(v) -> list | None:
+    """A list of objects (or nulls)."""
+    if v is None:
+        return v
+    if type(v) is list:
+        for x in v:
+            if x is not None and type(x) is not dict:
+                break
+        else:
+            return v
+    raise Reject("unexpected_shape", SHAPE)
+

@@ -1,0 +1,96 @@
+"""The per-message CloudCanal JSON parser without Spark: one Arrow batch in, events out."""
+
+import functools
+
+import pytest
+
+from cdc_assets.lib.changelog_schema import REJECT_REASON
+from cdc_assets.lib.codecs.cloudcanal_json_events import decode_batches
+from cdc_assets_tests.lib.codecs.arrow_batch import decode_values
+
+_decode = functools.partial(decode_values, decode_batches)
+_EXEC_MS = 1_669_789_152_000
+
+
+def _row(**over) -> dict:
+    msg = {"action": "UPDATE", "bid": 12, "db": "shop", "schema": "shop", "table": "t", "isDdl": False,
+           "entryType": "ROWDATA", "execTs": _EXEC_MS, "pks": ["id"],
+           "dbValType": {"id": "int(11)", "b": "varbinary(4)", "ts": "timestamp(3)", "e": "enum('lo','hi')"},
+           "data": [{"id": "1", "b": "\u00ff\u0000", "ts": "2024-03-01 08:00:00.5", "e": "2"}],
+           "before": [{"b": "a"}]}
+    msg.update(over)
+    return msg
+
+
+def test_update_with_partial_before_binary_enum_and_time_zone():
+    (ev,) = _decode(_row(), time_zone="+08:00")
+    assert dict(ev["after"]) == {"id": "1", "b": "/wA=", "ts": "2024-03-01 00:00:00.5", "e": "hi"}
+    assert dict(ev["before"]) == {"id": "1", "b": "YQ==", "ts": "2024-03-01 00:00:00.5", "e": "hi"}
+    assert (ev["op"], ev["database"], ev["commit_ts"], ev["source_position"], ev["event_ms"]) == (
+        "UPDATE", "shop", _EXEC_MS << 18, 12, _EXEC_MS)
+    assert (ev["pk_names"], ev["pk_values"], ev[REJECT_REASON]) == (["id"], ["1"], None)
+
+
+def test_batched_rows_deletes_and_schemas():
+    events = _decode(
+        _row(action="insert", bid=0, db="pg", schema="public", before=[], data=[{"id": "1"}, {"id": "2"}]),
+        _row(action="DELETE", data=[{"id": "3", "b": "x"}], before=[{}]),  # an empty before image: the row
+        _row(action="DELETE", data=[{"id": "4", "b": "x"}], before=[{"id": "4", "b": "y"}]),
+    )
+    assert [(e["kafka_offset"], e["event_index"], e["op"], e["pk_values"]) for e in events] == [
+        (0, 0, "INSERT", ["1"]), (0, 1, "INSERT", ["2"]), (1, 0, "DELETE", ["3"]), (2, 0, "DELETE", ["4"])]
+    assert {events[0]["database"], events[0]["source_position"]} == {"pg.public", None}
+    assert [dict(e["before"])["b"] for e in events[2:]] == ["eA==", "eQ=="]
+    assert all(e["after"] is None for e in events[2:])
+
+
+def test_markers_and_ddl():
+    marker, ddl = _decode(_row(entryType="TransactionEnd", action="", data=[], pks=[]),
+                          _row(isDdl=None, ddl=True, action="ALTER", sql="alter table t add c int", data=[]))
+    assert (marker["event_kind"], marker["watermark_ts"], marker["commit_ts"]) == ("watermark", _EXEC_MS << 18, None)
+    assert (ddl["event_kind"], ddl["ddl_type"], ddl["ddl_sql"], ddl["commit_ts"], ddl["pk_names"]) == (
+        "ddl", "ALTER", "alter table t add c int", _EXEC_MS << 18, None)
+
+
+def test_numbers_written_as_json_numbers_keep_their_text():
+    """The spec writes values as strings; a number written as a JSON number must not be
+    rounded through a double (a DECIMAL(38,20) or a BIGINT UNSIGNED)."""
+    (ev,) = _decode(b'{"action":"INSERT","db":"s","table":"t","execTs":5,"pks":["id"],'
+                    b'"data":[{"id":18446744073709551615,"d":0.10000000000000000555,"f":1.50,"n":7}]}')
+    assert dict(ev["after"]) == {"id": "18446744073709551615", "d": "0.10000000000000000555", "f": "1.50", "n": "7"}
+    assert ev["pk_values"] == ["18446744073709551615"]
+
+
+@pytest.mark.parametrize("value, reason", [
+    (None, "empty_message"),
+    (b"\xff{}", "invalid_utf8"),
+    (b'{"data": [', "invalid_json"),
+    (b'{"action": "INSERT", "data": [{"id": NaN}]}', "invalid_json"),
+    ([1, 2], "unexpected_shape"),
+    (_row(execTs="soon"), "unexpected_shape"),
+    (_row(isDdl="false"), "unexpected_shape"),
+    (_row(pks="id"), "unexpected_shape"),
+    (_row(data=["not an object"]), "unexpected_shape"),
+    (_row(entryType="TRANSACTIONEND", data=3), "unexpected_shape"),  # a bad field, whatever the kind
+    (_row(execTs=None), "missing_commit_ts"),
+    (_row(execTs=-1), "missing_commit_ts"),
+    (_row(execTs=1 << 45), "missing_commit_ts"),  # execTs << 18 would not be a positive long
+    (_row(action="UPSERT"), "unknown_event_type"),
+    (_row(action=None), "unknown_event_type"),
+    (_row(data=[]), "missing_row_data"),
+    (_row(table=""), "missing_table_name"),
+    (_row(pks=[]), "missing_primary_key"),
+    (_row(data=[{"id": None}]), "null_primary_key"),
+    (_row(data=[{"id": "1", "b": "\u4e2d"}]), "invalid_binary_value"),
+    (_row(isDdl=True, action="ALTER", sql="  "), "missing_ddl_sql"),
+    (_row(entryType="TRANSACTIONEND", execTs=None), "missing_commit_ts"),
+])
+def test_each_unusable_message_gets_one_reason(value, reason):
+    (ev,) = _decode(value)
+    assert ev[REJECT_REASON] == reason
+
+
+def test_a_batch_keeps_going_past_unusable_messages():
+    events = _decode(b"{", _row(action="INSERT", before=[]), keys=[b"k0", b"k1"])
+    assert [(e["kafka_offset"], e[REJECT_REASON], e["key"]) for e in events] == [
+        (0, "invalid_json", b"k0"), (1, None, None)]
