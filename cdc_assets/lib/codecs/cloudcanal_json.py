@@ -9,14 +9,18 @@ Spec: shared/specs/cloudcanal-message-formats.txt (no public real sample exists)
   present, else the deleted row in `data[i]`.
 - values are text like Canal's (binary as ISO-8859-1 text, an assumption: the doc is silent);
   `dbValType` holds the source type names (`varchar(22)`) -> `column_types`.
-- no TSO: commit_ts = `execTs << 18` (source SQL execution time, ms); the batch id `bid`
-  (> 0) orders ties like official Canal's `id`.
+- no TSO: commit_ts = `execTs << 18` (source SQL execution time, ms) when 0 < `execTs` < 2^45,
+  else `missing_commit_ts`; the batch id `bid` (> 0) orders ties like official Canal's `id`.
 - database = `db`, or `db.schema` when the source has schemas (PostgreSQL...).
 - TRANSACTIONEND markers are decoded as watermark events at `execTs`; they only feed the
   landing watermark (route) with `transaction-end-as-watermark=true`, because a long
   transaction's rows carry older `execTs` than an earlier commit and would turn "late".
 - a field of the wrong JSON type (say `data` not a list of objects) quarantines the message
   (`unexpected_shape`); a DML message whose `action` is missing is `unknown_event_type`.
+- value rules are official Canal's (`canal_values.py`). A TIMESTAMP in a `time-zone` other
+  than UTC is moved to UTC keeping its fraction digits as written; a zero date or a form
+  other than `yyyy-MM-dd HH:mm:ss[.f]` is left for the snapshot's cast; a wall clock that
+  does not exist quarantines the message (`invalid_timestamp_value`).
 
 Decoding parses each message once with orjson inside `mapInArrow`
 (`cloudcanal_json_events.py`), like Canal-JSON; routing at landing reads two fields only and
@@ -33,7 +37,7 @@ from cdc_assets.lib.codecs.arrow_events import PARSED_SCHEMA, PASSED, decoded_co
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.cloudcanal_json_events import decode_batches
 from cdc_assets.lib.codecs.spark_helpers import value_text
-from cdc_assets.lib.tso import PHYSICAL_SHIFT
+from cdc_assets.lib.tso import MAX_TSO_MS, PHYSICAL_SHIFT
 
 _ROUTING_SCHEMA = T.StructType(
     [T.StructField("entryType", T.StringType()), T.StructField("execTs", T.LongType())]
@@ -55,10 +59,12 @@ class CloudCanalJsonDecoder(Decoder):
         m = F.from_json(value_text(), _ROUTING_SCHEMA)
         use_markers = self.flag("transaction-end-as-watermark")
         is_marker = F.upper(m["entryType"]) == _TRANSACTION_END
+        shiftable = (m["execTs"] > 0) & (m["execTs"] < MAX_TSO_MS)  # as `ms_to_commit_ts` in decode
         return raw.withColumns(
             {
                 "routing_ms": F.coalesce(m["execTs"], F.unix_millis(F.col("kafka_timestamp"))),
-                "watermark_ts": F.when(F.lit(use_markers) & is_marker, F.shiftleft(m["execTs"], PHYSICAL_SHIFT)),
+                "watermark_ts": F.when(F.lit(use_markers) & is_marker & shiftable,
+                                       F.shiftleft(m["execTs"], PHYSICAL_SHIFT)),
             }
         )
 

@@ -1,8 +1,9 @@
 """CloudCanal JSON messages -> change-log events, in plain Python (orjson) per Arrow batch.
 
-The rules are those of `cloudcanal_json.py`'s docstring; the reject rules run in the order
-the quarantine reasons are documented (the first failing one wins). Like Canal-JSON, and
-unlike Spark's `from_json` into maps (the previous decoder), a message is parsed once.
+The rules are those of `cloudcanal_json.py`'s docstring; the first failing reject rule wins,
+in the order of `_events` (the old Spark decoder's order: `missing_commit_ts` first). Like
+Canal-JSON, and unlike Spark's `from_json` into maps (the previous decoder), a message is
+parsed once.
 """
 
 from __future__ import annotations
@@ -39,14 +40,21 @@ def decode_message(out: EventRows, source_row: int, value: bytes | None, tz: tzi
 
 
 def _parse(value: bytes | None) -> dict:
-    """The spec writes every column value as a string; a value written as a JSON number with
-    a fraction or beyond 64 bits keeps its exact text (orjson would round it through a
-    double), so such a message is parsed again, numbers as their text."""
+    """The spec writes every column value as a string. A column value written as a JSON number
+    with a fraction or beyond 64 bits (orjson reads both as a double, which rounds) keeps its
+    exact text: the message is parsed again with numbers as text, and only those values are
+    taken from it (values nested deeper stay as orjson read them, as in any other message)."""
     m = parse_object(value)
-    for rows in (m.get("data"), m.get("before")):
-        if type(rows) is list and any(
-                type(r) is dict and any(type(v) is float for v in r.values()) for r in rows):
-            return json.loads(value, parse_float=str)  # orjson accepted it: no NaN / Infinity
+    exact = None
+    for field in ("data", "before"):
+        rows = m.get(field)
+        for i, row in enumerate(rows if type(rows) is list else ()):
+            rounded = [k for k, v in row.items() if type(v) is float] if type(row) is dict else ()
+            if rounded:
+                if exact is None:  # orjson accepted the text: no NaN / Infinity, no lone surrogate
+                    exact = json.loads(value, parse_float=str)
+                for k in rounded:
+                    row[k] = str(exact[field][i][k])  # a fraction's text, or a big integer
     return m
 
 

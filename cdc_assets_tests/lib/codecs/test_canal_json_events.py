@@ -40,8 +40,9 @@ def test_batched_rows_without_extension_use_es_and_the_batch_id():
 
 
 def test_a_commit_ts_of_zero_is_none_and_es_is_used():
-    (ev,) = _decode(_row(_tidb={"commitTs": 0}))
-    assert (ev["commit_ts"], ev[REJECT_REASON]) == (1_700_000_000_000 << 18, None)
+    """As without the extension: commit_ts from `es`, ties ordered by the batch `id`."""
+    (ev,) = _decode(_row(_tidb={"commitTs": 0}, id=9))
+    assert (ev["commit_ts"], ev["source_position"], ev[REJECT_REASON]) == (1_700_000_000_000 << 18, 9, None)
 
 
 def test_non_text_values_are_kept_as_their_json_text():

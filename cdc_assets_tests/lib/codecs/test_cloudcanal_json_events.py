@@ -54,11 +54,50 @@ def test_markers_and_ddl():
 
 def test_numbers_written_as_json_numbers_keep_their_text():
     """The spec writes values as strings; a number written as a JSON number must not be
-    rounded through a double (a DECIMAL(38,20) or a BIGINT UNSIGNED)."""
+    rounded through a double (a DECIMAL(38,20), a DECIMAL(65) integer)."""
     (ev,) = _decode(b'{"action":"INSERT","db":"s","table":"t","execTs":5,"pks":["id"],'
-                    b'"data":[{"id":18446744073709551615,"d":0.10000000000000000555,"f":1.50,"n":7}]}')
-    assert dict(ev["after"]) == {"id": "18446744073709551615", "d": "0.10000000000000000555", "f": "1.50", "n": "7"}
-    assert ev["pk_values"] == ["18446744073709551615"]
+                    b'"data":[{"id":18446744073709551615,"d":0.10000000000000000555,"f":1.50,"n":7,'
+                    b'"j":{"x":1.50}}]}')
+    assert dict(ev["after"]) == {"id": "18446744073709551615", "d": "0.10000000000000000555", "f": "1.50", "n": "7",
+                                 "j": '{"x":1.5}'}  # nested JSON as in any other message: not re-quoted
+    (ev,) = _decode(b'{"action":"DELETE","db":"s","table":"t","execTs":5,"pks":["id"],'
+                    b'"data":[{"id":"9"}],"before":[{"id":123456789012345678901234567890}]}')
+    assert dict(ev["before"]) == {"id": "123456789012345678901234567890"}  # alone, and in `before` only
+    assert ev["pk_values"] == ["123456789012345678901234567890"]
+
+
+def test_images_databases_and_the_events_other_fields():
+    upd, short, short2, gone, dbonly, schemaonly, marker, ddl = _decode(
+        _row(before=None),  # an UPDATE without a before image
+        _row(data=[{"id": "1"}, {"id": "2"}], before=[{"id": "0"}]),  # a shorter before list
+        _row(action="DELETE", data=[{"id": "5"}], before=[{"note": "x"}]),  # partial before without the key
+        _row(action="INSERT", schema="", before=[]),
+        _row(action="INSERT", db="", schema="public", before=[]),
+        _row(entryType="TRANSACTIONEND", action="", data=[], pks=[], bid=40),
+        _row(isDdl=True, action="TRUNCATE", sql="truncate t", data=[], bid=41),
+    )
+    assert (upd["before"], upd[REJECT_REASON]) == (None, None)
+    assert (dict(short["before"]), dict(short["after"])) == ({"id": "0"}, {"id": "1"})
+    assert (short2["event_index"], short2["before"], short2["pk_values"]) == (1, None, ["2"])
+    assert gone[REJECT_REASON] == "null_primary_key" and dict(gone["before"]) == {"note": "x"}
+    assert (dbonly["database"], schemaonly["database"]) == ("shop", "public")
+    assert (marker["database"], marker["table"], marker["event_ms"], marker["source_position"]) == (
+        "shop", "t", _EXEC_MS, None)
+    assert (ddl["source_position"], ddl["database"], ddl["op"], ddl["column_types"]) == (41, "shop", None, None)
+
+
+def test_the_first_failing_rule_wins():
+    (ev,) = _decode(_row(execTs=None, action="UPSERT", data=[]))
+    assert ev[REJECT_REASON] == "missing_commit_ts"
+    (ev,) = _decode(_row(action="UPSERT", table="", pks=[]))
+    assert ev[REJECT_REASON] == "unknown_event_type"
+    (ev,) = _decode(_row(isDdl=False, ddl=True, action="INSERT"))  # `isDdl` decides
+    assert (ev["event_kind"], ev[REJECT_REASON]) == ("row", None)
+
+
+def test_the_largest_exec_ts_that_shifts():
+    (ev,) = _decode(_row(execTs=(1 << 45) - 1))
+    assert ev["commit_ts"] == ((1 << 45) - 1) << 18 and ev["commit_ts"] < 1 << 63
 
 
 @pytest.mark.parametrize("value, reason", [
@@ -66,6 +105,7 @@ def test_numbers_written_as_json_numbers_keep_their_text():
     (b"\xff{}", "invalid_utf8"),
     (b'{"data": [', "invalid_json"),
     (b'{"action": "INSERT", "data": [{"id": NaN}]}', "invalid_json"),
+    (b'{"action": "INSERT", "data": [{"id": 1e400}]}', "invalid_json"),  # beyond a double
     ([1, 2], "unexpected_shape"),
     (_row(execTs="soon"), "unexpected_shape"),
     (_row(isDdl="false"), "unexpected_shape"),
@@ -74,6 +114,7 @@ def test_numbers_written_as_json_numbers_keep_their_text():
     (_row(entryType="TRANSACTIONEND", data=3), "unexpected_shape"),  # a bad field, whatever the kind
     (_row(execTs=None), "missing_commit_ts"),
     (_row(execTs=-1), "missing_commit_ts"),
+    (_row(execTs=0), "missing_commit_ts"),
     (_row(execTs=1 << 45), "missing_commit_ts"),  # execTs << 18 would not be a positive long
     (_row(action="UPSERT"), "unknown_event_type"),
     (_row(action=None), "unknown_event_type"),
