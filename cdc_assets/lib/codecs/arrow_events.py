@@ -13,7 +13,7 @@ import contextlib
 import functools
 import gc
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, functions as F, types as T
 
-from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA, DECODED_COLUMNS, REJECT_DETAIL, REJECT_REASON
+from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA, DECODED_COLUMNS, REJECT_DETAIL, REJECT_REASON, ROW
 from cdc_assets.lib.codecs.spark_helpers import event_time_from_ms, lineage_columns
 from cdc_assets.lib.tso import tso_time_col
 
@@ -191,6 +191,28 @@ class EventRows:
         columns = list(zip(*rows)) if rows else [()] * len(EVENT_FIELDS)
         return [map_array(col) if typ == STR_MAP else pa.array(col, typ)
                 for (_, typ), col in zip(EVENT_FIELDS, columns)]
+
+
+def decode_each_value(batches: Iterator[pa.RecordBatch], time_zone: str,
+                      events_of: Callable[[bytes | None, tzinfo], list[tuple]]) -> Iterator[pa.RecordBatch]:
+    """A batch function for decoders that read a message from its value alone: `events_of`
+    returns all of a message's events, or raises `Reject` for the whole message. Any other
+    error quarantines that message (`decoder_error`), never the batch."""
+    tz = zone(time_zone)
+    for batch in batches:
+        out = EventRows()
+        with gc_paused():
+            for i, value in enumerate(batch.column("value").to_pylist()):
+                try:
+                    events = events_of(value, tz)
+                except Reject as err:
+                    out.add(i, 0, ROW, reason=err.reason, detail=err.detail)
+                except Exception as e:  # a shape no rule foresaw
+                    out.add(i, 0, ROW, reason="decoder_error", detail=f"{type(e).__name__}: {e}"[:500])
+                else:
+                    for ev in events:
+                        out.row(i, ev)
+        yield out.batch(batch)
 
 
 def _on_rejects_only(raw: list[pa.Array], reason: pa.Array) -> list[pa.Array]:

@@ -15,7 +15,7 @@ from datetime import tzinfo
 import pyarrow as pa
 
 from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
-from cdc_assets.lib.codecs.arrow_events import EventRows, Reject, as_text, gc_paused, zone
+from cdc_assets.lib.codecs.arrow_events import Reject, as_text, decode_each_value
 from cdc_assets.lib.codecs.canal_values import canonical, has_non_latin1_binary, type_flags
 from cdc_assets.lib.codecs.json_fields import (
     SHAPE, bool_field, long_field, object_field, objects_field, parse_object,
@@ -26,17 +26,9 @@ _DML_ACTIONS = frozenset(("INSERT", "UPDATE", "DELETE"))
 _TRANSACTION_END = "TRANSACTIONEND"
 
 
-def decode_message(out: EventRows, source_row: int, value: bytes | None, tz: tzinfo) -> None:
-    """Append the events of one Kafka message: one per element of `data` for DML, else one."""
-    try:
-        events = _events(_parse(value), tz)  # all of the message's events, or a reject
-    except Reject as err:
-        out.add(source_row, 0, ROW, reason=err.reason, detail=err.detail)
-    except Exception as e:  # a shape no rule foresaw: this message is quarantined, never the run
-        out.add(source_row, 0, ROW, reason="decoder_error", detail=f"{type(e).__name__}: {e}"[:500])
-    else:
-        for ev in events:
-            out.row(source_row, ev)
+def _message_events(value: bytes | None, tz: tzinfo) -> list[tuple]:
+    """All of one Kafka message's events (one per element of `data` for DML, else one), or a reject."""
+    return _events(_parse(value), tz)
 
 
 def _parse(value: bytes | None) -> dict:
@@ -146,10 +138,4 @@ def _event(event_index: int, event_kind: str, *, op=None, database=None, table=N
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str) -> Iterator[pa.RecordBatch]:
-    tz = zone(time_zone)
-    for batch in batches:
-        out = EventRows()
-        with gc_paused():
-            for i, value in enumerate(batch.column("value").to_pylist()):
-                decode_message(out, i, value, tz)
-        yield out.batch(batch)
+    return decode_each_value(batches, time_zone, _message_events)
