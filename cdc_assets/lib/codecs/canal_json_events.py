@@ -15,10 +15,10 @@ from datetime import tzinfo
 import pyarrow as pa
 
 from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
-from cdc_assets.lib.codecs.arrow_events import Reject, as_text, decode_each_value, event
+from cdc_assets.lib.codecs.arrow_events import as_text, decode_each_value, event
 from cdc_assets.lib.codecs.canal_values import canonical, has_non_latin1_binary, type_flags
 from cdc_assets.lib.codecs.json_fields import (
-    SHAPE, bool_field, long_field, object_field, objects_field, parse_object, positive_long_field,
+    bool_field, long_field, object_field, objects_field, parse_object, positive_long_field, texts_field,
 )
 from cdc_assets.lib.tso import ms_to_commit_ts
 
@@ -55,11 +55,7 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
         return [event(0, DDL, database=database, table=table, commit_ts=commit_ts,
                       source_position=position, event_ms=es, ddl_type=kind_text, ddl_sql=sql,
                       reason=reason, detail=detail)]
-    pk_names = m.get("pkNames")
-    if pk_names is not None:
-        if type(pk_names) is not list:
-            raise Reject("unexpected_shape", SHAPE)
-        pk_names = [n if type(n) is str else as_text(n) for n in pk_names]
+    pk_names = texts_field(m.get("pkNames"))
     types, data, old = object_field(m.get("mysqlType")), objects_field(m.get("data")), objects_field(m.get("old")) or ()
     op = None if kind_text is None else kind_text.upper()
     has_binary, changes = type_flags(types, tz) if types else (False, False)

@@ -15,10 +15,10 @@ from datetime import tzinfo
 import pyarrow as pa
 
 from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
-from cdc_assets.lib.codecs.arrow_events import Reject, as_text, decode_each_value
+from cdc_assets.lib.codecs.arrow_events import as_text, decode_each_value, event
 from cdc_assets.lib.codecs.canal_values import canonical, has_non_latin1_binary, type_flags
 from cdc_assets.lib.codecs.json_fields import (
-    SHAPE, bool_field, long_field, object_field, objects_field, parse_object,
+    bool_field, long_field, object_field, objects_field, parse_object, texts_field,
 )
 from cdc_assets.lib.tso import ms_to_commit_ts
 
@@ -66,24 +66,20 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
     exec_ts, bid = long_field(m.get("execTs")), long_field(m.get("bid"))
     types, data = object_field(m.get("dbValType")), objects_field(m.get("data"))
     before_rows = objects_field(m.get("before")) or ()
-    pk_names = m.get("pks")
-    if pk_names is not None:
-        if type(pk_names) is not list:
-            raise Reject("unexpected_shape", SHAPE)
-        pk_names = [n if type(n) is str else as_text(n) for n in pk_names]
+    pk_names = texts_field(m.get("pks"))
     action_text, entry_type = as_text(m.get("action")), as_text(m.get("entryType"))
     database, table = _database(m.get("db"), m.get("schema")), as_text(m.get("table")) or None
     commit_ts = ms_to_commit_ts(exec_ts)
     missing_ts = ("missing_commit_ts", "no usable execTs") if commit_ts is None else None
     if not is_ddl and entry_type is not None and entry_type.upper() == _TRANSACTION_END:
-        return [_event(0, WATERMARK, database=database, table=table, event_ms=exec_ts,
-                       watermark_ts=commit_ts, reject=missing_ts)]
+        return [event(0, WATERMARK, *(missing_ts or (None, None)), database=database, table=table,
+                      event_ms=exec_ts, watermark_ts=commit_ts)]
     position = bid if bid is not None and bid > 0 else None
     if is_ddl:
         sql = as_text(m.get("sql"))
         reject = missing_ts or (("missing_ddl_sql", "DDL message without sql") if not (sql or "").strip(" ") else None)
-        return [_event(0, DDL, database=database, table=table, commit_ts=commit_ts, source_position=position,
-                       event_ms=exec_ts, ddl_type=action_text, ddl_sql=sql, reject=reject)]
+        return [event(0, DDL, *(reject or (None, None)), database=database, table=table, commit_ts=commit_ts,
+                      source_position=position, event_ms=exec_ts, ddl_type=action_text, ddl_sql=sql)]
     op = None if action_text is None else action_text.upper()
     has_binary, changes = type_flags(types, tz) if types else (False, False)
     message_reject = (
@@ -106,35 +102,25 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
             if old is not None and row is not None:  # a partial before image overlays the row
                 before = {k: (old[k] if k in old else v) for k, v in row.items()}
         if changes:
-            before, after = canonical(before, types or {}, tz), canonical(after, types or {}, tz)
+            before, after = canonical(before, types, tz), canonical(after, types, tz)
         pk_values = None
         if pk_names is not None:
             pk_values = [_first_present(after, before, n) for n in pk_names]
-        reject = message_reject
-        if reject is None and None in pk_values:
-            reject = ("null_primary_key", "a primary key column is null or absent: "
-                      + ",".join(n for n in pk_names if n is not None))
-        elif reject is None and has_binary and has_non_latin1_binary(row, types):
-            reject = ("invalid_binary_value", "a binary column holds characters beyond ISO-8859-1")
-        events.append(_event(pos, ROW, op=op, database=database, table=table, commit_ts=commit_ts,
-                             source_position=position, event_ms=exec_ts, pk_names=pk_names,
-                             pk_values=pk_values, before=before, after=after, column_types=types,
-                             reject=reject))
+        reason, detail = message_reject or (None, None)
+        if reason is None and None in pk_values:
+            reason, detail = "null_primary_key", "a primary key column is null or absent: " + ",".join(
+                n for n in pk_names if n is not None)
+        elif reason is None and has_binary and has_non_latin1_binary(row, types):
+            reason, detail = "invalid_binary_value", "a binary column holds characters beyond ISO-8859-1"
+        # the hot path: the event tuple in EVENT_FIELDS order, as `event` would build it
+        events.append((pos, ROW, op, database, table, commit_ts, position, exec_ts, pk_names, pk_values,
+                       before, after, types, None, None, None, reason, detail))
     return events
 
 
 def _first_present(after: dict | None, before: dict | None, name: str | None):
     v = None if after is None or name is None else after.get(name)
     return v if v is not None or before is None or name is None else before.get(name)
-
-
-def _event(event_index: int, event_kind: str, *, op=None, database=None, table=None, commit_ts=None,
-           source_position=None, event_ms=None, pk_names=None, pk_values=None, before=None, after=None,
-           column_types=None, ddl_type=None, ddl_sql=None, watermark_ts=None,
-           reject: tuple[str, str] | None = None) -> tuple:
-    reason, detail = reject or (None, None)
-    return (event_index, event_kind, op, database, table, commit_ts, source_position, event_ms, pk_names,
-            pk_values, before, after, column_types, ddl_type, ddl_sql, watermark_ts, reason, detail)
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str) -> Iterator[pa.RecordBatch]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import orjson
 
-from cdc_assets.lib.codecs.arrow_events import Reject
+from cdc_assets.lib.codecs.arrow_events import Reject, as_text
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 SHAPE = "valid JSON, but a field has an unexpected type for this protocol"
@@ -51,6 +51,15 @@ def object_field(v) -> dict | None:
     if v is None or type(v) is dict:
         return v
     raise Reject("unexpected_shape", SHAPE)
+
+
+def texts_field(v) -> list | None:
+    """A list of texts (primary key names): any other JSON element is read as its text."""
+    if v is None:
+        return v
+    if type(v) is not list:
+        raise Reject("unexpected_shape", SHAPE)
+    return [x if type(x) is str else as_text(x) for x in v]
 
 
 def objects_field(v) -> list | None:
