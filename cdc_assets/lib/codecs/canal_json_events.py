@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
 from cdc_assets.lib.codecs.arrow_events import as_text, decode_each_value, event
-from cdc_assets.lib.codecs.canal_values import canonical, has_non_latin1_binary, type_flags
+from cdc_assets.lib.codecs.canal_values import canonical, key_and_reject, type_flags
 from cdc_assets.lib.codecs.json_fields import (
     bool_field, long_field, object_field, objects_field, parse_object, positive_long_field, texts_field,
 )
@@ -81,18 +81,7 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
                 before = {k: (o[k] if k in o else v) for k, v in row.items()}
         if changes:
             before, after = canonical(before, types, tz), canonical(after, types, tz)
-        pk_values = None
-        if pk_names is not None:
-            image = after if after is not None else before
-            pk_values = [None if image is None else image.get(n) for n in pk_names]
-            if after is not None and before is not None and None in pk_values:
-                pk_values = [v if v is not None else before.get(n) for v, n in zip(pk_values, pk_names)]
-        reason, detail = message_reason or (None, None)
-        if reason is None and None in pk_values:
-            reason, detail = "null_primary_key", "a primary key column is null or absent: " + ",".join(
-                n for n in pk_names if n is not None)
-        elif reason is None and has_binary and has_non_latin1_binary(row, types):
-            reason, detail = "invalid_binary_value", "a binary column holds characters beyond ISO-8859-1"
+        pk_values, reason, detail = key_and_reject(pk_names, before, after, row, types, has_binary, message_reason)
         events.append((pos, ROW, op, database, table, commit_ts, position, es, pk_names, pk_values,
                        before, after, types, None, None, None, reason, detail))
     return events

@@ -102,3 +102,23 @@ def has_non_latin1_binary(row: dict | None, types: dict) -> bool:
         if v is not None and t is not None and _facts(t)[0] and any(ord(c) > 0xFF for c in as_text(v)):
             return True
     return False
+
+
+def key_and_reject(pk_names: list | None, before: dict | None, after: dict | None, row: dict | None,
+                   types: dict | None, has_binary: bool, message_reject: tuple[str, str] | None):
+    """A row event's primary key values (each from the after image, else the before image) and
+    its (reason, detail): the message's reject, else a null key, else binary text beyond
+    ISO-8859-1, else none."""
+    pk_values = None if pk_names is None else [_first_present(after, before, n) for n in pk_names]
+    reason, detail = message_reject or (None, None)
+    if reason is None and None in pk_values:
+        reason, detail = "null_primary_key", "a primary key column is null or absent: " + ",".join(
+            n for n in pk_names if n is not None)
+    elif reason is None and has_binary and has_non_latin1_binary(row, types):
+        reason, detail = "invalid_binary_value", "a binary column holds characters beyond ISO-8859-1"
+    return pk_values, reason, detail
+
+
+def _first_present(after: dict | None, before: dict | None, name: str | None):
+    v = None if after is None or name is None else after.get(name)
+    return v if v is not None or before is None or name is None else before.get(name)

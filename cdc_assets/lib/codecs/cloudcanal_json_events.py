@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
 from cdc_assets.lib.codecs.arrow_events import as_text, decode_each_value, event
-from cdc_assets.lib.codecs.canal_values import canonical, has_non_latin1_binary, type_flags
+from cdc_assets.lib.codecs.canal_values import canonical, key_and_reject, type_flags
 from cdc_assets.lib.codecs.json_fields import (
     bool_field, long_field, object_field, objects_field, parse_object, texts_field,
 )
@@ -103,24 +103,11 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
                 before = {k: (old[k] if k in old else v) for k, v in row.items()}
         if changes:
             before, after = canonical(before, types, tz), canonical(after, types, tz)
-        pk_values = None
-        if pk_names is not None:
-            pk_values = [_first_present(after, before, n) for n in pk_names]
-        reason, detail = message_reject or (None, None)
-        if reason is None and None in pk_values:
-            reason, detail = "null_primary_key", "a primary key column is null or absent: " + ",".join(
-                n for n in pk_names if n is not None)
-        elif reason is None and has_binary and has_non_latin1_binary(row, types):
-            reason, detail = "invalid_binary_value", "a binary column holds characters beyond ISO-8859-1"
+        pk_values, reason, detail = key_and_reject(pk_names, before, after, row, types, has_binary, message_reject)
         # the hot path: the event tuple in EVENT_FIELDS order, as `event` would build it
         events.append((pos, ROW, op, database, table, commit_ts, position, exec_ts, pk_names, pk_values,
                        before, after, types, None, None, None, reason, detail))
     return events
-
-
-def _first_present(after: dict | None, before: dict | None, name: str | None):
-    v = None if after is None or name is None else after.get(name)
-    return v if v is not None or before is None or name is None else before.get(name)
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str) -> Iterator[pa.RecordBatch]:
