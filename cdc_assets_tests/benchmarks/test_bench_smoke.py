@@ -59,6 +59,23 @@ def test_memory_target_compares_the_median_of_the_runs_peaks(dump):
     assert "| 2,900 |" in text  # the section's table lists the highest peak
 
 
+def test_decode_and_core_targets_name_their_floor_and_peer(dump):
+    """The decode target is read against Spark reading the values alone, the core against plain Spark."""
+    def measured(name, job_s):
+        return Measured(name, [Run(job_s, job_s, 1.0)])
+
+    msgs = dump.info["counts"]["messages"]
+    results = {name: measured(name, s) for name, s in (
+        ("cdc_decode", msgs / 50_000), ("read_floor_spark", msgs / 250_000), ("duckdb_sql", 1.0),
+        ("spark_naive", 6.0), ("cdc_align", 5.0), ("cdc_snapshot", 10.0))}
+    text = report.render([{"events": 2_000, "info": dump.info, "results": results}], None,
+                         command="make bench", total_s=1.0)
+    rows = [line for line in text.splitlines() if line.startswith(("| decode Canal-JSON", "| snapshot core"))]
+    assert "50,000 messages/s; Spark reading the values alone (`read_floor_spark`): 250,000/s" in rows[0]
+    assert "15.00×; plain Spark's whole reconstruction (`spark_naive`, JSON parse included): 6.00×" in rows[1]
+    assert all(r.endswith("| **no** |") for r in rows)
+
+
 def test_decode_per_protocol_step(tmp_path, spark):
     """Each protocol's simulator dump decodes without a reject, and the report lists it."""
     per_protocol = []

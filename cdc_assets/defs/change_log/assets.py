@@ -92,7 +92,7 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             kinds = {k: v for k, v in by_kind.items() if not k.startswith("quarantined:")}
             quarantined = sum(reasons.values())
             messages = raw_messages.count()
-            bad_messages = rejected.select(*MESSAGE_KEY).distinct().count()
+            bad_messages = rejected.select(*MESSAGE_KEY).distinct().count() if quarantined else 0  # no job when clean
             if reasons.get(INVALID_VALUE):
                 rejected = refill_raw_bytes(rejected, raw_messages, [INVALID_VALUE])
             rate = bad_messages / messages if messages else 0.0

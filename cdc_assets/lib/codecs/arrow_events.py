@@ -120,7 +120,10 @@ def as_text(v) -> str | None:
         return v
     if type(v) in (int, float):
         return str(v)
-    return orjson.dumps(v).decode()
+    try:
+        return orjson.dumps(v).decode()
+    except orjson.JSONEncodeError as e:  # nested deeper than the encoder writes (254 levels)
+        raise Reject("unexpected_shape", f"a value cannot be read as text: {e}"[:500]) from None
 
 
 _NAMES = [n for n, _ in EVENT_FIELDS]
@@ -146,9 +149,8 @@ def _as_text_event(event: tuple) -> tuple:
                 out[i] = [as_text(x) for x in v]
             else:
                 out[i] = as_text(v)
-    except (TypeError, ValueError) as e:
-        return (event[0], event[1], *([None] * (len(event) - 4)), "unexpected_shape",
-                f"a value cannot be read as text: {e}"[:500])
+    except Reject as e:
+        return (event[0], event[1], *([None] * (len(event) - 4)), e.reason, e.detail)
     return tuple(out)
 
 
@@ -158,7 +160,9 @@ class EventRows:
 
     Values are taken as they came out of the JSON parser: a column value that is a number or
     an object (rare) makes Arrow refuse the batch, which is then rebuilt with every such
-    value written as its JSON text. Checking every value per message would cost more."""
+    value written as its JSON text. Checking every value per message would cost more. A
+    double may have rounded its number (orjson reads a fraction or an integer beyond 64 bits
+    as one): the messages whose events hold one are decoded again by `redo`, exactly."""
 
     def __init__(self) -> None:
         self.source_rows: list[int] = []
@@ -171,20 +175,41 @@ class EventRows:
     def add(self, source_row: int, event_index: int, event_kind: str, **values) -> None:
         self.row(source_row, event(event_index, event_kind, **values))
 
-    def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+    def batch(self, batch: pa.RecordBatch,
+              redo: Callable[[int], list[tuple]] | None = None) -> pa.RecordBatch:
         """The events of `batch`: its lineage columns taken per event, and its key / value
-        on rejected events (null on the others)."""
+        on rejected events (null on the others). `redo(source_row)`: that message's events,
+        decoded with exact numbers."""
+        try:
+            columns = self._columns(self.rows)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            if redo is not None:
+                self._redo_rounded(redo)
+            columns = self._columns([_as_text_event(e) for e in self.rows])
         if self.source_rows == list(range(batch.num_rows)):
             arrays = [batch.column(c) for c in PASSED]
         else:
             take = pa.array(self.source_rows, pa.int64())
             arrays = [batch.column(c).take(take) for c in PASSED]
-        try:
-            columns = self._columns(self.rows)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            columns = self._columns([_as_text_event(e) for e in self.rows])
         arrays[-2:] = _on_rejects_only(arrays[-2:], columns[_NAMES.index(REJECT_REASON)])
         return pa.RecordBatch.from_arrays(arrays + columns, names=[*PASSED, *_NAMES])
+
+    def _redo_rounded(self, redo: Callable[[int], list[tuple]]) -> None:
+        """The events of each message with a double in a text field replaced by `redo`'s."""
+        rounded = {s for s, e in zip(self.source_rows, self.rows) if _has_double(e)}
+        if not rounded:
+            return
+        sources, rows, previous = [], [], None
+        for s, e in zip(self.source_rows, self.rows):
+            if s not in rounded:
+                sources.append(s)
+                rows.append(e)
+            elif s != previous:  # a message's events are consecutive: decoded again once
+                again = redo(s)
+                sources += [s] * len(again)
+                rows += again
+            previous = s
+        self.source_rows, self.rows = sources, rows
 
     @staticmethod
     def _columns(rows: list[tuple]) -> list[pa.Array]:
@@ -193,26 +218,52 @@ class EventRows:
                 for (_, typ), col in zip(EVENT_FIELDS, columns)]
 
 
+def _has_double(event: tuple) -> bool:
+    for i in _TEXT_FIELDS:
+        v = event[i]
+        if float in map(type, v.values() if type(v) is dict else v if type(v) is list else (v,)):
+            return True
+    return False
+
+
+def _rejected(error: Exception) -> list[tuple]:
+    """The one event of a message its decoder raised `error` for."""
+    if isinstance(error, Reject):
+        return [event(0, ROW, reason=error.reason, detail=error.detail)]
+    # a shape no rule foresaw: this message is quarantined, never the batch
+    return [event(0, ROW, reason="decoder_error", detail=f"{type(error).__name__}: {error}"[:500])]
+
+
+def _events_or_reject(events_of: Callable[[bytes | None, tzinfo], list[tuple]], value: bytes | None,
+                      tz: tzinfo) -> list[tuple]:
+    try:
+        return events_of(value, tz)
+    except Exception as e:
+        return _rejected(e)
+
+
 def decode_each_value(batches: Iterator[pa.RecordBatch], time_zone: str,
-                      events_of: Callable[[bytes | None, tzinfo], list[tuple]]) -> Iterator[pa.RecordBatch]:
+                      events_of: Callable[[bytes | None, tzinfo], list[tuple]],
+                      exact_events_of: Callable[[bytes | None, tzinfo], list[tuple]] | None = None,
+                      ) -> Iterator[pa.RecordBatch]:
     """A batch function for decoders that read a message from its value alone: `events_of`
     returns all of a message's events, or raises `Reject` for the whole message. Any other
-    error quarantines that message (`decoder_error`), never the batch."""
+    error quarantines that message (`decoder_error`), never the batch. `exact_events_of`
+    decodes again, with exact numbers, a message whose events hold a double (`EventRows`)."""
     tz = zone(time_zone)
     for batch in batches:
         out = EventRows()
+        values = batch.column("value").to_pylist()
         with gc_paused():
-            for i, value in enumerate(batch.column("value").to_pylist()):
-                try:
+            for i, value in enumerate(values):
+                try:  # `_events_or_reject` inlined: the hot path
                     events = events_of(value, tz)
-                except Reject as err:
-                    out.add(i, 0, ROW, reason=err.reason, detail=err.detail)
-                except Exception as e:  # a shape no rule foresaw
-                    out.add(i, 0, ROW, reason="decoder_error", detail=f"{type(e).__name__}: {e}"[:500])
-                else:
-                    for ev in events:
-                        out.row(i, ev)
-        yield out.batch(batch)
+                except Exception as e:
+                    events = _rejected(e)
+                for ev in events:
+                    out.row(i, ev)
+        redo = None if exact_events_of is None else lambda i: _events_or_reject(exact_events_of, values[i], tz)
+        yield out.batch(batch, redo)
 
 
 def _on_rejects_only(raw: list[pa.Array], reason: pa.Array) -> list[pa.Array]:

@@ -13,6 +13,8 @@ Spec: shared/specs/ticdc-canal-json.txt. Rules implemented here:
 - official Canal (Paimon/Flink corpora): geometry values are MySQL's internal bytes as
   ISO-8859-1 text like binary ones; ENUM / SET may arrive as index / bit mask, which are
   mapped to the names listed in a parameterised `mysqlType` (`enum('a','b')`).
+- a column value written as a JSON number (Flink's canal-json format) is kept as its exact
+  text, never rounded through a double (`json_fields.parse_rows_exactly`).
 
 Decoding parses each message once with orjson inside `mapInArrow` (`canal_json_events.py`):
 Spark's `from_json` into per-message maps was slower on this shape (BENCHMARKS.md). Routing

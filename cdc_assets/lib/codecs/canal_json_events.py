@@ -18,7 +18,8 @@ from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
 from cdc_assets.lib.codecs.arrow_events import as_text, decode_each_value, event
 from cdc_assets.lib.codecs.canal_values import canonical, key_and_reject, type_flags
 from cdc_assets.lib.codecs.json_fields import (
-    bool_field, long_field, object_field, objects_field, parse_object, positive_long_field, texts_field,
+    bool_field, long_field, object_field, objects_field, parse_object, parse_rows_exactly, positive_long_field,
+    texts_field,
 )
 from cdc_assets.lib.tso import ms_to_commit_ts
 
@@ -29,6 +30,11 @@ _DML_TYPES = frozenset(("INSERT", "UPDATE", "DELETE"))
 def _message_events(value: bytes | None, tz: tzinfo) -> list[tuple]:
     """All of one Kafka message's events (one per element of `data` for DML, else one), or a reject."""
     return _events(parse_object(value), tz)
+
+
+def _exact_message_events(value: bytes | None, tz: tzinfo) -> list[tuple]:
+    """`_message_events`, with the exact text of the column values written as JSON numbers."""
+    return _events(parse_rows_exactly(value, ("data", "old")), tz)
 
 
 def _events(m: dict, tz: tzinfo) -> list[tuple]:
@@ -88,4 +94,4 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str) -> Iterator[pa.RecordBatch]:
-    return decode_each_value(batches, time_zone, _message_events)
+    return decode_each_value(batches, time_zone, _message_events, _exact_message_events)

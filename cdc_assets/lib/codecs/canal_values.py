@@ -58,8 +58,11 @@ def canonical(row: dict | None, types: dict, tz: tzinfo) -> dict | None:
     for k, v in row.items():
         t = types.get(k)
         if v is not None and t is not None:
-            v = v if type(v) is str else as_text(v)
             binary, members, is_enum, is_timestamp = _facts(t)
+            if not (binary or members or (is_timestamp and tz is not timezone.utc)):
+                out[k] = v  # a number stays a number: the batch writes it as text (`EventRows`)
+                continue
+            v = v if type(v) is str else as_text(v)
             name = _enum_or_set_name(v, members, is_enum) if members else None
             if name is not None:
                 v = name

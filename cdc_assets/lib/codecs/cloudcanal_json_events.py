@@ -8,7 +8,6 @@ parsed once.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import tzinfo
 
@@ -18,7 +17,7 @@ from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
 from cdc_assets.lib.codecs.arrow_events import as_text, decode_each_value, event
 from cdc_assets.lib.codecs.canal_values import canonical, key_and_reject, type_flags
 from cdc_assets.lib.codecs.json_fields import (
-    bool_field, long_field, object_field, objects_field, parse_object, texts_field,
+    bool_field, long_field, object_field, objects_field, parse_object, parse_rows_exactly, texts_field,
 )
 from cdc_assets.lib.tso import ms_to_commit_ts
 
@@ -28,26 +27,12 @@ _TRANSACTION_END = "TRANSACTIONEND"
 
 def _message_events(value: bytes | None, tz: tzinfo) -> list[tuple]:
     """All of one Kafka message's events (one per element of `data` for DML, else one), or a reject."""
-    return _events(_parse(value), tz)
+    return _events(parse_object(value), tz)
 
 
-def _parse(value: bytes | None) -> dict:
-    """The spec writes every column value as a string. A column value written as a JSON number
-    with a fraction or beyond 64 bits (orjson reads both as a double, which rounds) keeps its
-    exact text: the message is parsed again with numbers as text, and only those values are
-    taken from it (values nested deeper stay as orjson read them, as in any other message)."""
-    m = parse_object(value)
-    exact = None
-    for field in ("data", "before"):
-        rows = m.get(field)
-        for i, row in enumerate(rows if type(rows) is list else ()):
-            rounded = [k for k, v in row.items() if type(v) is float] if type(row) is dict else ()
-            if rounded:
-                if exact is None:  # orjson accepted the text: no NaN / Infinity, no lone surrogate
-                    exact = json.loads(value, parse_float=str)
-                for k in rounded:
-                    row[k] = str(exact[field][i][k])  # a fraction's text, or a big integer
-    return m
+def _exact_message_events(value: bytes | None, tz: tzinfo) -> list[tuple]:
+    """`_message_events`, with the exact text of the column values written as JSON numbers."""
+    return _events(parse_rows_exactly(value, ("data", "before")), tz)
 
 
 def _database(db, schema) -> str | None:
@@ -111,4 +96,4 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str) -> Iterator[pa.RecordBatch]:
-    return decode_each_value(batches, time_zone, _message_events)
+    return decode_each_value(batches, time_zone, _message_events, _exact_message_events)

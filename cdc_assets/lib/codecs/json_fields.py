@@ -4,6 +4,8 @@ that quarantine a field of the wrong JSON type (as Spark's `from_json` with a sc
 
 from __future__ import annotations
 
+import json
+
 import orjson
 
 from cdc_assets.lib.codecs.arrow_events import Reject, as_text
@@ -26,6 +28,28 @@ def parse_object(value: bytes | None) -> dict:
         raise Reject("invalid_json", "the value is not valid JSON") from None
     if type(m) is not dict:
         raise Reject("unexpected_shape", SHAPE)
+    return m
+
+
+def parse_rows_exactly(value: bytes | None, fields: tuple[str, ...]) -> dict:
+    """`parse_object`, where a column value of the row objects listed in `fields` written as a
+    JSON number with a fraction or beyond 64 bits keeps its exact text: orjson reads both as a
+    double, which rounds (a DECIMAL(38,20), a DECIMAL(65) integer). Such a message is parsed
+    again with numbers as text and only those values are taken from it; values nested deeper
+    stay as orjson read them. The specs write values as strings, but some producers (Flink's
+    canal-json format) write numbers: the decoders call this only for a message whose events
+    came out holding a double (`arrow_events.EventRows`)."""
+    m = parse_object(value)
+    exact = None
+    for field in fields:
+        rows = m.get(field)
+        for i, row in enumerate(rows if type(rows) is list else ()):
+            if type(row) is dict and float in map(type, row.values()):
+                if exact is None:  # orjson accepted the text: no NaN / Infinity, no lone surrogate
+                    exact = json.loads(value, parse_float=str)
+                for k, v in row.items():
+                    if type(v) is float:
+                        row[k] = str(exact[field][i][k])  # a fraction's text, or a big integer
     return m
 
 

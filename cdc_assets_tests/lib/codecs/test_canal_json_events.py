@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from cdc_assets.lib.changelog_schema import REJECT_REASON
+from cdc_assets.lib.changelog_schema import REJECT_DETAIL, REJECT_REASON
 from cdc_assets.lib.codecs.canal_json_events import decode_batches
 from cdc_assets_tests.lib.codecs.arrow_batch import decode_values
 
@@ -51,6 +51,36 @@ def test_non_text_values_are_kept_as_their_json_text():
     assert ev["pk_values"] == ["5"]
 
 
+def test_numbers_written_as_json_numbers_keep_their_text():
+    """Flink's canal-json format writes values as JSON numbers: a DECIMAL(38,20) or a
+    DECIMAL(65) integer must not be rounded through a double, in `data` or in `old`."""
+    (ev,) = _decode(b'{"database":"db","table":"t","pkNames":["id"],"type":"UPDATE","es":1700000000000,'
+                    b'"mysqlType":{"id":"decimal(65,0)","d":"decimal(38,20)","w":"double","n":"int","j":"json"},'
+                    b'"data":[{"id":123456789012345678901234567890,"d":0.10000000000000000555,"w":5.18,"n":7,'
+                    b'"j":{"x":1.50}}],"old":[{"d":1.50}]}')
+    assert dict(ev["after"]) == {"id": "123456789012345678901234567890", "d": "0.10000000000000000555",
+                                 "w": "5.18", "n": "7", "j": '{"x":1.5}'}
+    assert dict(ev["before"])["d"] == "1.50"
+    assert ev["pk_values"] == ["123456789012345678901234567890"] and ev[REJECT_REASON] is None
+
+
+def test_only_the_messages_holding_a_rounded_number_are_decoded_again():
+    """A batch: a plain message, a two-row message with numbers and a binary column (the
+    values `canonical` changes), a rejected message; events keep their order and sources."""
+    types = {"id": "int", "d": "decimal(30,20)", "b": "varbinary(2)"}
+    numbers = (b'{"database":"db","table":"t","pkNames":["id"],"type":"INSERT","es":1700000000000,'
+               b'"mysqlType":{"id":"int","d":"decimal(30,20)","b":"varbinary(2)"},'
+               b'"data":[{"id":2,"d":1.00000000000000000001,"b":"\u00ff"},{"id":3,"d":2.5,"b":null}]}')
+    events = _decode(_row(type="INSERT", old=None, mysqlType=types, data=[{"id": "1", "d": "0.5", "b": "a"}]),
+                     numbers, _row(type="INSERT", old=None, data=[{"id": None}]))
+    assert [(e["kafka_offset"], e["event_index"], e[REJECT_REASON]) for e in events] == [
+        (0, 0, None), (1, 0, None), (1, 1, None), (2, 0, "null_primary_key")]
+    assert [dict(e["after"]) for e in events[:3]] == [
+        {"id": "1", "d": "0.5", "b": "YQ=="}, {"id": "2", "d": "1.00000000000000000001", "b": "/w=="},
+        {"id": "3", "d": "2.5", "b": None}]
+    assert [e["pk_values"] for e in events[:3]] == [["1"], ["2"], ["3"]]
+
+
 @pytest.mark.parametrize("value, reason", [
     (None, "empty_message"),
     (b"\xff{}", "invalid_utf8"),
@@ -91,7 +121,8 @@ def test_a_message_is_decoded_whole_or_rejected_whole():
     deep = json.loads("[" * 600 + "]" * 600)  # too deep to write back as text
     msg = _row(type="INSERT", old=None, data=[{"id": "1", "b": "a"}, {"id": "2", "b": deep}])
     (ev,) = _decode(msg)
-    assert (ev["event_index"], ev[REJECT_REASON]) == (0, "decoder_error")
+    assert (ev["event_index"], ev[REJECT_REASON]) == (0, "unexpected_shape")
+    assert ev[REJECT_DETAIL].startswith("a value cannot be read as text: ")
 
 
 def test_raw_bytes_come_back_on_rejected_events_only():

@@ -135,3 +135,12 @@ def test_a_batch_keeps_going_past_unusable_messages():
     events = _decode(b"{", _row(action="INSERT", before=[]), keys=[b"k0", b"k1"])
     assert [(e["kafka_offset"], e[REJECT_REASON], e["key"]) for e in events] == [
         (0, "invalid_json", b"k0"), (1, None, None)]
+
+
+def test_a_value_nested_too_deep_to_write_as_text_is_unexpected_shape():
+    """orjson writes at most 254 levels back as text: such a message is quarantined as a shape
+    no CloudCanal producer writes, not as a decoder error."""
+    deep = "[" * 600 + "]" * 600
+    (ev,) = _decode(('{"action":"INSERT","db":"s","table":"t","execTs":5,"pks":["id"],'
+                     f'"dbValType":{{"id":"int","j":"json"}},"data":[{{"id":"1","j":{deep}}}]}}').encode())
+    assert ev[REJECT_REASON] == "unexpected_shape"
