@@ -133,24 +133,23 @@ def event(event_index: int, event_kind: str, reason: str | None = None, detail: 
           **values) -> tuple:
     """One event tuple from keyword arguments named as in `EVENT_FIELDS` (absent = null)."""
     return (event_index, event_kind, *(values.get(n) for n in _NAMES[2:-2]), reason, detail)
+
+
 _TEXT_FIELDS = [i for i, (_, typ) in enumerate(EVENT_FIELDS) if typ in (pa.string(), STR_LIST, STR_MAP)]
 
 
 def _as_text_event(event: tuple) -> tuple:
-    """An event with every text field's non-text values turned into text; an event with a
-    value that cannot be (JSON nested beyond what the encoder takes) becomes a reject."""
+    """An event with every text field's non-text values turned into text; raises `Reject`
+    for a value that cannot be (JSON nested beyond what the encoder takes)."""
     out = list(event)
-    try:
-        for i in _TEXT_FIELDS:
-            v = out[i]
-            if type(v) is dict:
-                out[i] = {as_text(k): as_text(x) for k, x in v.items()}
-            elif type(v) is list:
-                out[i] = [as_text(x) for x in v]
-            else:
-                out[i] = as_text(v)
-    except Reject as e:
-        return (event[0], event[1], *([None] * (len(event) - 4)), e.reason, e.detail)
+    for i in _TEXT_FIELDS:
+        v = out[i]
+        if type(v) is dict:
+            out[i] = {as_text(k): as_text(x) for k, x in v.items()}
+        elif type(v) is list:
+            out[i] = [as_text(x) for x in v]
+        else:
+            out[i] = as_text(v)
     return tuple(out)
 
 
@@ -183,9 +182,8 @@ class EventRows:
         try:
             columns = self._columns(self.rows)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            if redo is not None:
-                self._redo_rounded(redo)
-            columns = self._columns([_as_text_event(e) for e in self.rows])
+            self._as_text(redo)
+            columns = self._columns(self.rows)
         if self.source_rows == list(range(batch.num_rows)):
             arrays = [batch.column(c) for c in PASSED]
         else:
@@ -194,18 +192,35 @@ class EventRows:
         arrays[-2:] = _on_rejects_only(arrays[-2:], columns[_NAMES.index(REJECT_REASON)])
         return pa.RecordBatch.from_arrays(arrays + columns, names=[*PASSED, *_NAMES])
 
-    def _redo_rounded(self, redo: Callable[[int], list[tuple]]) -> None:
-        """The events of each message with a double in a text field replaced by `redo`'s."""
-        rounded = {s for s, e in zip(self.source_rows, self.rows) if _has_double(e)}
-        if not rounded:
+    def _as_text(self, redo: Callable[[int], list[tuple]] | None) -> None:
+        """Arrow refused the events: the messages whose events hold a double are decoded again
+        by `redo`, then every non-text value of a text field is written as its JSON text. A
+        message with a value that cannot be is one reject, as if its decoder had raised it."""
+        if redo is not None:
+            rounded = {s for s, e in zip(self.source_rows, self.rows) if _has_double(e)}
+            self._replace({s: redo(s) for s in rounded})
+        texts, failed = [], {}
+        for s, e in zip(self.source_rows, self.rows):
+            try:
+                texts.append(_as_text_event(e))
+            except Reject as err:
+                texts.append(e)
+                failed.setdefault(s, [event(0, ROW, reason=err.reason, detail=err.detail)])
+        self.rows = texts
+        self._replace(failed)
+
+    def _replace(self, events_by_source: dict[int, list[tuple]]) -> None:
+        """The events of each source row in `events_by_source` replaced by the ones it maps to
+        (a message's events are consecutive)."""
+        if not events_by_source:
             return
         sources, rows, previous = [], [], None
         for s, e in zip(self.source_rows, self.rows):
-            if s not in rounded:
+            if s not in events_by_source:
                 sources.append(s)
                 rows.append(e)
-            elif s != previous:  # a message's events are consecutive: decoded again once
-                again = redo(s)
+            elif s != previous:
+                again = events_by_source[s]
                 sources += [s] * len(again)
                 rows += again
             previous = s

@@ -14,7 +14,8 @@ Spec: shared/specs/ticdc-canal-json.txt. Rules implemented here:
   ISO-8859-1 text like binary ones; ENUM / SET may arrive as index / bit mask, which are
   mapped to the names listed in a parameterised `mysqlType` (`enum('a','b')`).
 - a column value written as a JSON number (Flink's canal-json format) is kept as its exact
-  text, never rounded through a double (`json_fields.parse_rows_exactly`).
+  text, never rounded through a double (`json_fields.parse_rows_exactly`); numbers nested
+  inside a JSON column's value are written as orjson read them.
 
 Decoding parses each message once with orjson inside `mapInArrow` (`canal_json_events.py`):
 Spark's `from_json` into per-message maps was slower on this shape (BENCHMARKS.md). Routing

@@ -59,8 +59,10 @@ def canonical(row: dict | None, types: dict, tz: tzinfo) -> dict | None:
         t = types.get(k)
         if v is not None and t is not None:
             binary, members, is_enum, is_timestamp = _facts(t)
-            if not (binary or members or (is_timestamp and tz is not timezone.utc)):
-                out[k] = v  # a number stays a number: the batch writes it as text (`EventRows`)
+            if type(v) is float or not (binary or members or (is_timestamp and tz is not timezone.utc)):
+                # left as parsed: the batch writes it as text, after the message is decoded
+                # again with exact numbers if it is a double (`arrow_events.EventRows`)
+                out[k] = v
                 continue
             v = v if type(v) is str else as_text(v)
             name = _enum_or_set_name(v, members, is_enum) if members else None

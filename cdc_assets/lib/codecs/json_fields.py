@@ -46,11 +46,18 @@ def parse_rows_exactly(value: bytes | None, fields: tuple[str, ...]) -> dict:
         for i, row in enumerate(rows if type(rows) is list else ()):
             if type(row) is dict and float in map(type, row.values()):
                 if exact is None:  # orjson accepted the text: no NaN / Infinity, no lone surrogate
-                    exact = json.loads(value, parse_float=str)
+                    exact = _numbers_as_text(value)
                 for k, v in row.items():
                     if type(v) is float:
                         row[k] = str(exact[field][i][k])  # a fraction's text, or a big integer
     return m
+
+
+def _numbers_as_text(value: bytes):
+    try:
+        return json.loads(value, parse_float=str)
+    except RecursionError:  # the standard parser stops at Python's recursion limit; orjson went deeper
+        raise Reject("invalid_json", "the value's JSON nests too deeply to read its numbers exactly") from None
 
 
 def long_field(v) -> int | None:

@@ -81,6 +81,25 @@ def test_only_the_messages_holding_a_rounded_number_are_decoded_again():
     assert [e["pk_values"] for e in events[:3]] == [["1"], ["2"], ["3"]]
 
 
+def test_numbers_in_columns_whose_text_is_converted_are_exact_too():
+    """Binary, ENUM and (outside UTC) TIMESTAMP values are rewritten from their text: a double's
+    text would be the wrong one. An int elsewhere is what makes Arrow refuse the batch."""
+    (ev,) = _decode(b'{"database":"db","table":"t","pkNames":["id"],"type":"INSERT","es":1700000000000,'
+                    b'"mysqlType":{"id":"int","b":"varbinary(30)","e":"enum(\'a\',\'b\')"},'
+                    b'"data":[{"id":1,"b":0.10000000000000000555,"e":1.00000000000000000001}]}')
+    assert dict(ev["after"]) == {"id": "1", "b": "MC4xMDAwMDAwMDAwMDAwMDAwMDU1NQ==", "e": "1.00000000000000000001"}
+
+
+def test_a_message_too_deep_to_read_its_numbers_exactly_is_invalid_json():
+    """orjson reads 1,000 levels, the standard parser (the exact second read) fewer."""
+    nested = "[" * 1000 + "]" * 1000
+    (ev,) = _decode(('{"database":"db","table":"t","pkNames":["id"],"type":"INSERT","es":1700000000000,'
+                     f'"x":{nested},"mysqlType":{{"id":"int","d":"decimal(30,20)"}},'
+                     '"data":[{"id":"1","d":1.00000000000000000001}]}').encode())
+    assert (ev[REJECT_REASON], ev[REJECT_DETAIL]) == (
+        "invalid_json", "the value's JSON nests too deeply to read its numbers exactly")
+
+
 @pytest.mark.parametrize("value, reason", [
     (None, "empty_message"),
     (b"\xff{}", "invalid_utf8"),
@@ -108,12 +127,14 @@ def test_each_unusable_message_gets_one_reason(value, reason):
     assert ev[REJECT_REASON] == reason
 
 
-def test_a_value_too_deep_to_write_as_text_rejects_only_its_event():
+def test_a_value_too_deep_to_write_as_text_rejects_only_its_message():
     deep = json.loads("[" * 600 + "]" * 600)
     plain = {"id": "int", "j": "json"}  # no conversions: the value reaches the Arrow batch as is
-    events = _decode(_row(mysqlType=plain, old=None, data=[{"id": "1", "j": deep}]),
+    events = _decode(_row(mysqlType=plain, type="INSERT", old=None, data=[{"id": "1", "j": [2]}, {"id": "2", "j": deep}]),
                      _row(mysqlType=plain, type="INSERT", old=None, data=[{"id": "1", "j": [1]}]))
-    assert [e[REJECT_REASON] for e in events] == ["unexpected_shape", None]
+    assert [(e["kafka_offset"], e["event_index"], e[REJECT_REASON]) for e in events] == [
+        (0, 0, "unexpected_shape"), (1, 0, None)]  # the whole first message, as a decoder reject
+    assert events[0][REJECT_DETAIL].startswith("a value cannot be read as text: ")
     assert dict(events[1]["after"]) == {"id": "1", "j": "[1]"}
 
 

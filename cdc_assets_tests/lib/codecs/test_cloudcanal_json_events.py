@@ -144,3 +144,14 @@ def test_a_value_nested_too_deep_to_write_as_text_is_unexpected_shape():
     (ev,) = _decode(('{"action":"INSERT","db":"s","table":"t","execTs":5,"pks":["id"],'
                      f'"dbValType":{{"id":"int","j":"json"}},"data":[{{"id":"1","j":{deep}}}]}}').encode())
     assert ev[REJECT_REASON] == "unexpected_shape"
+
+
+def test_numbers_in_binary_enum_and_zoned_timestamp_columns_keep_their_text():
+    (ev,) = _decode(b'{"action":"INSERT","db":"s","table":"t","execTs":5,"pks":["id"],'
+                    b'"dbValType":{"id":"int","b":"varbinary(30)","e":"enum(\'lo\',\'hi\')","ts":"timestamp"},'
+                    b'"data":[{"id":"1","b":0.10000000000000000555,"e":1.00000000000000000001,"ts":1.5}]}',
+                    time_zone="+08:00")
+    assert dict(ev["after"])["b"] == "MC4xMDAwMDAwMDAwMDAwMDAwMDU1NQ=="
+    assert dict(ev["after"])["e"] == "1.00000000000000000001"  # not an integer index: kept as written
+    # not a wall clock: left as written, for the value conversion to quarantine (`invalid_value`)
+    assert (dict(ev["after"])["ts"], ev[REJECT_REASON]) == ("1.5", None)
