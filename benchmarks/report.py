@@ -335,7 +335,7 @@ GAPS = """## Why targets are missed, and what would close the gap
   300,000 events/s on 2 cores needs a parser that creates no Python object
   per message, and even then it is about the rate at which Spark only reads the values in a
   fresh session, as every step here runs (`read_floor_spark`, listed with the target): in
-  Spark on this machine the target leaves no time for parsing at all. Arrow's C++ JSON reader was measured and is slower than orjson here (0.88 s
+  Spark on this machine the target leaves hardly any time for parsing. Arrow's C++ JSON reader was measured and is slower than orjson here (0.88 s
   against 0.37 s for 205,000 messages in one process); it also has no map type, and one
   malformed message fails its whole block. DuckDB's vectorised JSON functions parse at that
   speed, but running a second engine inside Spark's workers was not done.
@@ -454,9 +454,8 @@ GAPS = """## Why targets are missed, and what would close the gap
   (windows 7.8–9.0 s each); a fresh server's first replay took 64.8 and 70.1 s. Of the
   1,000,000-event dump, 146.1 s against a warm server. The gain is a process's fixed cost,
   so it counts for runs launched from the UI, a schedule or a sensor, and little per event.
-  The tables above come from the `make bench` of `c1922ca` (2026-11-24), on a host about a
-  quarter slower than for `5d34cf7` two days before, and loaded by a smoke test just before
-  the run. The peers slowed down as much: DuckDB took 4.13 s against 3.15 s at 1M and plain
+  The `make bench` of `c1922ca` (2026-11-24) ran on a host about a quarter slower than for
+  `5d34cf7` two days before, and loaded by a smoke test just before the run. The peers slowed down as much: DuckDB took 4.13 s against 3.15 s at 1M and plain
   Spark 28.7 s against 22.2 s, the session start read 7.0–8.0 s against 5.2–5.9 s, while the
   ratios hardly moved (snapshot core 17.70× DuckDB against 17.95×, decode 0.78× plain
   Spark's time against 0.72×). In that run the 1M replay took 185–193 s in local mode and
