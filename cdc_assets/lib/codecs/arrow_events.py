@@ -205,7 +205,7 @@ class EventRows:
                 texts.append(_as_text_event(e))
             except Reject as err:
                 texts.append(e)
-                failed.setdefault(s, [event(0, ROW, reason=err.reason, detail=err.detail)])
+                failed.setdefault(s, _rejected(err))
         self.rows = texts
         self._replace(failed)
 
