@@ -20,7 +20,10 @@ from cdc_assets.lib.settings import Settings
 
 def source_builds(settings: Settings) -> list[SourceBuild]:
     partitions_def = window_partitions(settings)
-    return [SourceBuild(settings, s, partitions_def) for s in settings.sources]
+    builds = [SourceBuild(settings, s, partitions_def) for s in settings.sources]
+    for b in builds:
+        b.decoder()  # a wrong protocol or option fails when the definitions load, not in a run
+    return builds
 
 
 def build_definitions(settings: Settings) -> Definitions:

@@ -76,8 +76,20 @@ def parse_start(text: str) -> datetime:
 
 
 def _parse_options(text: str) -> dict[str, str]:
-    pairs = [p for p in text.split(",") if p.strip()]
-    return dict(p.split("=", 1) for p in pairs)
+    """`k1=v1,k2=v2` -> dict. A piece without `=` continues the value before it, so a value
+    may hold commas: `primary-key=order_id,line,time-zone=UTC`."""
+    options: dict[str, str] = {}
+    last = None
+    for piece in (p for p in text.split(",") if p.strip()):
+        name, sep, value = piece.partition("=")
+        if sep:
+            last = name.strip()
+            options[last] = value
+        elif last is None:
+            raise ValueError(f"options {text!r}: {piece!r} is not name=value")
+        else:
+            options[last] += "," + piece
+    return options
 
 
 def _location(text: str, base: Path, home: Path) -> str:

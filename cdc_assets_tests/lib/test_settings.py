@@ -53,6 +53,21 @@ def test_without_extension_canal_json_completes_windows_by_event_time(tmp_path):
     assert b.completeness().mode == "event-time"
 
 
+def test_an_option_value_may_hold_commas_and_a_bad_primary_key_fails_at_load(tmp_path):
+    options = "primary-key=shop.items:order_id,line;id,enable-tidb-extension=false"
+    settings = load_settings({"CDC_ASSETS_OPTIONS": options})
+    assert settings.sources[0].options == {"primary-key": "shop.items:order_id,line;id",
+                                           "enable-tidb-extension": "false"}
+    (b,) = source_builds(settings)
+    assert b.decoder().key_option.names_for("shop", "items") == ["order_id", "line"]
+    with pytest.raises(ValueError, match="not name=value"):
+        load_settings({"CDC_ASSETS_OPTIONS": "order_id,line"})
+    path = tmp_path / "sources.yaml"
+    path.write_text("sources:\n  - {name: a, protocol: debezium-json, location: x, options: {primary-key: 'a,,b'}}\n")
+    with pytest.raises(ValueError, match="primary-key: an empty column name"):
+        build_definitions(load_settings({"CDC_ASSETS_SOURCES": str(path)}))
+
+
 def test_unknown_keys_and_duplicate_names_are_rejected(tmp_path):
     path = tmp_path / "sources.yaml"
     path.write_text("sources:\n  - {name: a, protocol: canal-json, location: x, colour: red}\n")

@@ -8,10 +8,13 @@ from typing import ClassVar
 
 from pyspark.sql import DataFrame
 
+from cdc_assets.lib.codecs.key_option import parse_key_option
+
 
 #: Options every decoder accepts. `time-zone`: the zone the producer wrote TIMESTAMP
 #: wall-clock text in (TiCDC: the changefeed's `--tz`); the change log holds UTC.
-COMMON_OPTIONS: Mapping[str, str] = {"time-zone": "UTC"}
+#: `primary-key`: key columns for rows whose message names none (`key_option`).
+COMMON_OPTIONS: Mapping[str, str] = {"time-zone": "UTC", "primary-key": ""}
 
 
 class Decoder(ABC):
@@ -33,6 +36,8 @@ class Decoder(ABC):
                 f"{self.name}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}"
             )
         self.options = {**known, **(options or {})}
+        #: the parsed `primary-key` option; a bad one fails here, on the driver
+        self.key_option = parse_key_option(self.options["primary-key"])
 
     def flag(self, option: str) -> bool:
         """A boolean option ("true"/"false", as TiCDC's sink URI writes them)."""

@@ -7,6 +7,8 @@ Spec: shared/specs/ticdc-canal-json.txt. Rules implemented here:
   `data[i]` overlaid with `old[i]`.
 - TiCDC writes binary columns as ISO-8859-1 text (byte b -> code point b); we turn them
   back into the exact bytes (canonical base64 in the change log).
+- primary key = `pkNames`, else the `primary-key` option (`key_option.py`; RisingWave's
+  and some official Canal messages carry `pkNames: null`).
 - commit_ts is `_tidb.commitTs`; without the extension it is derived from `es << 18`
   (millisecond precision only) and official Canal's batch `id` (> 0; TiCDC writes 0)
   becomes `source_position`, so that a later batch wins a tie on `es`.
@@ -82,6 +84,6 @@ class CanalJsonDecoder(Decoder):
         time_zone = self.options["time-zone"]
         zone(time_zone)  # an unknown zone fails here, on the driver, not in a worker
         parsed = raw.select(*PASSED).mapInArrow(
-            functools.partial(decode_batches, time_zone=time_zone), PARSED_SCHEMA
+            functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option), PARSED_SCHEMA
         )
         return decoded_columns(parsed)

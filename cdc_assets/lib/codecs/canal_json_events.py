@@ -21,23 +21,14 @@ from cdc_assets.lib.codecs.json_fields import (
     bool_field, long_field, object_field, objects_field, parse_object, parse_rows_exactly, positive_long_field,
     texts_field,
 )
+from cdc_assets.lib.codecs.key_option import NO_KEYS, KeyOption
 from cdc_assets.lib.tso import ms_to_commit_ts
 
 _DML_TYPES = frozenset(("INSERT", "UPDATE", "DELETE"))
 
 
 # -- events -----------------------------------------------------------------------------
-def _message_events(value: bytes | None, tz: tzinfo) -> list[tuple]:
-    """All of one Kafka message's events (one per element of `data` for DML, else one), or a reject."""
-    return _events(parse_object(value), tz)
-
-
-def _exact_message_events(value: bytes | None, tz: tzinfo) -> list[tuple]:
-    """`_message_events`, with the exact text of the column values written as JSON numbers."""
-    return _events(parse_rows_exactly(value, ("data", "old")), tz)
-
-
-def _events(m: dict, tz: tzinfo) -> list[tuple]:
+def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     is_ddl, kind_text = bool_field(m.get("isDdl")), as_text(m.get("type"))
     tidb = object_field(m.get("_tidb")) or {}
     es, tidb_ts, msg_id = long_field(m.get("es")), positive_long_field(tidb.get("commitTs")), long_field(m.get("id"))
@@ -61,7 +52,7 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
         return [event(0, DDL, database=database, table=table, commit_ts=commit_ts,
                       source_position=position, event_ms=es, ddl_type=kind_text, ddl_sql=sql,
                       reason=reason, detail=detail)]
-    pk_names = texts_field(m.get("pkNames"))
+    pk_names = texts_field(m.get("pkNames")) or key_option.names_for(database, table)
     types, data, old = object_field(m.get("mysqlType")), objects_field(m.get("data")), objects_field(m.get("old")) or ()
     op = None if kind_text is None else kind_text.upper()
     has_binary, changes = type_flags(types, tz) if types else (False, False)
@@ -71,7 +62,8 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
         else ("missing_row_data", "DML message without data rows") if not data
         else ("missing_commit_ts", "no usable _tidb.commitTs or es") if commit_ts is None
         else ("missing_table_name", "DML message without database or table") if database is None or table is None
-        else ("missing_primary_key", "DML message without pkNames") if not pk_names
+        else ("missing_primary_key", "DML message without pkNames, and no primary-key option for its table")
+        if not pk_names
         else None)
     events = []
     for pos, row in enumerate(data or (None,)):
@@ -93,5 +85,14 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
     return events
 
 
-def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str) -> Iterator[pa.RecordBatch]:
-    return decode_each_value(batches, time_zone, _message_events, _exact_message_events)
+def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,
+                   ) -> Iterator[pa.RecordBatch]:
+    def events_of(value: bytes | None, tz: tzinfo) -> list[tuple]:
+        """All of one Kafka message's events (one per element of `data` for DML, else one), or a reject."""
+        return _events(parse_object(value), tz, key_option)  # a closure: one call per message, as before
+
+    def exact_events_of(value: bytes | None, tz: tzinfo) -> list[tuple]:
+        """`events_of`, with the exact text of the column values written as JSON numbers."""
+        return _events(parse_rows_exactly(value, ("data", "old")), tz, key_option)
+
+    return decode_each_value(batches, time_zone, events_of, exact_events_of)

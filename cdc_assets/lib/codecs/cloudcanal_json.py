@@ -12,6 +12,7 @@ Spec: shared/specs/cloudcanal-message-formats.txt (no public real sample exists)
 - no TSO: commit_ts = `execTs << 18` (source SQL execution time, ms) when 0 < `execTs` < 2^45,
   else `missing_commit_ts`; the batch id `bid` (> 0) orders ties like official Canal's `id`.
 - database = `db`, or `db.schema` when the source has schemas (PostgreSQL...).
+- primary key = `pks`, else the `primary-key` option (`key_option.py`).
 - TRANSACTIONEND markers are decoded as watermark events at `execTs`; they only feed the
   landing watermark (route) with `transaction-end-as-watermark=true`, because a long
   transaction's rows carry older `execTs` than an earlier commit and would turn "late".
@@ -72,6 +73,6 @@ class CloudCanalJsonDecoder(Decoder):
         time_zone = self.options["time-zone"]
         zone(time_zone)  # an unknown zone fails here, on the driver, not in a worker
         parsed = raw.select(*PASSED).mapInArrow(
-            functools.partial(decode_batches, time_zone=time_zone), PARSED_SCHEMA
+            functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option), PARSED_SCHEMA
         )
         return decoded_columns(parsed)

@@ -19,20 +19,11 @@ from cdc_assets.lib.codecs.canal_values import canonical, key_and_reject, type_f
 from cdc_assets.lib.codecs.json_fields import (
     bool_field, long_field, object_field, objects_field, parse_object, parse_rows_exactly, texts_field,
 )
+from cdc_assets.lib.codecs.key_option import NO_KEYS, KeyOption
 from cdc_assets.lib.tso import ms_to_commit_ts
 
 _DML_ACTIONS = frozenset(("INSERT", "UPDATE", "DELETE"))
 _TRANSACTION_END = "TRANSACTIONEND"
-
-
-def _message_events(value: bytes | None, tz: tzinfo) -> list[tuple]:
-    """All of one Kafka message's events (one per element of `data` for DML, else one), or a reject."""
-    return _events(parse_object(value), tz)
-
-
-def _exact_message_events(value: bytes | None, tz: tzinfo) -> list[tuple]:
-    """`_message_events`, with the exact text of the column values written as JSON numbers."""
-    return _events(parse_rows_exactly(value, ("data", "before")), tz)
 
 
 def _database(db, schema) -> str | None:
@@ -43,7 +34,7 @@ def _database(db, schema) -> str | None:
     return f"{db}.{schema}"
 
 
-def _events(m: dict, tz: tzinfo) -> list[tuple]:
+def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     # Every field's JSON type is checked first, whatever the message's kind: a field of the
     # wrong type quarantines the message (`unexpected_shape`), as a schema would.
     is_ddl, ddl_flag = bool_field(m.get("isDdl")), bool_field(m.get("ddl"))
@@ -54,6 +45,7 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
     pk_names = texts_field(m.get("pks"))
     action_text, entry_type = as_text(m.get("action")), as_text(m.get("entryType"))
     database, table = _database(m.get("db"), m.get("schema")), as_text(m.get("table")) or None
+    pk_names = pk_names or key_option.names_for(database, table)
     commit_ts = ms_to_commit_ts(exec_ts)
     missing_ts = ("missing_commit_ts", "no usable execTs") if commit_ts is None else None
     if not is_ddl and entry_type is not None and entry_type.upper() == _TRANSACTION_END:
@@ -73,7 +65,8 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
             if op not in _DML_ACTIONS else None)
         or (("missing_row_data", "DML message without data rows") if not data else None)
         or (("missing_table_name", "DML message without db or table") if database is None or table is None else None)
-        or (("missing_primary_key", "DML message with empty pks") if not pk_names else None))
+        or (("missing_primary_key", "DML message with empty pks, and no primary-key option for its table")
+            if not pk_names else None))
     events = []
     for pos, row in enumerate(data or (None,)):
         old = before_rows[pos] if pos < len(before_rows) else None
@@ -95,5 +88,14 @@ def _events(m: dict, tz: tzinfo) -> list[tuple]:
     return events
 
 
-def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str) -> Iterator[pa.RecordBatch]:
-    return decode_each_value(batches, time_zone, _message_events, _exact_message_events)
+def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,
+                   ) -> Iterator[pa.RecordBatch]:
+    def events_of(value: bytes | None, tz: tzinfo) -> list[tuple]:
+        """All of one Kafka message's events (one per element of `data` for DML, else one), or a reject."""
+        return _events(parse_object(value), tz, key_option)  # a closure: one call per message, as before
+
+    def exact_events_of(value: bytes | None, tz: tzinfo) -> list[tuple]:
+        """`events_of`, with the exact text of the column values written as JSON numbers."""
+        return _events(parse_rows_exactly(value, ("data", "before")), tz, key_option)
+
+    return decode_each_value(batches, time_zone, events_of, exact_events_of)

@@ -20,7 +20,7 @@ sink-URI parity only; `enable-tidb-extension` says whether watermarks will come.
   `source.ts_ms << 18` (`payload.ts_ms` when the source time is 0, as in Debezium 1.x
   snapshots) and puts the binlog order (`file` number << 32 | `pos`) in source_position.
 - Primary key: the Kafka key's fields (key schema order, else key payload order);
-  without a usable key, the `primary-key` option (comma list, for every table). DDL
+  without a usable key, the `primary-key` option (`key_option`: every table or per table). DDL
   events report `tableChanges[0].table.primaryKeyColumnNames`; rows do not borrow it
   (that would need state across messages and windows).
 - A Kafka tombstone (null value after a delete, for log compaction) carries no change:
@@ -60,8 +60,6 @@ class DebeziumDecoder(Decoder):
         # TiCDC sink-URI options, accepted for parity (the shape is detected per message).
         "debezium-disable-schema": "false",
         "debezium-output-old-value": "true",
-        # Primary-key columns (comma list) for messages whose Kafka key has none.
-        "primary-key": "",
     }
     #: Plain Debezium has no TSO: derive commit_ts from the source time.
     derive_commit_ts = False
@@ -99,10 +97,7 @@ class DebeziumDecoder(Decoder):
         )
 
     def decode(self, raw: DataFrame) -> DataFrame:
-        options = Options(
-            derive_commit_ts=self.derive_commit_ts,
-            primary_key=tuple(c.strip() for c in self.options["primary-key"].split(",") if c.strip()),
-        )
+        options = Options(derive_commit_ts=self.derive_commit_ts, key_option=self.key_option)
         parsed = raw.select(*PASSED).mapInArrow(functools.partial(decode_batches, options=options), PARSED_SCHEMA)
         return decoded_columns(parsed)
 
@@ -112,5 +107,5 @@ class DebeziumJsonDecoder(DebeziumDecoder):
     commit_ts = source.ts_ms << 18 and the binlog position orders within a millisecond."""
 
     name = "debezium-json"
-    default_options = {"primary-key": ""}
+    default_options = {}
     derive_commit_ts = True

@@ -18,6 +18,7 @@ import pyarrow as pa
 from cdc_assets.lib.changelog_schema import DDL, DELETE, INSERT, READ, ROW, UPDATE, WATERMARK
 from cdc_assets.lib.codecs.arrow_events import EventRows, Reject, event, gc_paused
 from cdc_assets.lib.codecs.debezium_envelope import EnvelopeReader, RowSchema
+from cdc_assets.lib.codecs.key_option import KeyOption
 from cdc_assets.lib.codecs.debezium_values import canonical_values, loads_exact, text_of, to_long, value_kind_type
 from cdc_assets.lib.tso import ms_to_commit_ts
 
@@ -37,7 +38,7 @@ class Options:
     """What a batch function needs of the decoder: how commit_ts is found, the key fallback."""
 
     derive_commit_ts: bool  # plain Debezium: no TSO, commit_ts = source.ts_ms << 18
-    primary_key: tuple[str, ...]  # the `primary-key` option
+    key_option: KeyOption  # the `primary-key` option
 
 
 def _obj(v) -> dict:
@@ -65,9 +66,9 @@ def _table_change(payload: dict) -> dict:
     return _obj(changes)
 
 
-def _key_names(key: bytes | None, fallback: list[str] | None) -> list | None:
+def _key_names(key: bytes | None) -> list | None:
     """Primary-key names: the Kafka key's schema fields, else its payload's names, else the
-    bare key object's names; else the `primary-key` option."""
+    bare key object's names; None when the key names none."""
     names = None
     try:
         k = orjson.loads(key) if key else None
@@ -85,7 +86,7 @@ def _key_names(key: bytes | None, fallback: list[str] | None) -> list | None:
             names = list(payload)
         elif "payload" not in k:
             names = list(k)
-    return names if names else fallback
+    return names if names else None
 
 
 def _declared_columns(change: dict) -> dict | None:
@@ -227,14 +228,14 @@ def _row_event(payload: dict, row_schema: RowSchema, source: dict, op: str, key:
     if column_types is None:
         image = after_in if after_in is not None else before_in
         column_types = None if image is None else {k: value_kind_type(v) for k, v in image.items()}
-    pk_names = _key_names(key, list(options.primary_key) or None)
+    database, table = _blank_to_none(_text(source.get("db"))), _blank_to_none(_text(source.get("table")))
+    pk_names = _key_names(key) or options.key_option.names_for(database, table)
     pk_values = None
     if pk_names is not None:
         after_, before_ = after or {}, before or {}
         pk_values = [None if n is None else after_.get(n) if after_.get(n) is not None else before_.get(n)
                      for n in pk_names]
     bad_schema = row_schema.bad
-    database, table = _blank_to_none(_text(source.get("db"))), _blank_to_none(_text(source.get("table")))
     reason = (
         ("unknown_event_type", f"unknown Debezium op {op}") if row_op is None
         else ("missing_commit_ts", _commit_hint(options)) if common["commit_ts"] is None
@@ -242,7 +243,8 @@ def _row_event(payload: dict, row_schema: RowSchema, source: dict, op: str, key:
         else ("missing_row_data", f"op {op} without its row image (after for c/r/u, before for d)")
         if before is None and after is None
         else ("invalid_schema", "the row schema has duplicate or unnamed fields") if bad_schema
-        else ("missing_primary_key", "no key fields in the Kafka key and no primary-key option") if not pk_names
+        else ("missing_primary_key", "no key fields in the Kafka key and no primary-key option for its table")
+        if not pk_names
         else ("null_primary_key", "a primary key column is null or absent: "
               + ",".join(n for n in pk_names if n is not None)) if None in pk_values
         else ("invalid_value", "value does not decode for its schema type: " + ",".join(bad))

@@ -10,7 +10,8 @@ cached parsed schema (`dts_avro_schema`); value rendering lives in `dts_avro_rec
   with `heartbeat-as-watermark=true`: row timestamps are binlog statement times, so a
   long transaction committed after a heartbeat carries older times and would turn late.
 - objectName `db.table` (`db.schema.table` -> database `db.schema`); primary key from the
-  tag `pk_uk_info` ({"PRIMARY": [...]}, as the SDK's AvroRecordParser reads it).
+  tag `pk_uk_info` ({"PRIMARY": [...]}, as the SDK's AvroRecordParser reads it), else the
+  `primary-key` option.
 - no TSO: commit_ts = (sourceTimestamp s * 1000) << 18; source_position from
   sourcePosition `end_log_pos@file_number` = file << 32 | pos (binlog order in a second).
 """
@@ -162,7 +163,7 @@ class DtsAvroDecoder(Decoder):
             tso_time_col(F.when(kind != WATERMARK, ts)).alias("commit_time"),
             F.when(kind != WATERMARK, F.col("source_position")).alias("source_position"),
             event_time_from_ms(_source_ms("source_ts")).alias("event_time"),
-            F.when(kind == ROW, F.col("pk_names")).alias("pk_names"),
+            F.when(kind == ROW, self._pk_names()).alias("pk_names"),
             F.when(op.isin("UPDATE", "DELETE"), before).alias("before"),
             F.when(op.isin("INSERT", "UPDATE"), after).alias("after"),
             F.when(kind == ROW, _to_map(F.col("col_names"), F.col("_types"))).alias("column_types"),
@@ -176,6 +177,18 @@ class DtsAvroDecoder(Decoder):
         events = events.withColumn("pk_values", pk_values).withColumn("ddl_sql", F.when(kind == DDL, F.col("ddl_sql")))
         reason, detail = self._reject()
         return events.withColumns({REJECT_REASON: reason, REJECT_DETAIL: detail}).select(*DECODED_COLUMNS)
+
+    def _pk_names(self) -> Column:
+        """The record's PRIMARY columns, else the `primary-key` option's key of its table."""
+        ko = self.key_option
+        if not ko:
+            return F.col("pk_names")
+        configured = F.array(*map(F.lit, ko.every_table)) if ko.every_table else F.lit(None).cast(_STRINGS)
+        if ko.by_table:
+            per_table = F.create_map(*[x for t, cols in ko.by_table.items()
+                                       for x in (F.lit(t), F.array(*map(F.lit, cols)))])
+            configured = F.coalesce(F.try_element_at(per_table, F.concat_ws(".", "database", "table")), configured)
+        return F.when(F.size("pk_names") > 0, F.col("pk_names")).otherwise(F.coalesce(configured, F.col("pk_names")))
 
     @staticmethod
     def _reject() -> tuple[Column, Column]:
@@ -195,7 +208,7 @@ class DtsAvroDecoder(Decoder):
             (is_row & (F.col("database").isNull() | F.col("table").isNull()), "missing_table_name",
              F.lit("objectName is not db.table")),
             (is_row & F.coalesce(F.size("pk_names") <= 0, F.lit(True)), "missing_primary_key",
-             F.lit("no PRIMARY in the pk_uk_info tag")),
+             F.lit("no PRIMARY in the pk_uk_info tag, and no primary-key option for its table")),
             (is_row & F.exists("pk_values", lambda v: v.isNull()), "null_primary_key",
              F.concat(F.lit("a primary key column is null or absent: "), F.array_join("pk_names", ","))),
         ]

@@ -8,7 +8,7 @@ Spec: shared/specs/ticdc-open-protocol.txt (oracles: conformance ORACLES.md §2)
 - row value: `u` (after image), `p` (old image; with `u` => UPDATE), `d` (DELETE; only
   the handle-key columns when old values are off). A column is
   `{"t": type code, "h": handle?, "f": flag bits, "v": value}`; primary key = columns
-  with `h` or the handle-key / primary-key flag bits.
+  with `h` or the handle-key / primary-key flag bits, else the `primary-key` option.
 - values: type codes 249-252 (the blob family) are base64 of the bytes (text blobs:
   UTF-8 text); char/varchar with the binary flag are Go-quoted (strconv.Quote without
   the quotes); unsigned bigint is a bare JSON number (Python's json keeps it exact).
@@ -54,6 +54,7 @@ from cdc_assets.lib.codecs.arrow_events import (
     zone,
 )
 from cdc_assets.lib.codecs.base import Decoder
+from cdc_assets.lib.codecs.key_option import NO_KEYS, KeyOption
 from cdc_assets.lib.tso import PHYSICAL_SHIFT
 
 
@@ -249,7 +250,7 @@ def _rejected(index: int, err: Reject, kind: str = ROW) -> dict:
     return {"event_index": index, "event_kind": kind, REJECT_REASON: err.reason, REJECT_DETAIL: err.detail}
 
 
-def decode_event(index: int, key: bytes, value: bytes | None, tz: tzinfo) -> dict:
+def decode_event(index: int, key: bytes, value: bytes | None, tz: tzinfo, key_option: KeyOption = NO_KEYS) -> dict:
     """One key frame + its value frame (None: the message had no value) -> an event dict.
 
     Fields are filled as they are decoded, so a rejected event keeps its table and ts.
@@ -278,7 +279,7 @@ def decode_event(index: int, key: bytes, value: bytes | None, tz: tzinfo) -> dic
         if kind == DDL:
             _fill_ddl(ev, value)
         else:
-            _fill_row(ev, k, value, tz)
+            _fill_row(ev, k, value, tz, key_option)
     except Reject as err:
         ev.update({REJECT_REASON: err.reason, REJECT_DETAIL: err.detail})
     except Exception as e:  # a shape no rule foresaw: this event is quarantined, never the run
@@ -297,7 +298,7 @@ def _fill_ddl(ev: dict, value: bytes) -> None:
     ev["ddl_sql"] = v["q"]
 
 
-def _fill_row(ev: dict, k: dict, value: bytes, tz: tzinfo) -> None:
+def _fill_row(ev: dict, k: dict, value: bytes, tz: tzinfo, key_option: KeyOption) -> None:
     if k.get("ccl"):
         raise Reject("claim_check_not_supported", f"row stored externally at {k['ccl']!r}")
     if not value:
@@ -324,16 +325,19 @@ def _fill_row(ev: dict, k: dict, value: bytes, tz: tzinfo) -> None:
         raise Reject("handle_key_only", "large-message handle-key-only event: the row is not in the message")
     if ev["database"] is None or ev["table"] is None:
         raise Reject("missing_table_name", "row event key without scm or tbl")
+    pk_names = pk_names or key_option.names_for(ev["database"], ev["table"])
     ev["pk_names"] = pk_names
     if not pk_names:
-        raise Reject("missing_primary_key", "no column has the handle-key or primary-key flag")
+        raise Reject("missing_primary_key",
+                     "no column has the handle-key or primary-key flag, and no primary-key option for its table")
     image = ev["after"] if ev.get("after") is not None else ev["before"]
     ev["pk_values"] = [image.get(n) for n in pk_names]
     if any(x is None for x in ev["pk_values"]):
         raise Reject("null_primary_key", "a primary key column is null: " + ",".join(pk_names))
 
 
-def decode_message(key: bytes | None, value: bytes | None, tz: tzinfo) -> list[dict]:
+def decode_message(key: bytes | None, value: bytes | None, tz: tzinfo, key_option: KeyOption = NO_KEYS,
+                   ) -> list[dict]:
     """All events of one Kafka message; framing errors quarantine the events from the break on."""
     keys, key_err = key_frames(key)
     if key_err is not None and key_err.reason in ("missing_key", "bad_version"):
@@ -344,7 +348,7 @@ def decode_message(key: bytes | None, value: bytes | None, tz: tzinfo) -> list[d
     events = []
     for i in range(total):
         if i < len(keys) and (i < len(values) or (no_value and value_err is None)):
-            events.append(decode_event(i, keys[i], values[i] if i < len(values) else None, tz))
+            events.append(decode_event(i, keys[i], values[i] if i < len(values) else None, tz, key_option))
         elif i >= len(keys) and key_err is not None:
             events.append(_rejected(i, key_err))
         elif i >= len(values) and value_err is not None:
@@ -374,13 +378,14 @@ def message_timestamps(key: bytes | None) -> tuple[int | None, int | None]:
 
 
 # -- Arrow batches ----------------------------------------------------------------------
-def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str) -> Iterator[pa.RecordBatch]:
+def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,
+                   ) -> Iterator[pa.RecordBatch]:
     tz = zone(time_zone)
     for batch in batches:
         out = EventRows()
         with gc_paused():
             for i, (k, v) in enumerate(zip(batch.column("key").to_pylist(), batch.column("value").to_pylist())):
-                for ev in decode_message(k, v, tz):
+                for ev in decode_message(k, v, tz, key_option):
                     out.add(i, ev.pop("event_index"), ev.pop("event_kind"), reason=ev.pop(REJECT_REASON, None),
                             detail=ev.pop(REJECT_DETAIL, None), **ev)
         yield out.batch(batch)
@@ -419,7 +424,7 @@ class OpenProtocolDecoder(Decoder):
         time_zone = self.options["time-zone"]
         zone(time_zone)  # an unknown zone fails here, on the driver, not in a worker
         parsed = raw.select(*PASSED).mapInArrow(
-            functools.partial(decode_batches, time_zone=time_zone), PARSED_SCHEMA
+            functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option), PARSED_SCHEMA
         )
         # No separate event time; no source position (commit_ts is already a total order).
         return decoded_columns(parsed)

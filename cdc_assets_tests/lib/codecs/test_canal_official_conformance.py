@@ -266,6 +266,27 @@ def test_risingwave_samples_without_pk_names_are_quarantined(spark, conformance)
     assert [(b["after"]["v1"], b["after"]["v2"]) for b in bad[1:]] == [("1", "2"), ("3", "4")]
 
 
+def test_risingwave_samples_with_the_primary_key_option_match_its_rows(spark, conformance):
+    """ORACLES.md §6 with the key RisingWave's table declares, given as `primary-key`: the
+    UPDATE's row (RisingWave upserts it) and both rows of the batch."""
+    rw = conformance / "risingwavelabs+risingwave/extracted"
+    (upd,), bad = decode(spark, [(rw / "test_json_parser.canal.json").read_bytes().strip()],
+                         **OFFICIAL, **{"primary-key": "id"})
+    assert bad == [] and (upd["op"], upd["pk_names"], upd["pk_values"]) == ("UPDATE", ["id"], ["1"])
+    assert upd["after"] == {"id": "1", "name": "mike", "is_adult": "0", "balance": "1500.62",
+                            "reg_time": "2018-01-01 00:00:01", "win_rate": "0.65"}
+    batch = [(rw / "test_parse_multi_rows.canal.json").read_bytes().strip()]
+    rows, bad = decode(spark, batch, **OFFICIAL, **{"primary-key": "demo.demo:v1"})
+    assert bad == [] and [(r["pk_values"], r["after"]) for r in rows] == [
+        (["1"], {"v1": "1", "v2": "2"}), (["3"], {"v1": "3", "v2": "4"})]
+    # and into a snapshot keyed by it
+    changes = get_decoder("canal-json", {**OFFICIAL, "primary-key": "demo.demo:v1"}).decode(raw_frame(spark, batch))
+    (schema,) = window_table_schemas(changes).values()
+    snapshot = reconstruct_table(key_actions(changes), schema, None).frame
+    assert schema.primary_key == ["v1"]
+    assert sorted(map(tuple, snapshot.select("v1", "v2").collect())) == [(1, 2), (3, 4)]
+
+
 def test_enum_and_set_codes_and_batch_id_ordering(spark):
     """Official Canal may send ENUM index / SET bit mask; a value that is itself a member is
     kept. A later batch id breaks an `es` tie: INSERT then DELETE in the same second."""

@@ -198,3 +198,25 @@ def test_null_values_have_no_type_of_their_own():
                  before=[AFTER[0], None])
     out = decode_value(encode_record(rec), parsed_record_schema())
     assert (out["col_types"], out["code_types"]) == (["decimal(20,0)", None], ["decimal(20,0)", "varchar"])
+
+
+def test_records_without_a_pk_tag_take_the_primary_key_option(spark):
+    """`primary-key` names the key of records whose `pk_uk_info` tag has none; a tag wins."""
+    fields, after = FIELDS[:2], AFTER[:2]  # id, i
+
+    def rec(object_name: str, tags: dict) -> bytes:
+        return encode_record(record("INSERT", TS, "1@1", object_name=object_name, tags=tags, fields=fields,
+                                    after=after))
+
+    values = [rec("shop.items", {}), rec("shop.orders", {}), rec("shop.items", PK), rec("shop.other", {})]
+    decoded = {
+        option: [(e["pk_names"], e["pk_values"], e["_reject_reason"])
+                 for e in sorted(sum(decode(spark, values, protocol="dts-avro", **{"primary-key": option}), []),
+                                 key=lambda e: e["kafka_offset"])]
+        for option in ("shop.items:i,id;shop.orders:i", "shop.items:i")
+    }
+    big, i = "18446744073709551615", "-2147483648"
+    assert decoded["shop.items:i,id;shop.orders:i"] == [
+        (["i", "id"], [i, big], None), (["i"], [i], None), (["id"], [big], None),
+        (None, None, "missing_primary_key")]
+    assert decoded["shop.items:i"][1] == (None, None, "missing_primary_key")

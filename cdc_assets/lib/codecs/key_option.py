@@ -1,0 +1,58 @@
+"""The `primary-key` option: key columns for row events whose message names none.
+
+A snapshot needs a key, and some producers send rows without one: official Canal or
+RisingWave's canal-json with `pkNames: null`, Debezium with `key.converter` dropping the key,
+old TiCDC Open Protocol rows without handle-key flags, DTS records without a `pk_uk_info` tag.
+Their rows are quarantined as `missing_primary_key` unless this option names the key.
+
+Syntax (docs/protocols.md): `id` or `a,b` for every table; `shop.orders:id;shop.items:order_id,line`
+per `database.table` (the change log's names, matched exactly); both may be mixed, and a list
+without a table is then the key of every other table. A key the message names always wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class KeyOption:
+    every_table: tuple[str, ...] = ()
+    by_table: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.every_table or self.by_table)
+
+    def names_for(self, database: str | None, table: str | None) -> list[str] | None:
+        """The configured key of `database.table` (a new list), or None."""
+        names = self.by_table.get(f"{database}.{table}", self.every_table) if self.by_table else self.every_table
+        return list(names) if names else None
+
+
+NO_KEYS = KeyOption()
+
+
+def parse_key_option(text: str | None) -> KeyOption:
+    """`primary-key`'s text -> KeyOption; ValueError names what is wrong."""
+    every: tuple[str, ...] = ()
+    by_table: dict[str, tuple[str, ...]] = {}
+    for entry in (e.strip() for e in (text or "").split(";")):
+        if not entry:
+            continue
+        table, sep, columns = entry.rpartition(":")
+        names = tuple(c.strip() for c in columns.split(","))
+        if not all(names):
+            raise ValueError(f"primary-key: an empty column name in {entry!r}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"primary-key: a column named twice in {entry!r}")
+        if not sep:
+            if every:
+                raise ValueError(f"primary-key: two keys for every table ({','.join(every)!r} and {entry!r})")
+            every = names
+            continue
+        table = table.strip()
+        if "." not in table.strip(".") or table in by_table:
+            raise ValueError(
+                f"primary-key: {table!r} is not a distinct database.table (write `db.table:col1,col2`)")
+        by_table[table] = names
+    return KeyOption(every, by_table)
