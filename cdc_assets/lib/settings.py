@@ -75,21 +75,39 @@ def parse_start(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
 
 
+#: Options whose value is a comma list: in `k=v,k=v` text, a piece without `=` continues it.
+_LIST_OPTIONS = frozenset({"primary-key"})
+
+
 def _parse_options(text: str) -> dict[str, str]:
-    """`k1=v1,k2=v2` -> dict. A piece without `=` continues the value before it, so a value
-    may hold commas: `primary-key=order_id,line,time-zone=UTC`."""
+    """`k1=v1,k2=v2` -> dict, names and values stripped. Only a list option's value may hold
+    commas (`primary-key=order_id,line,time-zone=UTC`); any other piece without `=` is an error."""
     options: dict[str, str] = {}
     last = None
-    for piece in (p for p in text.split(",") if p.strip()):
+    for piece in text.split(","):
         name, sep, value = piece.partition("=")
         if sep:
             last = name.strip()
-            options[last] = value
-        elif last is None:
-            raise ValueError(f"options {text!r}: {piece!r} is not name=value")
-        else:
-            options[last] += "," + piece
+            options[last] = value.strip()
+        elif last in _LIST_OPTIONS:
+            options[last] += "," + piece.strip()  # an empty piece stays, for the option to reject
+        elif piece.strip():
+            raise ValueError(f"options {text!r}: {piece.strip()!r} is not name=value")
     return options
+
+
+def _option_text(value) -> str:
+    """A YAML option value as the decoder reads it: a bool as true/false, a list as `a,b`, a
+    mapping as `k:v;k:v` (`primary-key: {shop.items: [order_id, line]}`), null as empty."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return ",".join(_option_text(v) for v in value)
+    if isinstance(value, dict):
+        return ";".join(f"{k}:{_option_text(v)}" for k, v in value.items())
+    return str(value)
 
 
 def _location(text: str, base: Path, home: Path) -> str:
@@ -137,8 +155,7 @@ def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig,
             name=str(raw["name"]), protocol=str(raw["protocol"]),
             input_path=_location(str(raw["location"]), path.parent, home),
             layout=str(raw.get("layout", "auto")),
-            options={str(k): str(v).lower() if isinstance(v, bool) else str(v)
-                     for k, v in (raw.get("options") or {}).items()},
+            options={str(k): _option_text(v) for k, v in (raw.get("options") or {}).items()},
             time_zone=str(raw.get("time_zone", "UTC")),
             completeness=str(raw.get("completeness", "auto")),
             allowed_lateness_seconds=int(raw.get("allowed_lateness_seconds", 0)),

@@ -62,10 +62,33 @@ def test_an_option_value_may_hold_commas_and_a_bad_primary_key_fails_at_load(tmp
     assert b.decoder().key_option.names_for("shop", "items") == ["order_id", "line"]
     with pytest.raises(ValueError, match="not name=value"):
         load_settings({"CDC_ASSETS_OPTIONS": "order_id,line"})
+    # only primary-key's value continues past a comma; names and values are stripped
+    with pytest.raises(ValueError, match="'enable-tidb-extension' is not name=value"):
+        load_settings({"CDC_ASSETS_OPTIONS": "time-zone=UTC,enable-tidb-extension"})
+    spaced = load_settings({"CDC_ASSETS_OPTIONS": " enable-tidb-extension = true , primary-key = a , b "})
+    assert spaced.sources[0].options == {"enable-tidb-extension": "true", "primary-key": "a,b"}
+    for bad, says in [("primary-key=a,,b", "empty column name"), ("enable-tidb-extension=yes", "true or false"),
+                      ("time-zone=Mars/Olympus", "is not UTC, an IANA zone")]:
+        with pytest.raises(ValueError, match=says):
+            source_builds(load_settings({"CDC_ASSETS_OPTIONS": bad}))
     path = tmp_path / "sources.yaml"
     path.write_text("sources:\n  - {name: a, protocol: debezium-json, location: x, options: {primary-key: 'a,,b'}}\n")
     with pytest.raises(ValueError, match="primary-key: an empty column name"):
         build_definitions(load_settings({"CDC_ASSETS_SOURCES": str(path)}))
+
+
+def test_yaml_option_values_may_be_lists_and_mappings(tmp_path):
+    path = tmp_path / "sources.yaml"
+    path.write_text(
+        "sources:\n"
+        "  - {name: a, protocol: canal-json, location: x,\n"
+        "     options: {primary-key: {shop.items: [order_id, line], shop.orders: id}, enable-tidb-extension: false}}\n"
+        "  - {name: b, protocol: debezium-json, location: y, options: {primary-key: [k1, k2]}}\n")
+    a, b = source_builds(load_settings({"CDC_ASSETS_SOURCES": str(path)}))
+    assert a.source.options == {"primary-key": "shop.items:order_id,line;shop.orders:id",
+                                "enable-tidb-extension": "false"}
+    assert a.decoder().key_option.names_for("shop", "orders") == ["id"]
+    assert b.decoder().key_option.names_for("any", "table") == ["k1", "k2"]
 
 
 def test_unknown_keys_and_duplicate_names_are_rejected(tmp_path):

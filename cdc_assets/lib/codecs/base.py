@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from pyspark.sql import DataFrame
 
+from cdc_assets.lib.codecs.arrow_events import zone
 from cdc_assets.lib.codecs.key_option import parse_key_option
 
 
@@ -36,7 +37,16 @@ class Decoder(ABC):
                 f"{self.name}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}"
             )
         self.options = {**known, **(options or {})}
-        #: the parsed `primary-key` option; a bad one fails here, on the driver
+        # Bad values fail here, on the driver, when the definitions load: not in a run.
+        for name, default in known.items():
+            if default in ("true", "false") and str(self.options[name]).lower() not in ("true", "false"):
+                raise ValueError(f"{self.name}: option {name} is true or false, got {self.options[name]!r}")
+        try:
+            zone(self.options["time-zone"])
+        except (KeyError, ValueError):  # ZoneInfoNotFoundError is a KeyError
+            raise ValueError(f"{self.name}: time-zone {self.options['time-zone']!r} is not UTC, an IANA zone "
+                             "or an offset like +08:00") from None
+        #: the parsed `primary-key` option
         self.key_option = parse_key_option(self.options["primary-key"])
 
     def flag(self, option: str) -> bool:

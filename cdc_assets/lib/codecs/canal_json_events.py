@@ -62,7 +62,8 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
         else ("missing_row_data", "DML message without data rows") if not data
         else ("missing_commit_ts", "no usable _tidb.commitTs or es") if commit_ts is None
         else ("missing_table_name", "DML message without database or table") if database is None or table is None
-        else ("missing_primary_key", "DML message without pkNames, and no primary-key option for its table")
+        else ("missing_primary_key", "DML message without pkNames, and "
+                                     "the primary-key option names none for its table")
         if not pk_names
         else None)
     events = []

@@ -111,10 +111,12 @@ def has_non_latin1_binary(row: dict | None, types: dict) -> bool:
 
 def key_and_reject(pk_names: list | None, before: dict | None, after: dict | None, row: dict | None,
                    types: dict | None, has_binary: bool, message_reject: tuple[str, str] | None):
-    """A row event's primary key values (each from the after image, else the before image) and
-    its (reason, detail): the message's reject, else a null key, else binary text beyond
-    ISO-8859-1, else none."""
-    pk_values = None if pk_names is None else [_first_present(after, before, n) for n in pk_names]
+    """A row event's primary key values (from the after image; a DELETE's from the before image)
+    and its (reason, detail): the message's reject, else a null key, else binary text beyond
+    ISO-8859-1, else none. A key column set to NULL is a null key, never the old value: a
+    configured key (`primary-key`) may name a nullable column."""
+    image = (after if after is not None else before) or {}
+    pk_values = None if pk_names is None else [None if n is None else image.get(n) for n in pk_names]
     reason, detail = message_reject or (None, None)
     if reason is None and None in pk_values:
         reason, detail = "null_primary_key", "a primary key column is null or absent: " + ",".join(
@@ -122,8 +124,3 @@ def key_and_reject(pk_names: list | None, before: dict | None, after: dict | Non
     elif reason is None and has_binary and has_non_latin1_binary(row, types):
         reason, detail = "invalid_binary_value", "a binary column holds characters beyond ISO-8859-1"
     return pk_values, reason, detail
-
-
-def _first_present(after: dict | None, before: dict | None, name: str | None):
-    v = None if after is None or name is None else after.get(name)
-    return v if v is not None or before is None or name is None else before.get(name)

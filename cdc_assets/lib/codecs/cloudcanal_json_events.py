@@ -65,7 +65,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
             if op not in _DML_ACTIONS else None)
         or (("missing_row_data", "DML message without data rows") if not data else None)
         or (("missing_table_name", "DML message without db or table") if database is None or table is None else None)
-        or (("missing_primary_key", "DML message with empty pks, and no primary-key option for its table")
+        or (("missing_primary_key", "DML message with empty pks, and the primary-key option names none for its table")
             if not pk_names else None))
     events = []
     for pos, row in enumerate(data or (None,)):

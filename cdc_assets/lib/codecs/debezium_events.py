@@ -231,10 +231,9 @@ def _row_event(payload: dict, row_schema: RowSchema, source: dict, op: str, key:
     database, table = _blank_to_none(_text(source.get("db"))), _blank_to_none(_text(source.get("table")))
     pk_names = _key_names(key) or options.key_option.names_for(database, table)
     pk_values = None
-    if pk_names is not None:
-        after_, before_ = after or {}, before or {}
-        pk_values = [None if n is None else after_.get(n) if after_.get(n) is not None else before_.get(n)
-                     for n in pk_names]
+    if pk_names is not None:  # a DELETE's key from its before image; a key set to NULL stays NULL
+        image = (after if after is not None else before) or {}
+        pk_values = [None if n is None else image.get(n) for n in pk_names]
     bad_schema = row_schema.bad
     reason = (
         ("unknown_event_type", f"unknown Debezium op {op}") if row_op is None
@@ -243,7 +242,8 @@ def _row_event(payload: dict, row_schema: RowSchema, source: dict, op: str, key:
         else ("missing_row_data", f"op {op} without its row image (after for c/r/u, before for d)")
         if before is None and after is None
         else ("invalid_schema", "the row schema has duplicate or unnamed fields") if bad_schema
-        else ("missing_primary_key", "no key fields in the Kafka key and no primary-key option for its table")
+        else ("missing_primary_key", "no key fields in the Kafka key and "
+                                     "the primary-key option names none for its table")
         if not pk_names
         else ("null_primary_key", "a primary key column is null or absent: "
               + ",".join(n for n in pk_names if n is not None)) if None in pk_values

@@ -170,10 +170,9 @@ class DtsAvroDecoder(Decoder):
             F.when(kind == DDL, op).alias("ddl_type"),
             F.when(kind == WATERMARK, ts).alias("watermark_ts"),
         )
-        pk_values = F.transform(
-            "pk_names",
-            lambda n: F.coalesce(F.try_element_at(F.col("after"), n), F.try_element_at(F.col("before"), n)),
-        )
+        # a DELETE's key from its before image; a key column set to NULL stays NULL
+        image = F.when(F.col("after").isNotNull(), F.col("after")).otherwise(F.col("before"))
+        pk_values = F.transform("pk_names", lambda n: F.try_element_at(image, n))
         events = events.withColumn("pk_values", pk_values).withColumn("ddl_sql", F.when(kind == DDL, F.col("ddl_sql")))
         reason, detail = self._reject()
         return events.withColumns({REJECT_REASON: reason, REJECT_DETAIL: detail}).select(*DECODED_COLUMNS)
@@ -208,7 +207,7 @@ class DtsAvroDecoder(Decoder):
             (is_row & (F.col("database").isNull() | F.col("table").isNull()), "missing_table_name",
              F.lit("objectName is not db.table")),
             (is_row & F.coalesce(F.size("pk_names") <= 0, F.lit(True)), "missing_primary_key",
-             F.lit("no PRIMARY in the pk_uk_info tag, and no primary-key option for its table")),
+             F.lit("no PRIMARY in the pk_uk_info tag, and the primary-key option names none for its table")),
             (is_row & F.exists("pk_values", lambda v: v.isNull()), "null_primary_key",
              F.concat(F.lit("a primary key column is null or absent: "), F.array_join("pk_names", ","))),
         ]

@@ -40,11 +40,16 @@ def parse_key_option(text: str | None) -> KeyOption:
         if not entry:
             continue
         table, sep, columns = entry.rpartition(":")
+        if ":" in table or "," in table:
+            raise ValueError(f"primary-key: {entry!r} names several tables; separate them with ';'"
+                             " (`db.t:a,b;db.u:id`)")
         names = tuple(c.strip() for c in columns.split(","))
         if not all(names):
             raise ValueError(f"primary-key: an empty column name in {entry!r}")
         if len(set(names)) != len(names):
             raise ValueError(f"primary-key: a column named twice in {entry!r}")
+        if any("=" in n for n in names):
+            raise ValueError(f"primary-key: {entry!r} holds '='; a table's key is written `db.table:a,b`")
         if not sep:
             if every:
                 raise ValueError(f"primary-key: two keys for every table ({','.join(every)!r} and {entry!r})")

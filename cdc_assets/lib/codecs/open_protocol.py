@@ -329,7 +329,8 @@ def _fill_row(ev: dict, k: dict, value: bytes, tz: tzinfo, key_option: KeyOption
     ev["pk_names"] = pk_names
     if not pk_names:
         raise Reject("missing_primary_key",
-                     "no column has the handle-key or primary-key flag, and no primary-key option for its table")
+                     "no column has the handle-key or primary-key flag, and "
+                     "the primary-key option names none for its table")
     image = ev["after"] if ev.get("after") is not None else ev["before"]
     ev["pk_values"] = [image.get(n) for n in pk_names]
     if any(x is None for x in ev["pk_values"]):

@@ -208,7 +208,9 @@ def test_records_without_a_pk_tag_take_the_primary_key_option(spark):
         return encode_record(record("INSERT", TS, "1@1", object_name=object_name, tags=tags, fields=fields,
                                     after=after))
 
-    values = [rec("shop.items", {}), rec("shop.orders", {}), rec("shop.items", PK), rec("shop.other", {})]
+    to_null = encode_record(record("UPDATE", TS, "1@1", object_name="shop.items", tags={}, fields=fields,
+                                   before=after, after=[AFTER[0], (NS + "EmptyObject", "NULL")]))
+    values = [rec("shop.items", {}), rec("shop.orders", {}), rec("shop.items", PK), rec("shop.other", {}), to_null]
     decoded = {
         option: [(e["pk_names"], e["pk_values"], e["_reject_reason"])
                  for e in sorted(sum(decode(spark, values, protocol="dts-avro", **{"primary-key": option}), []),
@@ -218,5 +220,6 @@ def test_records_without_a_pk_tag_take_the_primary_key_option(spark):
     big, i = "18446744073709551615", "-2147483648"
     assert decoded["shop.items:i,id;shop.orders:i"] == [
         (["i", "id"], [i, big], None), (["i"], [i], None), (["id"], [big], None),
-        (None, None, "missing_primary_key")]
+        (None, None, "missing_primary_key"),
+        (["i", "id"], [None, big], "null_primary_key")]  # an UPDATE setting a configured key column to NULL
     assert decoded["shop.items:i"][1] == (None, None, "missing_primary_key")

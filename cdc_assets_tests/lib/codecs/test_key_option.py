@@ -45,6 +45,9 @@ def test_the_option_parses(text, every, by_table):
         ("orders:id", "not a distinct database.table"),
         ("shop.:id", "not a distinct database.table"),
         ("shop.t:id;shop.t:k", "not a distinct database.table"),
+        ("shop.orders:id,shop.items:order_id,line", "separate them with ';'"),  # `,` for `;`
+        ("shop.orders:id shop.items:k", "separate them with ';'"),
+        ("shop.orders=id", "holds '='"),
     ],
 )
 def test_a_bad_option_fails_when_the_decoder_is_made(text, says):
@@ -103,7 +106,20 @@ def test_canal_shaped_rows_take_the_configured_key(module, message):
         (["id"], ["99"], None),  # the message's own key wins
     ]
     (bare,) = decode_values(module.decode_batches, message())
-    assert bare[REJECT_REASON] == "missing_primary_key" and "no primary-key option" in bare[REJECT_DETAIL]
+    assert bare[REJECT_REASON] == "missing_primary_key" and "names none for its table" in bare[REJECT_DETAIL]
+
+
+@pytest.mark.parametrize(
+    "module, message, old_field",
+    [(canal_json_events, _canal, "old"), (cloudcanal_json_events, _cloudcanal, "before")],
+)
+def test_an_update_that_sets_a_configured_key_column_to_null_is_a_null_key(module, message, old_field):
+    """A configured key may name a nullable column: the after image's NULL is the key, never
+    the before image's value (the snapshot would keep a row the source no longer has)."""
+    update = message(type="UPDATE", action="UPDATE", data=[{"order_id": "7", "line": None, "id": "99"}],
+                     **{old_field: [{"line": "2"}]})
+    (ev,) = decode_values(functools.partial(module.decode_batches, key_option=OPTION), update)
+    assert (ev["pk_values"], ev[REJECT_REASON]) == (["7", None], "null_primary_key")
 
 
 def test_debezium_rows_without_a_key_take_the_configured_key():
@@ -120,6 +136,10 @@ def test_debezium_rows_without_a_key_take_the_configured_key():
     assert _keys_and_reasons(got) == [
         (["order_id", "line"], ["7", "2"], None), (["id"], ["99"], None), (["order_id"], ["7"], None)]
     assert decode(NO_KEYS, payload("items"))[0][REJECT_REASON] == "missing_primary_key"
+    to_null = {**payload("items"), "op": "u", "before": {"order_id": 7, "line": 2, "id": 99},
+               "after": {"order_id": 7, "line": None, "id": 99}}
+    (ev,) = decode(OPTION, to_null)
+    assert (ev["pk_values"], ev[REJECT_REASON]) == (["7", None], "null_primary_key")
 
 
 def test_open_protocol_rows_without_key_flags_take_the_configured_key():
