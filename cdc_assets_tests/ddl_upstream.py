@@ -104,19 +104,27 @@ class Upstream:
         self._record(ts)
 
     # DDL ----------------------------------------------------------------------------------------
-    def ddl(self, kind: str, database: str, table: str, sql: str, change, ends: str | None = None) -> None:
+    def ddl(self, kind: str, database: str, table: str, sql: str, change, ends: str | None = None,
+            moves: tuple[tuple[Name, Name], ...] = ()) -> None:
         """`change(tables)` applies the statement to the model; `ends`: the op that ends the rows of
-        a table it empties or removes (TRUNCATE, DROP_TABLE, DROP_DATABASE, RENAME_TABLE)."""
+        a table it empties or removes (TRUNCATE, DROP_TABLE, DROP_DATABASE, RENAME_TABLE);
+        `moves`: the (old, new) pairs of a RENAME TABLE that may reuse a name (`a TO b, c TO a`),
+        in order: the old name's rows end, the new name's start anew."""
         ts = self._commit()
         before = {n: dict(t.rows) for n, t in self.tables.items()}
         change(self.tables)
+        for old, new in moves:
+            for key, values in before.get(old, {}).items():
+                self._end(old, key, ts, "RENAME_TABLE", values)
+            self.starts[new] = {key: ts for key in self.tables[new].rows} if new in self.tables else {}
+        moved = {n for pair in moves for n in pair}
         for n, rows in before.items():
-            if rows and (n not in self.tables or not self.tables[n].rows):
+            if n not in moved and rows and (n not in self.tables or not self.tables[n].rows):
                 assert ends, sql
                 for key, values in rows.items():
                     self._end(n, key, ts, ends, values)
         for n, t in self.tables.items():
-            if n not in before:  # created, or renamed to: its rows start anew
+            if n not in before and n not in moved:  # created, or renamed to: its rows start anew
                 self.starts[n] = {key: ts for key in t.rows}
         self.lines.append(json.dumps({
             "id": 0, "database": database, "table": table, "pkNames": None, "isDdl": True, "type": kind,

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow
 T0 = 1_767_225_600_000  # 2026-01-01T00:00Z; windows are hourly
 HOUR = 3_600_000
 ITEMS, TMP, TMP2, GONE, OTHER = ("shop", "items"), ("shop", "tmp"), ("shop", "tmp2"), ("shop", "gone"), ("other", "t")
+GHO, DEL = ("shop", "_tmp2_gho"), ("shop", "_tmp2_del")  # gh-ost's copy of tmp2, and the old tmp2
 
 
 def _scenario() -> Upstream:
@@ -84,6 +85,26 @@ def _scenario() -> Upstream:
                        rename_column(ITEMS, "stock", "qty2", "int"))
     u.after(1_000).update(ITEMS, (4,), qty2=41)
     u.after(1_000).ddl("ALTER", "shop", "items", "ALTER TABLE shop.items ADD INDEX i_qty (qty2)", lambda ts: None)
+    # an online schema change of tmp2 the way gh-ost does it: a copy, altered (MySQL's list form of
+    # ADD COLUMN), the rows copied while writes go on, then swapped in and the old table dropped
+    u.after(1_000).ddl("CREATE", "shop", "_tmp2_gho",
+                       "create /* gh-ost */ table `shop`.`_tmp2_gho` like `shop`.`tmp2`",
+                       lambda ts: ts.__setitem__(GHO, Table(list(ts[TMP2].columns), list(ts[TMP2].pk))))
+    u.after(1_000).ddl("ALTER", "shop", "_tmp2_gho",
+                       "alter /* gh-ost */ table `shop`.`_tmp2_gho` add column (w int, note varchar(8) default 'n')",
+                       lambda ts: (add_column(GHO, "w", "int", None)(ts),
+                                   add_column(GHO, "note", "varchar(8)", "n")(ts)))
+    u.after(1_000).insert(GHO, {"k": "x", "v": 10, "note": "n"})  # the copy
+    u.after(1_000).insert(TMP2, {"k": "y", "v": 11})  # a write meanwhile, and gh-ost applying it
+    u.after(1_000).insert(GHO, {"k": "y", "v": 11, "note": "n"})
+    u.after(1_000).ddl("RENAME", "shop", "_tmp2_gho",
+                       "rename /* gh-ost */ table `shop`.`tmp2` to `shop`.`_tmp2_del`, "
+                       "`shop`.`_tmp2_gho` to `shop`.`tmp2`",
+                       lambda ts: (ts.__setitem__(DEL, ts.pop(TMP2)), ts.__setitem__(TMP2, ts.pop(GHO))),
+                       moves=((TMP2, DEL), (GHO, TMP2)))
+    u.after(1_000).ddl("ERASE", "shop", "_tmp2_del", "drop /* gh-ost */ table if exists `shop`.`_tmp2_del`",
+                       lambda ts: ts.pop(DEL), ends="DROP_TABLE")
+    u.after(1_000).update(TMP2, ("y",), w=3)
     u.ms = T0 + 3 * HOUR + 1_000
     u.watermark()
     return u

@@ -41,6 +41,16 @@ class CreateTable:
 
 
 @dataclass(frozen=True)
+class CreateTableLike:
+    """`CREATE TABLE t LIKE s` (gh-ost and pt-online-schema-change start with one): s's columns,
+    types and key, no rows."""
+
+    table: TableName
+    source: TableName
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
 class DropTable:
     table: TableName
 
@@ -96,15 +106,15 @@ class Unparsed:
     error: str
 
 
-SchemaChange = (CreateTable | DropTable | TruncateTable | RenameTable | AddColumn | DropColumn | ChangeColumn
-                | CreateDatabase | DropDatabase | Unparsed)
+SchemaChange = (CreateTable | CreateTableLike | DropTable | TruncateTable | RenameTable | AddColumn | DropColumn
+                | ChangeColumn | CreateDatabase | DropDatabase | Unparsed)
 
 
 def parse_ddl(sql: str, default_database: str) -> list[SchemaChange]:
     """Every schema change `sql` makes; unqualified tables are in `default_database`."""
     try:
         with _quiet_sqlglot():
-            statements = [s for s in sqlglot.parse(sql, read="mysql") if s is not None]
+            statements = [s for s in sqlglot.parse(_split_add_column_lists(sql), read="mysql") if s is not None]
     except SqlglotError as e:
         return [Unparsed(sql, _first_line(str(e)))]
     changes: list[SchemaChange] = []
@@ -114,6 +124,38 @@ def parse_ddl(sql: str, default_database: str) -> list[SchemaChange]:
         except (SqlglotError, ValueError) as e:
             changes.append(Unparsed(sql, _first_line(str(e))))
     return changes
+
+
+def _split_add_column_lists(sql: str) -> str:
+    """MySQL's `ADD [COLUMN] (a INT, b INT)`, which sqlglot cannot parse, written as
+    `ADD COLUMN a INT, ADD COLUMN b INT` (split at the list's own commas, with its tokenizer)."""
+    if "(" not in sql or "add" not in sql.lower():
+        return sql
+    try:
+        tokens = sqlglot.tokenize(sql, read="mysql")
+    except SqlglotError:
+        return sql
+    out, copied, i = [], 0, 0
+    while i < len(tokens):
+        j = i + 1 + (i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.COLUMN)
+        if not (tokens[i].token_type == TokenType.VAR and tokens[i].text.upper() == "ADD"
+                and j < len(tokens) and tokens[j].token_type == TokenType.L_PAREN):
+            i += 1
+            continue
+        depth, start, parts = 0, tokens[j].end + 1, []
+        for k in range(j, len(tokens)):
+            kind = tokens[k].token_type
+            depth += (kind == TokenType.L_PAREN) - (kind == TokenType.R_PAREN)
+            if depth == 0 or kind == TokenType.COMMA and depth == 1:
+                parts.append(sql[start:tokens[k].start].strip())
+                start = tokens[k].end + 1
+            if depth == 0:
+                break
+        else:
+            return sql  # unbalanced: left for the parser to report
+        out += [sql[copied:tokens[i].start], ", ".join(f"ADD COLUMN {p}" for p in parts)]
+        copied, i = tokens[k].end + 1, k + 1
+    return "".join(out) + sql[copied:]
 
 
 @contextmanager
@@ -167,10 +209,14 @@ def _name(t: exp.Expression, db: str) -> TableName:
     return (t.args["db"].name if t.args.get("db") else db, t.name)
 
 
-def _create_table(s: exp.Create, db: str) -> CreateTable:
+def _create_table(s: exp.Create, db: str) -> CreateTable | CreateTableLike:
     schema = s.this
-    if not isinstance(schema, exp.Schema):  # CREATE TABLE ... LIKE / AS SELECT: columns unknown here
-        raise ValueError("CREATE TABLE without a column list (LIKE / AS SELECT)")
+    like = _like_source(s)
+    if like is not None:
+        target = schema.this if isinstance(schema, exp.Schema) else schema
+        return CreateTableLike(_name(target, db), _name(like, db), bool(s.args.get("exists")))
+    if not isinstance(schema, exp.Schema):  # CREATE TABLE ... AS SELECT: columns unknown here
+        raise ValueError("CREATE TABLE without a column list (AS SELECT)")
     columns, pk = [], []
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
@@ -180,6 +226,19 @@ def _create_table(s: exp.Create, db: str) -> CreateTable:
         elif isinstance(item, exp.PrimaryKey):
             pk.extend(_key_part_name(e) for e in item.expressions)
     return CreateTable(_name(schema.this, db), tuple(columns), tuple(pk), bool(s.args.get("exists")))
+
+
+def _like_source(s: exp.Create) -> exp.Table | None:
+    """The table of `CREATE TABLE t LIKE s` or `CREATE TABLE t (LIKE s)`, else None."""
+    properties = s.args.get("properties")
+    found = [*(properties.expressions if properties is not None else []),
+             *(s.this.expressions if isinstance(s.this, exp.Schema) else [])]
+    likes = [p for p in found if isinstance(p, exp.LikeProperty)]
+    if not likes:
+        return None
+    if len(likes) > 1 or isinstance(s.this, exp.Schema) and len(s.this.expressions) > 1:
+        raise ValueError("CREATE TABLE ... LIKE with columns of its own")
+    return likes[0].this
 
 
 def _key_part_name(e: exp.Expression) -> str:

@@ -7,6 +7,7 @@ barrier then changes schemas and rows as its DDL says:
 | DDL | effect |
 |---|---|
 | CREATE TABLE | the declared columns, types and primary key; an existing table keeps its rows, conformed |
+| CREATE TABLE … LIKE | the source table's columns, types and primary key, no rows (gh-ost, pt-osc) |
 | ADD COLUMN | existing rows get the declared default (MySQL's implicit one for NOT NULL), else null |
 | DROP COLUMN | the column disappears |
 | MODIFY / CHANGE COLUMN | new type (values `try_cast`, failures counted); CHANGE also renames |
@@ -260,6 +261,9 @@ class _Run:
         if isinstance(change, D.CreateTable):
             self._create(b, change, state)
             return
+        if isinstance(change, D.CreateTableLike):
+            self._create_like(b, change, state)
+            return
         if state is None:  # ALTER / TRUNCATE / DROP of a table this snapshot never had: nothing to change
             return
         if isinstance(change, D.DropTable):
@@ -308,6 +312,26 @@ class _Run:
         db, table = change.table
         schema = TableSchema(db, table, [c.name for c in change.columns],
                              {c.name: c.mysql_type for c in change.columns}, list(change.primary_key))
+        if state is None:
+            state = self._new_state(change.table, schema)
+        state.schema = schema
+        self._conform(state)
+        self._changed(state, b)
+
+    def _create_like(self, b: Barrier, change: D.CreateTableLike, state: TableState | None) -> None:
+        if state is not None and change.if_not_exists:
+            return
+        self._flush(change.source, b.index)  # the source's rows before the DDL may add columns
+        source = self.states.get(change.source)
+        if source is None:  # columns unknown here: the table's rows will tell, as without DDL
+            self.unparsed.append({"commit_ts": b.commit_ts, "sql": b.sql[:500],
+                                  "error": f"CREATE TABLE ... LIKE {'.'.join(change.source)}: no such table"
+                                           " in the snapshot"})
+            return
+        s = source.schema
+        schema = replace(s, database=change.table[0], table=change.table[1], columns=list(s.columns),
+                         mysql_types=dict(s.mysql_types), primary_key=list(s.primary_key),
+                         decimal_scales=dict(s.decimal_scales), decimal_integer_digits=dict(s.decimal_integer_digits))
         if state is None:
             state = self._new_state(change.table, schema)
         state.schema = schema

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cdc_assets.lib.ddl import (
-    AddColumn, ChangeColumn, ColumnSpec, CreateDatabase, CreateTable, DropColumn, DropDatabase, DropTable,
+    AddColumn, ChangeColumn, ColumnSpec, CreateDatabase, CreateTable, CreateTableLike, DropColumn, DropDatabase,
+    DropTable,
     RenameTable, TruncateTable, Unparsed, parse_ddl,
 )
 
@@ -36,6 +37,16 @@ from cdc_assets.lib.ddl import (
     ("DROP TABLE IF EXISTS t, o.u", [DropTable(("db", "t")), DropTable(("o", "u"))]),
     ("CREATE DATABASE IF NOT EXISTS d", [CreateDatabase("d")]),
     ("DROP SCHEMA IF EXISTS d", [DropDatabase("d")]),
+    # gh-ost / pt-online-schema-change: a copy of the table, altered, then swapped in by RENAME
+    ("create /* gh-ost */ table `d`.`_t_gho` like `d`.`t`", [CreateTableLike(("d", "_t_gho"), ("d", "t"))]),
+    ("CREATE TABLE IF NOT EXISTS t2 (LIKE o.t1)", [CreateTableLike(("db", "t2"), ("o", "t1"), True)]),
+    ("rename /* gh-ost */ table `d`.`t` to `d`.`_t_del`, `d`.`_t_gho` to `d`.`t`",
+     [RenameTable(("d", "t"), ("d", "_t_del")), RenameTable(("d", "_t_gho"), ("d", "t"))]),
+    # MySQL's list form, which sqlglot cannot parse itself: split at the list's own commas
+    ("ALTER TABLE t ADD COLUMN (c INT, d VARCHAR(3) DEFAULT 'x,(y'), ADD (e DECIMAL(10,2)), ADD `ADD` INT",
+     [AddColumn(("db", "t"), ColumnSpec("c", "int")), AddColumn(("db", "t"), ColumnSpec("d", "varchar(3)", "x,(y")),
+      AddColumn(("db", "t"), ColumnSpec("e", "decimal(10,2)")), AddColumn(("db", "t"), ColumnSpec("ADD", "int"))]),
+    ("ALTER TABLE t ADD c INT COMMENT 'ADD (x, y)'", [AddColumn(("db", "t"), ColumnSpec("c", "int"))]),
     ("CREATE INDEX i ON t (a)", []),
     ("ALTER TABLE t ADD INDEX i (a), ALTER COLUMN c SET DEFAULT 3", []),
     ("", []),
@@ -45,8 +56,9 @@ def test_parse_ddl(sql, expected):
 
 
 @pytest.mark.parametrize("sql", [
-    "CREATE TABLE t3 LIKE t2",  # columns unknown here
-    "ALTER TABLE t ADD COLUMN (c INT, d VARCHAR(3))",  # sqlglot 30 cannot parse the list form
+    "CREATE TABLE t3 AS SELECT * FROM t2",  # columns unknown here
+    "CREATE TABLE t3 (LIKE t2, c INT)",  # not MySQL
+    "ALTER TABLE t ADD COLUMN (c INT, d VARCHAR(3)",  # unbalanced
     "ALTER TABLE t PARTITION BY HASH(id) PARTITIONS 4",
 ])
 def test_unparseable_ddl_is_reported_not_guessed(sql):

@@ -58,10 +58,49 @@ def test_structure_from_the_protocol_wins_and_the_sql_still_renames(spark):
 def test_unparseable_ddl_without_structure_is_recorded(spark):
     out, unparsed = _apply(spark, [
         _insert(0, TS, {"id": "1"}, {"id": "int"}),
-        _ddl(1, TS + 10, "ALTER TABLE t ADD COLUMN (c INT, d INT)"),
+        _ddl(1, TS + 10, "ALTER TABLE t PARTITION BY HASH(id) PARTITIONS 4"),
     ])
     assert out[("db", "t")][1] == [(1,)]
-    assert [u["sql"] for u in unparsed] == ["ALTER TABLE t ADD COLUMN (c INT, d INT)"]
+    assert [u["sql"] for u in unparsed] == ["ALTER TABLE t PARTITION BY HASH(id) PARTITIONS 4"]
+
+
+def test_an_online_schema_change_copies_alters_and_swaps_the_table_in(spark):
+    """gh-ost's sequence: CREATE TABLE _gho LIKE t, ALTER _gho, copy the rows (and the writes
+    that go on meanwhile), RENAME t -> _del and _gho -> t, DROP _del."""
+    old, new = {"id": "int", "a": "varchar(5)"}, {"id": "int", "a": "varchar(5)", "c": "int"}
+
+    def ddl(offset, table, sql):
+        return _event(offset, TS + offset, kind="ddl", table=table, ddl_type="ALTER", ddl_sql=sql)
+
+    def insert(offset, table, values, types):
+        return {**_insert(offset, TS + offset, values, types), "table": table}
+
+    events = [
+        insert(0, "t", {"id": "1", "a": "x"}, old),
+        ddl(1, "_t_gho", "create /* gh-ost */ table `db`.`_t_gho` like `db`.`t`"),
+        ddl(2, "_t_gho", "alter /* gh-ost */ table `db`.`_t_gho` add column c int not null default 0"),
+        insert(3, "_t_gho", {"id": "1", "a": "x", "c": "0"}, new),  # the copy
+        insert(4, "t", {"id": "2", "a": "y"}, old),  # a write meanwhile, and gh-ost applying it
+        insert(5, "_t_gho", {"id": "2", "a": "y", "c": "0"}, new),
+        ddl(6, "_t_gho", "rename /* gh-ost */ table `db`.`t` to `db`.`_t_del`, `db`.`_t_gho` to `db`.`t`"),
+        ddl(7, "_t_del", "drop /* gh-ost */ table if exists `db`.`_t_del`"),
+        insert(8, "t", {"id": "3", "a": "z", "c": "7"}, new),
+        ddl(9, "t_empty", "CREATE TABLE t_empty LIKE t"),  # no rows: the copy of the table alone
+        ddl(10, "t_other", "CREATE TABLE t_other LIKE db.never_seen"),  # columns unknown: recorded
+    ]
+    result = apply_window(spark, spark.createDataFrame(events, CHANGE_LOG_SCHEMA), {})
+    tables = {n: (st.schema, sorted((r.asDict() for r in st.frame.drop("_cdc_commit_ts").collect()),
+                                    key=lambda r: r["id"]) if st.frame is not None else [])
+              for n, st in result.tables.items()}
+    unparsed = result.unparsed_ddl
+    result.release()
+    assert set(tables) == {("db", "t"), ("db", "t_empty")}
+    schema, rows = tables[("db", "t")]
+    assert (sorted(schema.columns), schema.primary_key, schema.mysql_types["c"]) == (["a", "c", "id"], ["id"], "int")
+    assert rows == [{"id": 1, "a": "x", "c": 0}, {"id": 2, "a": "y", "c": 0}, {"id": 3, "a": "z", "c": 7}]
+    empty, rows = tables[("db", "t_empty")]
+    assert (sorted(empty.columns), empty.primary_key, empty.mysql_types, rows) == (["a", "c", "id"], ["id"], new, [])
+    assert [u["error"] for u in unparsed] == ["CREATE TABLE ... LIKE db.never_seen: no such table in the snapshot"]
 
 
 def test_a_row_at_the_same_commit_ts_as_a_ddl_in_another_partition_counts_as_after_it(spark):
