@@ -1,5 +1,8 @@
 """DDL text -> the schema changes it makes, parsed with sqlglot (MySQL dialect).
 
+TiDB's own words (`AUTO_RANDOM`, `CLUSTERED`, `AUTO_ID_CACHE`, `PLACEMENT POLICY`, TTL) and
+MySQL's `ADD COLUMN (a INT, b INT)` are rewritten for the parser first (`ddl_text.parseable`).
+
 One statement can make several changes (`ALTER TABLE t ADD c INT, DROP d`, `DROP TABLE a, b`,
 `RENAME TABLE a TO b, c TO d`). Statements that change no table's columns or rows (indexes,
 comments, options, users, views) parse to no change. Text sqlglot cannot parse is reported
@@ -20,6 +23,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
+
+from cdc_assets.lib.ddl_text import parseable
 
 TableName = tuple[str, str]  # (database, table), exactly as MySQL names them
 
@@ -111,51 +116,26 @@ SchemaChange = (CreateTable | CreateTableLike | DropTable | TruncateTable | Rena
 
 
 def parse_ddl(sql: str, default_database: str) -> list[SchemaChange]:
-    """Every schema change `sql` makes; unqualified tables are in `default_database`."""
+    """Every schema change `sql` makes; unqualified tables are in `default_database`. Never
+    raises: text it cannot read is `Unparsed` (a malformed statement must not stop a window)."""
     try:
         with _quiet_sqlglot():
-            statements = [s for s in sqlglot.parse(_split_add_column_lists(sql), read="mysql") if s is not None]
-    except SqlglotError as e:
-        return [Unparsed(sql, _first_line(str(e)))]
+            statements = [s for s in sqlglot.parse(parseable(sql), read="mysql") if s is not None]
+    except Exception as e:  # SqlglotError, or a shape sqlglot itself trips on
+        return [Unparsed(sql, _first_line(str(e)) if isinstance(e, SqlglotError) else _error_text(e))]
     changes: list[SchemaChange] = []
     for statement in statements:
         try:
             changes.extend(_changes(statement, sql, default_database))
         except (SqlglotError, ValueError) as e:
             changes.append(Unparsed(sql, _first_line(str(e))))
+        except Exception as e:  # a parse tree without the parts a valid statement has
+            changes.append(Unparsed(sql, _error_text(e)))
     return changes
 
 
-def _split_add_column_lists(sql: str) -> str:
-    """MySQL's `ADD [COLUMN] (a INT, b INT)`, which sqlglot cannot parse, written as
-    `ADD COLUMN a INT, ADD COLUMN b INT` (split at the list's own commas, with its tokenizer)."""
-    if "(" not in sql or "add" not in sql.lower():
-        return sql
-    try:
-        tokens = sqlglot.tokenize(sql, read="mysql")
-    except SqlglotError:
-        return sql
-    out, copied, i = [], 0, 0
-    while i < len(tokens):
-        j = i + 1 + (i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.COLUMN)
-        if not (tokens[i].token_type == TokenType.VAR and tokens[i].text.upper() == "ADD"
-                and j < len(tokens) and tokens[j].token_type == TokenType.L_PAREN):
-            i += 1
-            continue
-        depth, start, parts = 0, tokens[j].end + 1, []
-        for k in range(j, len(tokens)):
-            kind = tokens[k].token_type
-            depth += (kind == TokenType.L_PAREN) - (kind == TokenType.R_PAREN)
-            if depth == 0 or kind == TokenType.COMMA and depth == 1:
-                parts.append(sql[start:tokens[k].start].strip())
-                start = tokens[k].end + 1
-            if depth == 0:
-                break
-        else:
-            return sql  # unbalanced: left for the parser to report
-        out += [sql[copied:tokens[i].start], ", ".join(f"ADD COLUMN {p}" for p in parts)]
-        copied, i = tokens[k].end + 1, k + 1
-    return "".join(out) + sql[copied:]
+def _error_text(e: Exception) -> str:
+    return f"unreadable statement ({type(e).__name__}: {_first_line(str(e))})"
 
 
 @contextmanager
@@ -199,10 +179,27 @@ def _changes(s: exp.Expression, sql: str, db: str) -> list[SchemaChange]:
             return []
         return _alter_table(_name(s.this, db), s.args.get("actions") or [])
     if isinstance(s, exp.Command) and s.name.upper() == "RENAME":
-        return _rename_tables(str(s.expression.this if s.expression else ""), db)
+        return _rename_tables(_command_text(s), db)
+    if isinstance(s, exp.Command) and s.name.upper() == "ALTER" and _names_a_table_only(s):
+        return []  # nothing left once TiDB's options are set aside (`ALTER TABLE t REMOVE TTL`)
     if isinstance(s, exp.Command) and s.name.upper() in ("ALTER", "CREATE", "DROP", "TRUNCATE"):
         raise ValueError(f"sqlglot could not parse this {s.name.upper()} statement")
     return []
+
+
+def _command_text(s: exp.Command) -> str:
+    """What follows a command's first word (sqlglot keeps it as a string or a literal)."""
+    e = s.expression
+    return e if isinstance(e, str) else str(e.this) if e is not None else ""
+
+
+def _names_a_table_only(s: exp.Command) -> bool:
+    tokens = sqlglot.tokenize(_command_text(s), read="mysql")
+    kinds = [t.token_type for t in tokens]
+    name = (TokenType.VAR, TokenType.IDENTIFIER)
+    return kinds[:1] == [TokenType.TABLE] and (
+        len(kinds) == 2 and kinds[1] in name
+        or len(kinds) == 4 and kinds[1] in name and kinds[2] == TokenType.DOT and kinds[3] in name)
 
 
 def _name(t: exp.Expression, db: str) -> TableName:

@@ -1,0 +1,120 @@
+"""DDL text rewritten so that sqlglot parses it, with the same schema changes: TiDB's own
+words set aside, MySQL's `ADD COLUMN (a, b)` list form split. Works on sqlglot's tokens, so
+strings, quoted names and nesting are respected."""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot.errors import SqlglotError
+from sqlglot.parser import Parser
+from sqlglot.tokens import TokenType
+
+
+def parseable(sql: str) -> str:
+    """`sql` as sqlglot can parse it, with the same schema changes."""
+    return _split_add_column_lists(_without_tidb_extensions(sql))
+
+
+#: TiDB's own words, which change no column, type or key (as TiDB writes them in `/*T![...] */`
+#: comments in SHOW CREATE TABLE): dropped with their arguments before parsing.
+_TIDB_WORDS = frozenset({"AUTO_RANDOM", "CLUSTERED", "NONCLUSTERED", "AUTO_ID_CACHE", "PLACEMENT"})
+_TIDB_TTL = frozenset({"TTL", "TTL_ENABLE", "TTL_JOB_INTERVAL"})
+
+
+def _without_tidb_extensions(sql: str) -> str:
+    """Drop `AUTO_RANDOM[(n[, m])]`, `[NON]CLUSTERED`, `AUTO_ID_CACHE [=] n`, `PLACEMENT POLICY
+    [=] p`, `REMOVE TTL` and the TTL table options (to the statement's end: they come last)."""
+    upper = sql.upper()
+    if not any(w in upper for w in (*_TIDB_WORDS, "TTL")):
+        return sql
+    try:
+        tokens = sqlglot.tokenize(sql, read="mysql")
+    except SqlglotError:
+        return sql
+    word = lambda i: tokens[i].text.upper() if 0 <= i < len(tokens) and tokens[i].token_type == TokenType.VAR else ""  # noqa: E731
+    kind = lambda i: tokens[i].token_type if 0 <= i < len(tokens) else None  # noqa: E731
+    drop: list[tuple[int, int]] = []  # token index ranges [from, to)
+    depth, i = 0, 0
+    while i < len(tokens):
+        depth += (kind(i) == TokenType.L_PAREN) - (kind(i) == TokenType.R_PAREN)
+        w, end = word(i), i + 1
+        if w == "AUTO_RANDOM" and _modifies_a_column(tokens, i, word):
+            end = _after_group(tokens, end) if kind(end) == TokenType.L_PAREN else end
+        elif w in ("CLUSTERED", "NONCLUSTERED") and kind(i - 1) in (TokenType.PRIMARY_KEY, TokenType.R_PAREN):
+            pass
+        elif w == "PLACEMENT" and word(i + 1) == "POLICY":
+            end += 1 + (kind(end + 1) == TokenType.EQ) + 1  # POLICY [=] name
+        elif depth == 0 and (w == "AUTO_ID_CACHE" or w in _TIDB_TTL) and kind(end) in (TokenType.EQ, TokenType.NUMBER):
+            stop = TokenType.SEMICOLON if w in _TIDB_TTL else None  # TTL's expression: to the statement's end
+            end = end + (kind(end) == TokenType.EQ) + 1
+            while stop is not None and end < len(tokens) and kind(end) != stop:
+                end += 1
+        elif depth == 0 and w == "REMOVE" and word(i + 1) == "TTL":
+            end += 1
+        else:
+            i += 1
+            continue
+        drop.append((i, min(end, len(tokens))))
+        i = end
+    if not drop:
+        return sql
+    out, copied = [], 0
+    for first, stop in drop:
+        out.append(sql[copied:tokens[first].start])
+        copied = tokens[stop - 1].end + 1
+    return "".join(out) + sql[copied:]
+
+
+def _modifies_a_column(tokens, i: int, word) -> bool:
+    """AUTO_RANDOM at tokens[i] follows a column's type (`id BIGINT AUTO_RANDOM(5)`), and is
+    not itself a column's name (`ADD COLUMN auto_random INT`, `PRIMARY KEY (auto_random)`)."""
+    before = tokens[i - 1] if i > 0 else None
+    if before is None or before.token_type in (TokenType.L_PAREN, TokenType.COMMA, TokenType.COLUMN, TokenType.DOT):
+        return False
+    if word(i - 1) in ("ADD", "CHANGE", "MODIFY", "DROP", "AFTER", "TO"):
+        return False
+    after = _after_group(tokens, i + 1) if i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.L_PAREN \
+        else i + 1
+    return after >= len(tokens) or tokens[after].token_type not in Parser.TYPE_TOKENS
+
+
+def _after_group(tokens, i: int) -> int:
+    """The index after the parenthesised group that starts at tokens[i]."""
+    depth = 0
+    for k in range(i, len(tokens)):
+        depth += (tokens[k].token_type == TokenType.L_PAREN) - (tokens[k].token_type == TokenType.R_PAREN)
+        if depth == 0:
+            return k + 1
+    return len(tokens)
+
+
+def _split_add_column_lists(sql: str) -> str:
+    """MySQL's `ADD [COLUMN] (a INT, b INT)`, which sqlglot cannot parse, written as
+    `ADD COLUMN a INT, ADD COLUMN b INT` (split at the list's own commas, with its tokenizer)."""
+    if "(" not in sql or "add" not in sql.lower():
+        return sql
+    try:
+        tokens = sqlglot.tokenize(sql, read="mysql")
+    except SqlglotError:
+        return sql
+    out, copied, i = [], 0, 0
+    while i < len(tokens):
+        j = i + 1 + (i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.COLUMN)
+        if not (tokens[i].token_type == TokenType.VAR and tokens[i].text.upper() == "ADD"
+                and j < len(tokens) and tokens[j].token_type == TokenType.L_PAREN):
+            i += 1
+            continue
+        depth, start, parts = 0, tokens[j].end + 1, []
+        for k in range(j, len(tokens)):
+            kind = tokens[k].token_type
+            depth += (kind == TokenType.L_PAREN) - (kind == TokenType.R_PAREN)
+            if depth == 0 or kind == TokenType.COMMA and depth == 1:
+                parts.append(sql[start:tokens[k].start].strip())
+                start = tokens[k].end + 1
+            if depth == 0:
+                break
+        else:
+            return sql  # unbalanced: left for the parser to report
+        out += [sql[copied:tokens[i].start], ", ".join(f"ADD COLUMN {p}" for p in parts)]
+        copied, i = tokens[k].end + 1, k + 1
+    return "".join(out) + sql[copied:]
