@@ -34,6 +34,7 @@ def test_module_definitions_load_with_every_layer_and_check():
         "sample/snapshots:primary_key_unique",
         "sample/snapshots:reconciliation",
         "sample/snapshots:values_convert",
+        "sample/snapshots:ddl_applied",
     }
     assert {j.name for j in defs.jobs} == {"sample__windows", "sample__land"}
     assert {s.name for s in defs.schedules} == {"sample__land_hourly", "sample__complete_windows_hourly"}

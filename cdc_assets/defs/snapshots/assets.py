@@ -6,6 +6,7 @@ from pathlib import Path
 from dagster import (
     AssetCheckKey,
     AssetCheckResult,
+    AssetCheckSeverity,
     AssetCheckSpec,
     AssetDep,
     AssetExecutionContext,
@@ -33,6 +34,7 @@ from cdc_assets.lib.storage import parquet_rows
 PK_UNIQUE = "primary_key_unique"
 RECONCILES = "reconciliation"
 VALUES_CONVERT = "values_convert"
+DDL_APPLIED = "ddl_applied"
 
 
 def build_snapshots(b: SourceBuild) -> AssetsDefinition:
@@ -68,6 +70,9 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                            "+ rows moved in by RENAME TABLE = rows, per table"),
             AssetCheckSpec(VALUES_CONVERT, asset=key, partitions_def=b.partitions_def,
                            description="every non-null value converted to its column's Spark type"),
+            AssetCheckSpec(DDL_APPLIED, asset=key, partitions_def=b.partitions_def,
+                           description="every DDL statement of the window was read and applied (WARN: "
+                           "one that was not, say a TRUNCATE PARTITION, may leave rows the source removed)"),
         ],
     )
     def snapshots(
@@ -111,7 +116,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
 
 def _snapshot_results(key, spark: SparkSession, snap_root, events_in: int, tables: dict, ddl: dict,
                       written: dict):
-    """The snapshot's materialization and its three checks."""
+    """The snapshot's materialization and its four checks."""
     yield MaterializeResult(
         asset_key=key,
         metadata={
@@ -157,6 +162,11 @@ def _snapshot_results(key, spark: SparkSession, snap_root, events_in: int, table
     yield AssetCheckResult(
         asset_key=key, check_name=VALUES_CONVERT, passed=not any(failures.values()),
         metadata={"conversion_failures": sum(failures.values()), "by_table": MetadataValue.json(failures)},
+    )
+    unparsed = ddl["unparsed"]
+    yield AssetCheckResult(
+        asset_key=key, check_name=DDL_APPLIED, passed=not unparsed, severity=AssetCheckSeverity.WARN,
+        metadata={"ddl_unparsed": len(unparsed), "statements": MetadataValue.json(unparsed[:50])},
     )
 
 
