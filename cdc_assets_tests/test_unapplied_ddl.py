@@ -50,7 +50,7 @@ def test_unapplied_ddl_warns_with_the_statements(tmp_path):
                      if e.dagster_event.event_specific_data.asset_check_key == check]
     assert not evaluation.passed and evaluation.metadata["ddl_unparsed"].value == 1
     (statement,) = evaluation.metadata["statements"].value
-    assert statement["sql"] == truncate and statement["error"]
+    assert (statement["sql"], statement["table"]) == (truncate, "shop.t") and statement["error"]
 
     snapshots = settings.warehouse / "src" / "snapshots"
     (window,) = list_manifests(snapshots)

@@ -1,7 +1,7 @@
 """DDL text -> the schema changes it makes, parsed with sqlglot (MySQL dialect).
 
-TiDB's own words (`AUTO_RANDOM`, `CLUSTERED`, `AUTO_ID_CACHE`, `PLACEMENT POLICY`, TTL) and
-MySQL's `ADD COLUMN (a INT, b INT)` are rewritten for the parser first (`ddl_text.parseable`).
+Text sqlglot cannot read as written is rewritten and read again (`ddl_text.parseable`: TiDB's
+own words such as `AUTO_RANDOM` set aside, MySQL's `ADD COLUMN (a INT, b INT)` split).
 
 One statement can make several changes (`ALTER TABLE t ADD c INT, DROP d`, `DROP TABLE a, b`,
 `RENAME TABLE a TO b, c TO d`). Statements that change no table's columns or rows (indexes,
@@ -24,7 +24,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
-from cdc_assets.lib.ddl_text import parseable
+from cdc_assets.lib.ddl_text import changes_no_table, parseable
 
 TableName = tuple[str, str]  # (database, table), exactly as MySQL names them
 
@@ -117,10 +117,25 @@ SchemaChange = (CreateTable | CreateTableLike | DropTable | TruncateTable | Rena
 
 def parse_ddl(sql: str, default_database: str) -> list[SchemaChange]:
     """Every schema change `sql` makes; unqualified tables are in `default_database`. Never
-    raises: text it cannot read is `Unparsed` (a malformed statement must not stop a window)."""
+    raises: text it cannot read is `Unparsed` (a malformed statement must not stop a window).
+    Only text sqlglot cannot read as written is rewritten (`ddl_text`) and read again."""
+    if changes_no_table(sql):
+        return []
+    changes = _parse(sql, sql, default_database)
+    if any(isinstance(c, Unparsed) for c in changes):
+        rewritten = parseable(sql)
+        if rewritten != sql:
+            again = _parse(rewritten, sql, default_database)
+            if not any(isinstance(c, Unparsed) for c in again):
+                return again
+    return changes
+
+
+def _parse(text: str, sql: str, default_database: str) -> list[SchemaChange]:
+    """`text` (`sql`, or `sql` rewritten) parsed; `Unparsed` records carry `sql`."""
     try:
         with _quiet_sqlglot():
-            statements = [s for s in sqlglot.parse(parseable(sql), read="mysql") if s is not None]
+            statements = [s for s in sqlglot.parse(text, read="mysql") if s is not None]
     except Exception as e:  # SqlglotError, or a shape sqlglot itself trips on
         return [Unparsed(sql, _first_line(str(e)) if isinstance(e, SqlglotError) else _error_text(e))]
     changes: list[SchemaChange] = []
@@ -211,6 +226,10 @@ def _create_table(s: exp.Create, db: str) -> CreateTable | CreateTableLike:
     like = _like_source(s)
     if like is not None:
         target = schema.this if isinstance(schema, exp.Schema) else schema
+        if target.args.get("db") and not like.args.get("db"):
+            # `db` is the target's database (the message's), not the session's, where `like` is
+            raise ValueError(f"CREATE TABLE ... LIKE {like.name}: the source's database is the session's, "
+                             "which the message does not say")
         return CreateTableLike(_name(target, db), _name(like, db), bool(s.args.get("exists")))
     if not isinstance(schema, exp.Schema):  # CREATE TABLE ... AS SELECT: columns unknown here
         raise ValueError("CREATE TABLE without a column list (AS SELECT)")
@@ -263,6 +282,8 @@ def _alter_table(table: TableName, actions: list[exp.Expression]) -> list[Schema
             out.append(ChangeColumn(table, a.this.name, a.args["to"].name, None))
         elif isinstance(a, exp.AlterRename):
             out.append(RenameTable(table, _name(a.this, table[0])))
+        elif isinstance(a, exp.Command):  # an action sqlglot kept as text: it may change columns
+            raise ValueError(f"an ALTER TABLE action sqlglot could not read: {a.sql(dialect='mysql')[:120]}")
         # indexes, constraints, defaults, options: no change to columns or rows
     return out
 

@@ -1,6 +1,6 @@
-"""DDL text rewritten so that sqlglot parses it, with the same schema changes: TiDB's own
-words set aside, MySQL's `ADD COLUMN (a, b)` list form split. Works on sqlglot's tokens, so
-strings, quoted names and nesting are respected."""
+"""DDL text sqlglot cannot read as written: rewritten with the same schema changes (TiDB's own
+words set aside, MySQL's `ADD COLUMN (a, b)` list form split), or known to change no table.
+Works on sqlglot's tokens, so strings, quoted names, comments and nesting are respected."""
 
 from __future__ import annotations
 
@@ -8,6 +8,47 @@ import sqlglot
 from sqlglot.errors import SqlglotError
 from sqlglot.parser import Parser
 from sqlglot.tokens import TokenType
+
+
+#: Statements that change no table's columns or rows, which sqlglot cannot read: a database's
+#: options, placement policies, partition layout (not DROP / TRUNCATE / EXCHANGE PARTITION,
+#: which remove or swap rows).
+_NO_TABLE_CHANGE = (
+    ("ALTER", "DATABASE"), ("ALTER", "SCHEMA"),
+    ("CREATE", "PLACEMENT", "POLICY"), ("ALTER", "PLACEMENT", "POLICY"), ("DROP", "PLACEMENT", "POLICY"),
+    ("CREATE", "INDEX"), ("CREATE", "UNIQUE", "INDEX"), ("CREATE", "FULLTEXT", "INDEX"), ("CREATE", "SPATIAL", "INDEX"),
+)
+_LAYOUT_ONLY = frozenset({"ADD", "COALESCE", "REORGANIZE", "ANALYZE", "CHECK", "OPTIMIZE", "REBUILD", "REPAIR"})
+#: A single ALTER TABLE action that changes no column, type, key or row.
+_NO_COLUMN_CHANGE = (["CONVERT", "TO"], ["DISABLE", "KEYS"], ["ENABLE", "KEYS"], ["ADD", "CHECK"])
+
+
+def changes_no_table(sql: str) -> bool:
+    """One statement that changes no table's columns or rows and that sqlglot cannot read
+    (`CREATE INDEX ... USING BTREE`, `ALTER TABLE t CONVERT TO CHARACTER SET ...`)."""
+    try:
+        tokens = [t for t in sqlglot.tokenize(sql, read="mysql") if t.token_type != TokenType.SEMICOLON]
+    except SqlglotError:
+        return False
+    words = [t.text.upper() for t in tokens]
+    if any(tuple(words[:len(p)]) == p for p in _NO_TABLE_CHANGE):
+        return True
+    # ALTER TABLE [db.]t <ADD|COALESCE|...> PARTITION ..., PARTITION BY ..., REMOVE PARTITIONING
+    if words[:2] != ["ALTER", "TABLE"] or any(t.token_type == TokenType.COMMA for t in _top_level(tokens)):
+        return False
+    rest = words[5:] if len(words) > 4 and tokens[3].token_type == TokenType.DOT else words[3:]
+    return (rest[:2] in (["PARTITION", "BY"], ["REMOVE", "PARTITIONING"], *_NO_COLUMN_CHANGE)
+            or rest[:1] == ["PARTITION BY"]
+            or len(rest) > 1 and rest[0] in _LAYOUT_ONLY and rest[1] == "PARTITION")
+
+
+def _top_level(tokens) -> list:
+    depth, out = 0, []
+    for t in tokens:
+        depth += (t.token_type == TokenType.L_PAREN) - (t.token_type == TokenType.R_PAREN)
+        if depth == 0:
+            out.append(t)
+    return out
 
 
 def parseable(sql: str) -> str:
@@ -65,14 +106,20 @@ def _without_tidb_extensions(sql: str) -> str:
     return "".join(out) + sql[copied:]
 
 
+_BEFORE_A_NAME = frozenset({"ADD", "CHANGE", "MODIFY", "DROP", "AFTER", "TO", "TABLE", "INDEX", "KEY",
+                            "REFERENCES", "ALTER", "CONSTRAINT", "RENAME", "ON", "FROM", "LIKE"})
+
+
 def _modifies_a_column(tokens, i: int, word) -> bool:
     """AUTO_RANDOM at tokens[i] follows a column's type (`id BIGINT AUTO_RANDOM(5)`), and is
     not itself a column's name (`ADD COLUMN auto_random INT`, `PRIMARY KEY (auto_random)`)."""
     before = tokens[i - 1] if i > 0 else None
     if before is None or before.token_type in (TokenType.L_PAREN, TokenType.COMMA, TokenType.COLUMN, TokenType.DOT):
         return False
-    if word(i - 1) in ("ADD", "CHANGE", "MODIFY", "DROP", "AFTER", "TO"):
+    if before.text.upper() in _BEFORE_A_NAME:  # whatever its token type
         return False
+    if "CHANGE" in (tokens[i - 2].text.upper() if i >= 2 else "", tokens[i - 3].text.upper() if i >= 3 else ""):
+        return False  # CHANGE [COLUMN] old auto_random <type>: the new name
     after = _after_group(tokens, i + 1) if i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.L_PAREN \
         else i + 1
     return after >= len(tokens) or tokens[after].token_type not in Parser.TYPE_TOKENS
@@ -115,6 +162,7 @@ def _split_add_column_lists(sql: str) -> str:
                 break
         else:
             return sql  # unbalanced: left for the parser to report
-        out += [sql[copied:tokens[i].start], ", ".join(f"ADD COLUMN {p}" for p in parts)]
+        # a part may end in a `--` or `#` comment: each part ends its line
+        out += [sql[copied:tokens[i].start], "\n, ".join(f"ADD COLUMN {p}" for p in parts) + "\n"]
         copied, i = tokens[k].end + 1, k + 1
     return "".join(out) + sql[copied:]

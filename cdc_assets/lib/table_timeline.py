@@ -243,7 +243,7 @@ class _Run:
         if isinstance(change, D.Unparsed):
             if b.declared_columns:  # the protocol's structure says what the text would have
                 return
-            self.unparsed.append({"commit_ts": b.commit_ts, "sql": b.sql[:500], "error": change.error})
+            self._unparsed(b, change.error)
             return
         if isinstance(change, D.CreateDatabase):
             return
@@ -277,6 +277,11 @@ class _Run:
             self._rename(b, state, change.new_table)
         else:
             self._alter(b, state, change)
+
+    def _unparsed(self, b: Barrier, error: str) -> None:
+        """A statement not applied: listed in the manifest, and the `ddl_applied` check warns."""
+        self.unparsed.append({"commit_ts": b.commit_ts, "table": f"{b.database}.{b.table}", "sql": b.sql[:500],
+                              "error": error})
 
     def _apply_structure(self, b: Barrier) -> None:
         """The protocol's own description of the table after the DDL wins over what the SQL said
@@ -324,9 +329,9 @@ class _Run:
         self._flush(change.source, b.index)  # the source's rows before the DDL may add columns
         source = self.states.get(change.source)
         if source is None:  # columns unknown here: the table's rows will tell, as without DDL
-            self.unparsed.append({"commit_ts": b.commit_ts, "sql": b.sql[:500],
-                                  "error": f"CREATE TABLE ... LIKE {'.'.join(change.source)}: no such table"
-                                           " in the snapshot"})
+            if b.declared_columns:  # the protocol's structure says what the source would have
+                return
+            self._unparsed(b, f"CREATE TABLE ... LIKE {'.'.join(change.source)}: no such table in the snapshot")
             return
         s = source.schema
         schema = replace(s, database=change.table[0], table=change.table[1], columns=list(s.columns),

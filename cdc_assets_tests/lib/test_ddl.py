@@ -61,6 +61,19 @@ from cdc_assets.lib.ddl import (
                                 ColumnSpec("ttl", "int"), ColumnSpec("placement", "int")), ("auto_random",))]),
     ("ALTER TABLE t ADD ttl INT, ADD COLUMN clustered INT",
      [AddColumn(("db", "t"), ColumnSpec("ttl", "int")), AddColumn(("db", "t"), ColumnSpec("clustered", "int"))]),
+    ("ALTER TABLE t DROP auto_random, DROP b", [DropColumn(("db", "t"), "auto_random"), DropColumn(("db", "t"), "b")]),
+    ("ALTER TABLE auto_random RENAME TO x", [RenameTable(("db", "auto_random"), ("db", "x"))]),
+    ("ALTER TABLE t ADD (c INT -- a comment ends its line\n, d INT # and this one\n), DROP e",
+     [AddColumn(("db", "t"), ColumnSpec("c", "int")), AddColumn(("db", "t"), ColumnSpec("d", "int")),
+      DropColumn(("db", "t"), "e")]),
+    # statements that change no table's columns or rows, which sqlglot cannot read
+    ("ALTER DATABASE d CHARACTER SET utf8mb4", []),
+    ("CREATE PLACEMENT POLICY p PRIMARY_REGION='r1'", []),
+    ("ALTER TABLE d.t ADD PARTITION (PARTITION p3 VALUES LESS THAN (30))", []),
+    ("ALTER TABLE t REORGANIZE PARTITION p0 INTO (PARTITION p1 VALUES LESS THAN (10))", []),
+    ("ALTER TABLE t PARTITION BY HASH(id) PARTITIONS 4", []),
+    ("ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4", []),
+    ("CREATE INDEX i USING BTREE ON t (a)", []),
     ("CREATE INDEX i ON t (a)", []),
     ("ALTER TABLE t ADD INDEX i (a), ALTER COLUMN c SET DEFAULT 3", []),
     ("", []),
@@ -73,8 +86,12 @@ def test_parse_ddl(sql, expected):
     "CREATE TABLE t3 AS SELECT * FROM t2",  # columns unknown here
     "CREATE TABLE t3 (LIKE t2, c INT)",  # not MySQL
     "ALTER TABLE t ADD COLUMN (c INT, d VARCHAR(3)",  # unbalanced
-    "ALTER TABLE t PARTITION BY HASH(id) PARTITIONS 4",
     "ALTER TABLE t SOMETHING",
+    "ALTER TABLE t TRUNCATE PARTITION p0",  # rows go without row events: reported, never ignored
+    "ALTER TABLE t DROP PARTITION p0, p1",
+    "ALTER TABLE t EXCHANGE PARTITION p0 WITH TABLE t2",
+    "ALTER TABLE t CHANGE x auto_random NATIONAL VARCHAR(10)",  # never a column named NATIONAL
+    "CREATE TABLE archive.t2 LIKE t1",  # t1's database is the session's, which the message does not say
     "ALTER TABLE t DROP COLUMN",  # sqlglot's tree lacks the column: reported, never raised
 ])
 def test_unparseable_ddl_is_reported_not_guessed(sql):

@@ -58,10 +58,10 @@ def test_structure_from_the_protocol_wins_and_the_sql_still_renames(spark):
 def test_unparseable_ddl_without_structure_is_recorded(spark):
     out, unparsed = _apply(spark, [
         _insert(0, TS, {"id": "1"}, {"id": "int"}),
-        _ddl(1, TS + 10, "ALTER TABLE t PARTITION BY HASH(id) PARTITIONS 4"),
+        _ddl(1, TS + 10, "ALTER TABLE t TRUNCATE PARTITION p0"),
     ])
     assert out[("db", "t")][1] == [(1,)]
-    assert [u["sql"] for u in unparsed] == ["ALTER TABLE t PARTITION BY HASH(id) PARTITIONS 4"]
+    assert [u["sql"] for u in unparsed] == ["ALTER TABLE t TRUNCATE PARTITION p0"]
 
 
 def test_an_online_schema_change_copies_alters_and_swaps_the_table_in(spark):
@@ -87,6 +87,9 @@ def test_an_online_schema_change_copies_alters_and_swaps_the_table_in(spark):
         insert(8, "t", {"id": "3", "a": "z", "c": "7"}, new),
         ddl(9, "t_empty", "CREATE TABLE t_empty LIKE t"),  # no rows: the copy of the table alone
         ddl(10, "t_other", "CREATE TABLE t_other LIKE db.never_seen"),  # columns unknown: recorded
+        # ... unless the protocol carries the new table's structure (Debezium's tableChanges)
+        {**ddl(11, "t_struct", "CREATE TABLE t_struct LIKE db.never_seen"),
+         "column_types": {"id": "int", "z": "int"}, "pk_names": ["id"]},
     ]
     result = apply_window(spark, spark.createDataFrame(events, CHANGE_LOG_SCHEMA), {})
     tables = {n: (st.schema, sorted((r.asDict() for r in st.frame.drop("_cdc_commit_ts").collect()),
@@ -94,13 +97,15 @@ def test_an_online_schema_change_copies_alters_and_swaps_the_table_in(spark):
               for n, st in result.tables.items()}
     unparsed = result.unparsed_ddl
     result.release()
-    assert set(tables) == {("db", "t"), ("db", "t_empty")}
+    assert set(tables) == {("db", "t"), ("db", "t_empty"), ("db", "t_struct")}
+    assert sorted(tables[("db", "t_struct")][0].columns) == ["id", "z"]
     schema, rows = tables[("db", "t")]
     assert (sorted(schema.columns), schema.primary_key, schema.mysql_types["c"]) == (["a", "c", "id"], ["id"], "int")
     assert rows == [{"id": 1, "a": "x", "c": 0}, {"id": 2, "a": "y", "c": 0}, {"id": 3, "a": "z", "c": 7}]
     empty, rows = tables[("db", "t_empty")]
     assert (sorted(empty.columns), empty.primary_key, empty.mysql_types, rows) == (["a", "c", "id"], ["id"], new, [])
-    assert [u["error"] for u in unparsed] == ["CREATE TABLE ... LIKE db.never_seen: no such table in the snapshot"]
+    assert [(u["table"], u["error"]) for u in unparsed] == [
+        ("db.t_other", "CREATE TABLE ... LIKE db.never_seen: no such table in the snapshot")]
 
 
 def test_a_row_at_the_same_commit_ts_as_a_ddl_in_another_partition_counts_as_after_it(spark):

@@ -120,7 +120,7 @@ def _snapshot_results(key, spark: SparkSession, snap_root, events_in: int, table
     yield MaterializeResult(
         asset_key=key,
         metadata={
-            "ddl_applied": ddl["applied"],
+            "ddl_statements": ddl["applied"],
             "ddl_unparsed": len(ddl["unparsed"]),
             "tables_dropped": MetadataValue.json(ddl["dropped_tables"]),
             "schema_changes": MetadataValue.json(
