@@ -197,6 +197,8 @@ def _changes(s: exp.Expression, sql: str, db: str) -> list[SchemaChange]:
         return _rename_tables(_command_text(s), db)
     if isinstance(s, exp.Command) and s.name.upper() == "ALTER" and _names_a_table_only(s):
         return []  # nothing left once TiDB's options are set aside (`ALTER TABLE t REMOVE TTL`)
+    if isinstance(s, exp.Command) and changes_no_table(f"{s.name} {_command_text(s)}"):
+        return []  # one statement of several (a trigger, a user...)
     if isinstance(s, exp.Command) and s.name.upper() in ("ALTER", "CREATE", "DROP", "TRUNCATE"):
         raise ValueError(f"sqlglot could not parse this {s.name.upper()} statement")
     return []

@@ -19,6 +19,10 @@ _NO_TABLE_CHANGE = (
     ("CREATE", "INDEX"), ("CREATE", "UNIQUE", "INDEX"), ("CREATE", "FULLTEXT", "INDEX"), ("CREATE", "SPATIAL", "INDEX"),
 )
 _LAYOUT_ONLY = frozenset({"ADD", "COALESCE", "REORGANIZE", "ANALYZE", "CHECK", "OPTIMIZE", "REBUILD", "REPAIR"})
+#: What CREATE / ALTER / DROP may name: anything but a table or a database changes no table
+#: (pt-online-schema-change's triggers, events, routines, users).
+_OBJECT_KINDS = frozenset({"TABLE", "DATABASE", "SCHEMA", "TRIGGER", "EVENT", "PROCEDURE", "FUNCTION", "USER",
+                           "ROLE", "VIEW", "SERVER", "TABLESPACE", "SEQUENCE", "RESOURCE"})
 #: A single ALTER TABLE action that changes no column, type, key or row.
 _NO_COLUMN_CHANGE = (["CONVERT", "TO"], ["DISABLE", "KEYS"], ["ENABLE", "KEYS"], ["ADD", "CHECK"])
 
@@ -27,12 +31,20 @@ def changes_no_table(sql: str) -> bool:
     """One statement that changes no table's columns or rows and that sqlglot cannot read
     (`CREATE INDEX ... USING BTREE`, `ALTER TABLE t CONVERT TO CHARACTER SET ...`)."""
     try:
-        tokens = [t for t in sqlglot.tokenize(sql, read="mysql") if t.token_type != TokenType.SEMICOLON]
+        tokens = sqlglot.tokenize(sql, read="mysql")
     except SqlglotError:
         return False
+    while tokens and tokens[-1].token_type == TokenType.SEMICOLON:
+        tokens.pop()
+    if any(t.token_type == TokenType.SEMICOLON for t in tokens):
+        return False  # several statements: each is read on its own
     words = [t.text.upper() for t in tokens]
     if any(tuple(words[:len(p)]) == p for p in _NO_TABLE_CHANGE):
         return True
+    if words[:1] in (["CREATE"], ["ALTER"], ["DROP"]):  # the object, after DEFINER = ..., OR REPLACE, ...
+        kind = next((w for w in words[1:12] if w in _OBJECT_KINDS), None)
+        if kind is not None and kind not in ("TABLE", "DATABASE", "SCHEMA"):
+            return True
     # ALTER TABLE [db.]t <ADD|COALESCE|...> PARTITION ..., PARTITION BY ..., REMOVE PARTITIONING
     if words[:2] != ["ALTER", "TABLE"] or any(t.token_type == TokenType.COMMA for t in _top_level(tokens)):
         return False

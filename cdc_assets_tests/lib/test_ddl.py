@@ -74,6 +74,13 @@ from cdc_assets.lib.ddl import (
     ("ALTER TABLE t PARTITION BY HASH(id) PARTITIONS 4", []),
     ("ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4", []),
     ("CREATE INDEX i USING BTREE ON t (a)", []),
+    # pt-online-schema-change's triggers, and other objects that are not tables
+    ("CREATE DEFINER=`root`@`%` TRIGGER `pt_osc_d_t_del` AFTER DELETE ON `d`.`t` FOR EACH ROW "
+     "DELETE IGNORE FROM `d`.`_t_new` WHERE `d`.`_t_new`.`id` <=> OLD.`id`", []),
+    ("CREATE EVENT e ON SCHEDULE EVERY 1 HOUR DO DELETE FROM t", []),
+    ("ALTER USER u IDENTIFIED BY 'x'", []),
+    ("CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW SET NEW.a = 1; CREATE TABLE trigger (a INT)",
+     [CreateTable(("db", "trigger"), (ColumnSpec("a", "int"),), ())]),
     ("CREATE INDEX i ON t (a)", []),
     ("ALTER TABLE t ADD INDEX i (a), ALTER COLUMN c SET DEFAULT 3", []),
     ("", []),
