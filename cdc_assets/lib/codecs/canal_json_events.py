@@ -15,11 +15,10 @@ from datetime import tzinfo
 import pyarrow as pa
 
 from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
-from cdc_assets.lib.codecs.arrow_events import as_text, decode_each_value, event
+from cdc_assets.lib.codecs.arrow_events import as_text, event
 from cdc_assets.lib.codecs.canal_values import canonical, key_and_reject, type_flags
 from cdc_assets.lib.codecs.json_fields import (
-    bool_field, long_field, object_field, objects_field, parse_object, parse_rows_exactly, positive_long_field,
-    texts_field,
+    bool_field, decode_each_object, long_field, object_field, objects_field, positive_long_field, texts_field,
 )
 from cdc_assets.lib.codecs.key_option import NO_KEYS, KeyOption
 from cdc_assets.lib.tso import ms_to_commit_ts
@@ -88,12 +87,5 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,
                    ) -> Iterator[pa.RecordBatch]:
-    def events_of(value: bytes | None, tz: tzinfo) -> list[tuple]:
-        """All of one Kafka message's events (one per element of `data` for DML, else one), or a reject."""
-        return _events(parse_object(value), tz, key_option)  # a closure: one call per message, as before
-
-    def exact_events_of(value: bytes | None, tz: tzinfo) -> list[tuple]:
-        """`events_of`, with the exact text of the column values written as JSON numbers."""
-        return _events(parse_rows_exactly(value, ("data", "old")), tz, key_option)
-
-    return decode_each_value(batches, time_zone, events_of, exact_events_of)
+    """All events of each message (one per element of `data` for DML, else one), or a reject."""
+    return decode_each_object(batches, time_zone, _events, ("data", "old"), key_option)

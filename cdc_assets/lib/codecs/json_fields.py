@@ -5,10 +5,13 @@ that quarantine a field of the wrong JSON type (as Spark's `from_json` with a sc
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from datetime import tzinfo
 
 import orjson
+import pyarrow as pa
 
-from cdc_assets.lib.codecs.arrow_events import Reject, as_text
+from cdc_assets.lib.codecs.arrow_events import Reject, as_text, decode_each_value
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 SHAPE = "valid JSON, but a field has an unexpected type for this protocol"
@@ -105,3 +108,17 @@ def objects_field(v) -> list | None:
             return v
     raise Reject("unexpected_shape", SHAPE)
 
+
+def decode_each_object(batches: Iterator[pa.RecordBatch], time_zone: str,
+                       events: Callable[[dict, tzinfo, object], list[tuple]], row_fields: tuple[str, ...],
+                       context: object) -> Iterator[pa.RecordBatch]:
+    """`decode_each_value` for protocols whose message is one JSON object: `events(m, tz,
+    context)` gives its events; a message holding a double is read again with the numbers of
+    `row_fields` kept exact (`parse_rows_exactly`)."""
+    def events_of(value: bytes | None, tz: tzinfo) -> list[tuple]:
+        return events(parse_object(value), tz, context)  # a closure: one call per message
+
+    def exact_events_of(value: bytes | None, tz: tzinfo) -> list[tuple]:
+        return events(parse_rows_exactly(value, row_fields), tz, context)
+
+    return decode_each_value(batches, time_zone, events_of, exact_events_of)
