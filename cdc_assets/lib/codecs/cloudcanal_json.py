@@ -34,7 +34,7 @@ import functools
 
 from pyspark.sql import DataFrame, functions as F, types as T
 
-from cdc_assets.lib.codecs.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns, zone
+from cdc_assets.lib.codecs.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.cloudcanal_json_events import decode_batches
 from cdc_assets.lib.codecs.spark_helpers import value_text
@@ -71,7 +71,6 @@ class CloudCanalJsonDecoder(Decoder):
 
     def decode(self, raw: DataFrame) -> DataFrame:
         time_zone = self.options["time-zone"]
-        zone(time_zone)  # an unknown zone fails here, on the driver, not in a worker
         parsed = raw.select(*PASSED).mapInArrow(
             functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option), PARSED_SCHEMA
         )
