@@ -51,6 +51,8 @@ def test_unapplied_ddl_warns_with_the_statements(tmp_path):
     assert not evaluation.passed and evaluation.metadata["ddl_unparsed"].value == 1
     (statement,) = evaluation.metadata["statements"].value
     assert (statement["sql"], statement["table"]) == (truncate, "shop.t") and statement["error"]
+    assert (statement["commit_ts"], statement["commit_time"]) == (str(ms_to_tso(T0 + 4_000)),
+                                                                  "2026-01-01T00:00:04+00:00")
 
     snapshots = settings.warehouse / "src" / "snapshots"
     (window,) = list_manifests(snapshots)

@@ -30,6 +30,7 @@ from cdc_assets.lib.metadata import schema_version, table_rows_chart
 from cdc_assets.lib.snapshot import read_table
 from cdc_assets.lib.snapshot_store import read_manifest, read_table_files, table_path, write_window_snapshot
 from cdc_assets.lib.storage import parquet_rows
+from cdc_assets.lib.tso import tso_to_datetime
 
 PK_UNIQUE = "primary_key_unique"
 RECONCILES = "reconciliation"
@@ -164,9 +165,12 @@ def _snapshot_results(key, spark: SparkSession, snap_root, events_in: int, table
         metadata={"conversion_failures": sum(failures.values()), "by_table": MetadataValue.json(failures)},
     )
     unparsed = ddl["unparsed"]
+    # commit_ts as text, and its UTC time: the UI's JSON viewer rounds integers beyond 2^53
+    statements = [{**u, "commit_ts": str(u["commit_ts"]),
+                   "commit_time": tso_to_datetime(u["commit_ts"]).isoformat()} for u in unparsed[:50]]
     yield AssetCheckResult(
         asset_key=key, check_name=DDL_APPLIED, passed=not unparsed, severity=AssetCheckSeverity.WARN,
-        metadata={"ddl_unparsed": len(unparsed), "statements": MetadataValue.json(unparsed[:50])},
+        metadata={"ddl_unparsed": len(unparsed), "statements": MetadataValue.json(statements)},
     )
 
 
