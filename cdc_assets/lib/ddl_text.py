@@ -10,9 +10,9 @@ from sqlglot.parser import Parser
 from sqlglot.tokens import TokenType
 
 
-#: Statements that change no table's columns or rows, which sqlglot cannot read: a database's
-#: options, placement policies, partition layout (not DROP / TRUNCATE / EXCHANGE PARTITION,
-#: which remove or swap rows).
+#: Statements that change no table's columns or rows: a database's options, placement policies,
+#: indexes; and partition layout below (not DROP / TRUNCATE / EXCHANGE PARTITION, which remove
+#: or swap rows).
 _NO_TABLE_CHANGE = (
     ("ALTER", "DATABASE"), ("ALTER", "SCHEMA"),
     ("CREATE", "PLACEMENT", "POLICY"), ("ALTER", "PLACEMENT", "POLICY"), ("DROP", "PLACEMENT", "POLICY"),
@@ -28,8 +28,9 @@ _NO_COLUMN_CHANGE = (["CONVERT", "TO"], ["DISABLE", "KEYS"], ["ENABLE", "KEYS"],
 
 
 def changes_no_table(sql: str) -> bool:
-    """One statement that changes no table's columns or rows and that sqlglot cannot read
-    (`CREATE INDEX ... USING BTREE`, `ALTER TABLE t CONVERT TO CHARACTER SET ...`)."""
+    """One statement that changes no table's columns or rows, known by its first words: many of
+    them sqlglot cannot read (`CREATE INDEX ... USING BTREE`, `CREATE TRIGGER`, `ALTER TABLE t
+    CONVERT TO CHARACTER SET ...`)."""
     try:
         tokens = sqlglot.tokenize(sql, read="mysql")
     except SqlglotError:
