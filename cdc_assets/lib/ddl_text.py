@@ -92,7 +92,7 @@ def _without_tidb_extensions(sql: str) -> str:
     while i < len(tokens):
         depth += (kind(i) == TokenType.L_PAREN) - (kind(i) == TokenType.R_PAREN)
         w, end = word(i), i + 1
-        if w == "AUTO_RANDOM" and _modifies_a_column(tokens, i, word):
+        if w == "AUTO_RANDOM" and _modifies_a_column(tokens, i):
             end = _after_group(tokens, end) if kind(end) == TokenType.L_PAREN else end
         elif w in ("CLUSTERED", "NONCLUSTERED") and kind(i - 1) in (TokenType.PRIMARY_KEY, TokenType.R_PAREN):
             pass
@@ -123,7 +123,7 @@ _BEFORE_A_NAME = frozenset({"ADD", "CHANGE", "MODIFY", "DROP", "AFTER", "TO", "T
                             "REFERENCES", "ALTER", "CONSTRAINT", "RENAME", "ON", "FROM", "LIKE"})
 
 
-def _modifies_a_column(tokens, i: int, word) -> bool:
+def _modifies_a_column(tokens, i: int) -> bool:
     """AUTO_RANDOM at tokens[i] follows a column's type (`id BIGINT AUTO_RANDOM(5)`), and is
     not itself a column's name (`ADD COLUMN auto_random INT`, `PRIMARY KEY (auto_random)`)."""
     before = tokens[i - 1] if i > 0 else None
