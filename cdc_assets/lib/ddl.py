@@ -195,8 +195,6 @@ def _changes(s: exp.Expression, sql: str, db: str) -> list[SchemaChange]:
         return _alter_table(_name(s.this, db), s.args.get("actions") or [])
     if isinstance(s, exp.Command) and s.name.upper() == "RENAME":
         return _rename_tables(_command_text(s), db)
-    if isinstance(s, exp.Command) and s.name.upper() == "ALTER" and _names_a_table_only(s):
-        return []  # nothing left once TiDB's options are set aside (`ALTER TABLE t REMOVE TTL`)
     if isinstance(s, exp.Command) and changes_no_table(f"{s.name} {_command_text(s)}"):
         return []  # one statement of several (a trigger, a user...)
     if isinstance(s, exp.Command) and s.name.upper() in ("ALTER", "CREATE", "DROP", "TRUNCATE"):
@@ -208,15 +206,6 @@ def _command_text(s: exp.Command) -> str:
     """What follows a command's first word (sqlglot keeps it as a string or a literal)."""
     e = s.expression
     return e if isinstance(e, str) else str(e.this) if e is not None else ""
-
-
-def _names_a_table_only(s: exp.Command) -> bool:
-    tokens = sqlglot.tokenize(_command_text(s), read="mysql")
-    kinds = [t.token_type for t in tokens]
-    name = (TokenType.VAR, TokenType.IDENTIFIER)
-    return kinds[:1] == [TokenType.TABLE] and (
-        len(kinds) == 2 and kinds[1] in name
-        or len(kinds) == 4 and kinds[1] in name and kinds[2] == TokenType.DOT and kinds[3] in name)
 
 
 def _name(t: exp.Expression, db: str) -> TableName:

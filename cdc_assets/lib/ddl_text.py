@@ -46,11 +46,12 @@ def changes_no_table(sql: str) -> bool:
         kind = next((w for w in words[1:12] if w in _OBJECT_KINDS), None)
         if kind is not None and kind not in ("TABLE", "DATABASE", "SCHEMA"):
             return True
-    # ALTER TABLE [db.]t <ADD|COALESCE|...> PARTITION ..., PARTITION BY ..., REMOVE PARTITIONING
+    # ALTER TABLE [db.]t [<ADD|COALESCE|...> PARTITION ..., PARTITION BY ..., REMOVE PARTITIONING]
     if words[:2] != ["ALTER", "TABLE"] or any(t.token_type == TokenType.COMMA for t in _top_level(tokens)):
         return False
     rest = words[5:] if len(words) > 4 and tokens[3].token_type == TokenType.DOT else words[3:]
-    return (rest[:2] in (["PARTITION", "BY"], ["REMOVE", "PARTITIONING"], *_NO_COLUMN_CHANGE)
+    return (not rest  # nothing left once TiDB's options are set aside (`ALTER TABLE t REMOVE TTL`)
+            or rest[:2] in (["PARTITION", "BY"], ["REMOVE", "PARTITIONING"], *_NO_COLUMN_CHANGE)
             or rest[:1] == ["PARTITION BY"]
             or len(rest) > 1 and rest[0] in _LAYOUT_ONLY and rest[1] == "PARTITION")
 

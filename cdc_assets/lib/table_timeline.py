@@ -241,8 +241,6 @@ class _Run:
     # DDL --------------------------------------------------------------------------------------
     def _apply_ddl(self, b: Barrier, change: D.SchemaChange) -> None:
         if isinstance(change, D.Unparsed):
-            if b.declared_columns:  # the protocol's structure says what the text would have
-                return
             self._unparsed(b, change.error)
             return
         if isinstance(change, D.CreateDatabase):
@@ -279,7 +277,10 @@ class _Run:
             self._alter(b, state, change)
 
     def _unparsed(self, b: Barrier, error: str) -> None:
-        """A statement not applied: listed in the manifest, and the `ddl_applied` check warns."""
+        """A statement not applied: listed in the manifest, and the `ddl_applied` check warns;
+        unless the protocol's structure (`declared_columns`) says what the statement did."""
+        if b.declared_columns:
+            return
         self.unparsed.append({"commit_ts": b.commit_ts, "table": f"{b.database}.{b.table}", "sql": b.sql[:500],
                               "error": error})
 
@@ -329,8 +330,6 @@ class _Run:
         self._flush(change.source, b.index)  # the source's rows before the DDL may add columns
         source = self.states.get(change.source)
         if source is None:  # columns unknown here: the table's rows will tell, as without DDL
-            if b.declared_columns:  # the protocol's structure says what the source would have
-                return
             self._unparsed(b, f"CREATE TABLE ... LIKE {'.'.join(change.source)}: no such table in the snapshot")
             return
         s = source.schema

@@ -10,6 +10,7 @@ from datetime import timezone, tzinfo
 
 from cdc_assets.lib.codecs.arrow_events import as_text, timestamp_to_utc
 from cdc_assets.lib.codecs.json_fields import INT64_MAX, INT64_MIN
+from cdc_assets.lib.codecs.key_option import key_values
 
 _BINARY_TYPE_RE = re.compile(
     r"\s*((var)?binary|(tiny|medium|long)?blob|geometry|point|linestring|polygon"
@@ -111,12 +112,9 @@ def has_non_latin1_binary(row: dict | None, types: dict) -> bool:
 
 def key_and_reject(pk_names: list | None, before: dict | None, after: dict | None, row: dict | None,
                    types: dict | None, has_binary: bool, message_reject: tuple[str, str] | None):
-    """A row event's primary key values (from the after image; a DELETE's from the before image)
-    and its (reason, detail): the message's reject, else a null key, else binary text beyond
-    ISO-8859-1, else none. A key column set to NULL is a null key, never the old value: a
-    configured key (`primary-key`) may name a nullable column."""
-    image = (after if after is not None else before) or {}
-    pk_values = None if pk_names is None else [None if n is None else image.get(n) for n in pk_names]
+    """A row event's primary key values (`key_values`) and its (reason, detail): the message's
+    reject, else a null key, else binary text beyond ISO-8859-1, else none."""
+    pk_values = key_values(pk_names, before, after)
     reason, detail = message_reject or (None, None)
     if reason is None and None in pk_values:
         reason, detail = "null_primary_key", "a primary key column is null or absent: " + ",".join(

@@ -18,8 +18,8 @@ import pyarrow as pa
 from cdc_assets.lib.changelog_schema import DDL, DELETE, INSERT, READ, ROW, UPDATE, WATERMARK
 from cdc_assets.lib.codecs.arrow_events import EventRows, Reject, event, gc_paused
 from cdc_assets.lib.codecs.debezium_envelope import EnvelopeReader, RowSchema
-from cdc_assets.lib.codecs.key_option import KeyOption
 from cdc_assets.lib.codecs.debezium_values import canonical_values, loads_exact, text_of, to_long, value_kind_type
+from cdc_assets.lib.codecs.key_option import KeyOption, key_values
 from cdc_assets.lib.tso import ms_to_commit_ts
 
 ROW_OPS = {"c": INSERT, "i": INSERT, "u": UPDATE, "d": DELETE, "r": READ}
@@ -230,10 +230,7 @@ def _row_event(payload: dict, row_schema: RowSchema, source: dict, op: str, key:
         column_types = None if image is None else {k: value_kind_type(v) for k, v in image.items()}
     database, table = _blank_to_none(_text(source.get("db"))), _blank_to_none(_text(source.get("table")))
     pk_names = _key_names(key) or options.key_option.names_for(database, table)
-    pk_values = None
-    if pk_names is not None:  # a DELETE's key from its before image; a key set to NULL stays NULL
-        image = (after if after is not None else before) or {}
-        pk_values = [None if n is None else image.get(n) for n in pk_names]
+    pk_values = key_values(pk_names, before, after)
     bad_schema = row_schema.bad
     reason = (
         ("unknown_event_type", f"unknown Debezium op {op}") if row_op is None

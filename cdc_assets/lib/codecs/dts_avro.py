@@ -18,6 +18,7 @@ cached parsed schema (`dts_avro_schema`); value rendering lives in `dts_avro_rec
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -35,6 +36,7 @@ from cdc_assets.lib.changelog_schema import (
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.dts_avro_records import DML_OPERATIONS, HEARTBEAT, Reject, decode_value, read_header
 from cdc_assets.lib.codecs.dts_avro_schema import parsed_record_schema
+from cdc_assets.lib.codecs.key_option import KeyOption
 from cdc_assets.lib.codecs.spark_helpers import blank_to_null, event_time_from_ms, lineage_columns
 from cdc_assets.lib.tso import PHYSICAL_SHIFT, plausible_ms, tso_time_col
 
@@ -64,14 +66,14 @@ _DECODED_SCHEMA = T.StructType(
 _ARROW_TYPES = {T.StringType: pa.string(), T.LongType: pa.int64(), T.ArrayType: pa.list_(pa.string())}
 
 
-def _decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _decode_batches(batches: Iterator[pa.RecordBatch], key_option: KeyOption) -> Iterator[pa.RecordBatch]:
     schema = parsed_record_schema()
     names = [f.name for f in _EVENT_FIELDS]
     for batch in batches:
         rows = []
         for value in batch.column("value").to_pylist():
             try:
-                rows.append(decode_value(value, schema))
+                rows.append(decode_value(value, schema, key_option))
             except Reject as r:
                 rows.append({"reject_reason": r.reason, "reject_detail": r.detail})
             except Exception as e:  # a shape no rule foresaw: quarantined, never the run
@@ -143,7 +145,8 @@ class DtsAvroDecoder(Decoder):
         ).drop("_source_ts", "_operation")
 
     def decode(self, raw: DataFrame) -> DataFrame:
-        ev = _with_column_types(raw.select(*_PASS_THROUGH).mapInArrow(_decode_batches, _DECODED_SCHEMA))
+        batches = functools.partial(_decode_batches, key_option=self.key_option)
+        ev = _with_column_types(raw.select(*_PASS_THROUGH).mapInArrow(batches, _DECODED_SCHEMA))
         op = F.col("operation")
         kind = (
             F.when(F.col("reject_reason").isNotNull() | op.isin(*DML_OPERATIONS), F.lit(ROW))
@@ -163,7 +166,7 @@ class DtsAvroDecoder(Decoder):
             tso_time_col(F.when(kind != WATERMARK, ts)).alias("commit_time"),
             F.when(kind != WATERMARK, F.col("source_position")).alias("source_position"),
             event_time_from_ms(_source_ms("source_ts")).alias("event_time"),
-            F.when(kind == ROW, self._pk_names()).alias("pk_names"),
+            F.when(kind == ROW, F.col("pk_names")).alias("pk_names"),
             F.when(op.isin("UPDATE", "DELETE"), before).alias("before"),
             F.when(op.isin("INSERT", "UPDATE"), after).alias("after"),
             F.when(kind == ROW, _to_map(F.col("col_names"), F.col("_types"))).alias("column_types"),
@@ -171,23 +174,11 @@ class DtsAvroDecoder(Decoder):
             F.when(kind == WATERMARK, ts).alias("watermark_ts"),
         )
         # a DELETE's key from its before image; a key column set to NULL stays NULL
-        image = F.when(F.col("after").isNotNull(), F.col("after")).otherwise(F.col("before"))
+        image = F.coalesce("after", "before")
         pk_values = F.transform("pk_names", lambda n: F.try_element_at(image, n))
         events = events.withColumn("pk_values", pk_values).withColumn("ddl_sql", F.when(kind == DDL, F.col("ddl_sql")))
         reason, detail = self._reject()
         return events.withColumns({REJECT_REASON: reason, REJECT_DETAIL: detail}).select(*DECODED_COLUMNS)
-
-    def _pk_names(self) -> Column:
-        """The record's PRIMARY columns, else the `primary-key` option's key of its table."""
-        ko = self.key_option
-        if not ko:
-            return F.col("pk_names")
-        configured = F.array(*map(F.lit, ko.every_table)) if ko.every_table else F.lit(None).cast(_STRINGS)
-        if ko.by_table:
-            per_table = F.create_map(*[x for t, cols in ko.by_table.items()
-                                       for x in (F.lit(t), F.array(*map(F.lit, cols)))])
-            configured = F.coalesce(F.try_element_at(per_table, F.concat_ws(".", "database", "table")), configured)
-        return F.when(F.size("pk_names") > 0, F.col("pk_names")).otherwise(F.coalesce(configured, F.col("pk_names")))
 
     @staticmethod
     def _reject() -> tuple[Column, Column]:

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from cdc_assets.lib.codecs.dts_avro_schema import OPERATIONS
+from cdc_assets.lib.codecs.key_option import NO_KEYS, KeyOption
 
 DML_OPERATIONS = ("INSERT", "UPDATE", "DELETE")
 HEARTBEAT = "HEARTBEAT"
@@ -188,8 +189,9 @@ def split_object_name(name: str | None) -> tuple[str | None, str | None]:
     return ".".join(parts[:-1]), parts[-1]
 
 
-def decode_value(value: bytes | None, schema: dict) -> dict:
-    """One Kafka value -> the event fields (see `dts_avro.DECODED_ARROW_FIELDS`)."""
+def decode_value(value: bytes | None, schema: dict, key_option: KeyOption = NO_KEYS) -> dict:
+    """One Kafka value -> the event fields (see `dts_avro.DECODED_ARROW_FIELDS`); the key is the
+    `pk_uk_info` tag's PRIMARY, else the `primary-key` option's."""
     import fastavro
 
     if not value:
@@ -229,7 +231,8 @@ def decode_value(value: bytes | None, schema: dict) -> dict:
                 chosen = typs[i]
                 break
         types.append(chosen)
-    out.update(pk_names=primary_key(rec["tags"]), col_names=names, col_types=types,
+    out.update(pk_names=primary_key(rec["tags"]) or key_option.names_for(database, table),
+               col_names=names, col_types=types,
                code_types=[_TYPE_BY_CODE.get(f["dataTypeNumber"], "varchar") for f in fields],
                before_vals=before, after_vals=after)
     return out

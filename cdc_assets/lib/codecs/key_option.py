@@ -25,11 +25,18 @@ class KeyOption:
 
     def names_for(self, database: str | None, table: str | None) -> list[str] | None:
         """The configured key of `database.table` (a new list), or None."""
-        names = self.by_table.get(f"{database}.{table}", self.every_table) if self.by_table else self.every_table
+        names = self.by_table.get(f"{database}.{table}", self.every_table)
         return list(names) if names else None
 
 
 NO_KEYS = KeyOption()
+
+
+def key_values(pk_names: list | None, before: dict | None, after: dict | None) -> list | None:
+    """The key's values from the after image (a DELETE's from the before image). A key column
+    set to NULL is a null key, never the old value: a configured key may name a nullable column."""
+    image = (after if after is not None else before) or {}
+    return None if pk_names is None else [image.get(n) for n in pk_names]
 
 
 def parse_key_option(text: str | None) -> KeyOption:

@@ -250,7 +250,7 @@ def _rejected(index: int, err: Reject, kind: str = ROW) -> dict:
     return {"event_index": index, "event_kind": kind, REJECT_REASON: err.reason, REJECT_DETAIL: err.detail}
 
 
-def decode_event(index: int, key: bytes, value: bytes | None, tz: tzinfo, key_option: KeyOption = NO_KEYS) -> dict:
+def decode_event(index: int, key: bytes, value: bytes | None, tz: tzinfo, key_option: KeyOption) -> dict:
     """One key frame + its value frame (None: the message had no value) -> an event dict.
 
     Fields are filled as they are decoded, so a rejected event keeps its table and ts.
