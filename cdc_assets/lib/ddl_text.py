@@ -56,10 +56,15 @@ def changes_no_table(sql: str) -> bool:
             or len(rest) > 1 and rest[0] in _LAYOUT_ONLY and rest[1] == "PARTITION")
 
 
+def _nesting(token) -> int:
+    """How a token changes the parenthesis depth: +1, -1 or 0."""
+    return (token.token_type == TokenType.L_PAREN) - (token.token_type == TokenType.R_PAREN)
+
+
 def _top_level(tokens) -> list:
     depth, out = 0, []
     for t in tokens:
-        depth += (t.token_type == TokenType.L_PAREN) - (t.token_type == TokenType.R_PAREN)
+        depth += _nesting(t)
         if depth == 0:
             out.append(t)
     return out
@@ -91,7 +96,7 @@ def _without_tidb_extensions(sql: str) -> str:
     drop: list[tuple[int, int]] = []  # token index ranges [from, to)
     depth, i = 0, 0
     while i < len(tokens):
-        depth += (kind(i) == TokenType.L_PAREN) - (kind(i) == TokenType.R_PAREN)
+        depth += _nesting(tokens[i])
         w, end = word(i), i + 1
         if w == "AUTO_RANDOM" and _modifies_a_column(tokens, i):
             end = _after_group(tokens, end) if kind(end) == TokenType.L_PAREN else end
@@ -143,7 +148,7 @@ def _after_group(tokens, i: int) -> int:
     """The index after the parenthesised group that starts at tokens[i]."""
     depth = 0
     for k in range(i, len(tokens)):
-        depth += (tokens[k].token_type == TokenType.L_PAREN) - (tokens[k].token_type == TokenType.R_PAREN)
+        depth += _nesting(tokens[k])
         if depth == 0:
             return k + 1
     return len(tokens)
@@ -168,7 +173,7 @@ def _split_add_column_lists(sql: str) -> str:
         depth, start, parts = 0, tokens[j].end + 1, []
         for k in range(j, len(tokens)):
             kind = tokens[k].token_type
-            depth += (kind == TokenType.L_PAREN) - (kind == TokenType.R_PAREN)
+            depth += _nesting(tokens[k])
             if depth == 0 or kind == TokenType.COMMA and depth == 1:
                 parts.append(sql[start:tokens[k].start].strip())
                 start = tokens[k].end + 1
