@@ -55,6 +55,7 @@ from cdc_assets.lib.codecs.arrow_events import (
 )
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.key_option import NO_KEYS, KeyOption
+from cdc_assets.lib.tidb_ddl_actions import ddl_action_name
 from cdc_assets.lib.tso import PHYSICAL_SHIFT
 
 
@@ -81,19 +82,7 @@ _SIGNED_CODES = {1, 2, 3, 4, 5, 8, 9, 246}  # "unsigned" is meaningful for these
 _BLOB_CODES = {249, 250, 251, 252}  # value = base64 of the bytes, text or binary
 _CHAR_CODES = {15, 253, 254}  # value = UTF-8 text; Go-quoted bytes with the binary flag
 _TIMESTAMP_CODE = 7
-# Docs "DDL Type Code" -> TiDB action name (the form the simulator's DDL events use).
-DDL_TYPES = {
-    1: "create schema", 2: "drop schema", 3: "create table", 4: "drop table", 5: "add column",
-    6: "drop column", 7: "add index", 8: "drop index", 9: "add foreign key",
-    10: "drop foreign key", 11: "truncate table", 12: "modify column", 13: "rebase auto id",
-    14: "rename table", 15: "set default value", 16: "shard rowid", 17: "modify table comment",
-    18: "rename index", 19: "add table partition", 20: "drop table partition", 21: "create view",
-    22: "modify table charset and collate", 23: "truncate table partition", 24: "drop view",
-    25: "recover table", 26: "modify schema charset and collate", 27: "lock table",
-    28: "unlock table", 29: "repair table", 30: "set tiflash replica",
-    31: "update tiflash replica status", 32: "add primary key", 33: "drop primary key",
-    34: "create sequence", 35: "alter sequence", 36: "drop sequence",
-}
+
 
 # -- framing ----------------------------------------------------------------------------
 def split_frames(buf: bytes, start: int = 0) -> tuple[list[bytes], Reject | None]:
@@ -292,7 +281,7 @@ def _fill_ddl(ev: dict, value: bytes) -> None:
         raise Reject("missing_ddl_query", "DDL event with an empty value")
     v = parse_json(value, "DDL value")
     code = v.get("t")
-    ev["ddl_type"] = DDL_TYPES.get(code, f"ddl type {code}")
+    ev["ddl_type"] = ddl_action_name(code)
     if not isinstance(v.get("q"), str):
         raise Reject("missing_ddl_query", "DDL value without a `q` string")
     ev["ddl_sql"] = v["q"]

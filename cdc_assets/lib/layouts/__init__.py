@@ -4,8 +4,9 @@ One module per layout behind `DumpLayout`; `LAYOUTS` maps names to layouts.
 - `kafka-parquet`: Parquet written by Spark's Kafka source.
 - `kcat-jsonl`: `kcat -C -J` lines (text payloads only: binary protocols need Parquet).
 - `lines`: plain files with one message per line (LF or CRLF), e.g. exported samples.
-- `storage-sink`: TiCDC's storage sink folders (canal-json files per table version, and
-  the `metadata` file whose checkpoint-ts is a watermark for every table).
+- `storage-sink`: TiCDC's storage sink folders (canal-json files per table version, the
+  schema files whose statements are its only record of DDL, and the `metadata` file whose
+  checkpoint-ts is a watermark for every table).
 """
 
 from __future__ import annotations

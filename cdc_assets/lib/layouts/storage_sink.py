@@ -1,17 +1,27 @@
 """TiCDC storage sink (canal-json):
 
   <root>/metadata                                   {"checkpoint-ts": <tso>}
-  <root>/<schema>/<table>/<table-version>[/<partition>][/<date>]/CDC<n>.json
-  <root>/<schema>/<table>/<table-version>/meta/schema_<version>_<hash>.json   (not needed: canal-json
-                                                                               carries its types)
+  <root>/<schema>/<table>/<table-version>[/<partition>][/<date>]/CDC<n>.json   row events
+  <root>/<schema>/<table>/meta/schema_<version>_<checksum>.json                a table's DDL
+  <root>/<schema>/meta/schema_<version>_<checksum>.json                        a database's DDL
   .../meta/CDC.index                                (not needed)
 
-Only `CDC<n>.json` files are data; only the `meta` folder directly under a table version is
-skipped (a database or table may itself be named `meta`, or start with `_`).
+The storage sink writes DDL only as schema files: the table's definition after the DDL, with
+the statement (`Query`), its commit ts (`TableVersion`) and TiDB's action code (`Type`). Each
+schema file with a statement becomes one canal-json DDL message (`_tidb.commitTs` =
+TableVersion), so a TRUNCATE, DROP or RENAME reaches the snapshots as it does through Kafka.
+A schema file without a statement is the definition of a table that existed when the
+changefeed started: not an event (its rows carry their own types and key). A schema file that
+is not readable JSON of that shape is passed on as it is, so the decoder quarantines it.
+
+Only `CDC<n>.json` and those schema files are read; the `meta` folder under a table version
+(its index) is skipped (a database or table may itself be named `meta`, or start with `_`).
 
 Each data folder is one ordered stream: topic = its path below the root (without the
 partition folder), partition = the partition folder's number (0 without one), offset =
-(file number << 24) | line. The checkpoint-ts is a watermark for every stream.
+(file number << 24) | line. A `meta` folder is the stream of its table's (or database's)
+DDL, in commit order: partition 0, offset = TableVersion. The checkpoint-ts is a watermark
+for every stream.
 """
 
 from __future__ import annotations
@@ -20,13 +30,38 @@ import json
 import re
 from pathlib import Path, PurePath
 
-from pyspark.sql import DataFrame, SparkSession, functions as F
+from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
+from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 from cdc_assets.lib.layouts.base import DumpLayout, relative_path
 from cdc_assets.lib.layouts.line_files import read_line_files
+from cdc_assets.lib.tidb_ddl_actions import DDL_ACTIONS
+from cdc_assets.lib.tso import PHYSICAL_SHIFT
 
 _DATA_FILE = r"^CDC(\d+)\.json$"
 _DATA_FILE_NAME = re.compile(r"CDC\d+\.json")
+# TiCDC's own test of a schema file's name (pkg/sink/cloudstorage: `meta/schema_\d+_\d{10}\.json$`).
+_SCHEMA_FILE_NAME = re.compile(r"schema_\d+_\d{10}\.json")
+_SCHEMA_FILE_FIELDS = T.StructType([
+    T.StructField("Schema", T.StringType()),
+    T.StructField("Table", T.StringType()),
+    T.StructField("TableVersion", T.LongType()),
+    T.StructField("Query", T.StringType()),
+    T.StructField("Type", T.IntegerType()),
+])
+
+
+def _is_schema_file(relative: PurePath) -> bool:
+    """`<schema>/meta/<name>` (a database's DDL) or `<schema>/<table>/meta/<name>` (a table's)."""
+    parts = relative.parts
+    return len(parts) in (3, 4) and parts[-2] == "meta" and _SCHEMA_FILE_NAME.fullmatch(parts[-1]) is not None
+
+
+def _below(path: Path, root: Path) -> PurePath:
+    try:
+        return Path(path).relative_to(root)
+    except ValueError:
+        return PurePath(Path(path).name)
 
 
 class StorageSinkLayout(DumpLayout):
@@ -37,26 +72,21 @@ class StorageSinkLayout(DumpLayout):
         return (root / "metadata").is_file()
 
     def is_data_file(self, relative: PurePath) -> bool:
+        if not super().is_data_file(relative):
+            return False
         parts = relative.parts
         in_version_meta = len(parts) > 4 and parts[3] == "meta"  # <schema>/<table>/<version>/meta/...
-        return (super().is_data_file(relative) and _DATA_FILE_NAME.fullmatch(relative.name) is not None
-                and not in_version_meta)
+        return _is_schema_file(relative) or (
+            _DATA_FILE_NAME.fullmatch(relative.name) is not None and not in_version_meta)
 
     def read(self, spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
-        rel = relative_path(F.col("source_file"), root)
-        folder = F.regexp_extract(rel, r"^(.*)/[^/]+$", 1)
-        # <schema>/<table>/<version>[/<partition>][/<date>]: a purely numeric 4th part is the partition.
-        parts = F.split(folder, "/")
-        fourth = F.try_element_at(parts, F.lit(4))
-        fourth_number = F.when(fourth.rlike(r"^[0-9]+$"), fourth.try_cast("int"))
-        has_partition = fourth_number.isNotNull()
-        partition = F.coalesce(fourth_number, F.lit(0))
-        topic = F.when(
-            has_partition,
-            F.concat_ws("/", F.slice(parts, 1, 3), F.slice(parts, 5, 100)),
-        ).otherwise(folder)
-        number = F.regexp_extract(F.regexp_extract(rel, r"([^/]+)$", 1), _DATA_FILE, 1).try_cast("long")
-        return read_line_files(spark, files, topic=topic, partition=partition, file_number=number)
+        is_schema = {f: _is_schema_file(_below(f, root)) for f in files}
+        schema_files = [f for f in files if is_schema[f]]
+        row_files = [f for f in files if not is_schema[f]]
+        if not schema_files:
+            return _row_messages(spark, row_files, root)
+        ddl = _ddl_messages(spark, schema_files, root)
+        return ddl if not row_files else _row_messages(spark, row_files, root).unionByName(ddl)
 
     def checkpoint_ts(self, root: Path) -> int | None:
         meta = root / "metadata"
@@ -67,3 +97,53 @@ class StorageSinkLayout(DumpLayout):
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{meta}: expected {{\"checkpoint-ts\": <tso>}} ({exc})") from None
 
+
+def _row_messages(spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
+    rel = relative_path(F.col("source_file"), root)
+    folder = F.regexp_extract(rel, r"^(.*)/[^/]+$", 1)
+    # <schema>/<table>/<version>[/<partition>][/<date>]: a purely numeric 4th part is the partition.
+    parts = F.split(folder, "/")
+    fourth = F.try_element_at(parts, F.lit(4))
+    fourth_number = F.when(fourth.rlike(r"^[0-9]+$"), fourth.try_cast("int"))
+    has_partition = fourth_number.isNotNull()
+    partition = F.coalesce(fourth_number, F.lit(0))
+    topic = F.when(
+        has_partition,
+        F.concat_ws("/", F.slice(parts, 1, 3), F.slice(parts, 5, 100)),
+    ).otherwise(folder)
+    number = F.regexp_extract(F.regexp_extract(rel, r"([^/]+)$", 1), _DATA_FILE, 1).try_cast("long")
+    return read_line_files(spark, files, topic=topic, partition=partition, file_number=number)
+
+
+def _ddl_messages(spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
+    """One canal-json DDL message per schema file with a statement (module docstring)."""
+    whole = spark.read.format("binaryFile").load([str(p) for p in files]).select(
+        F.col("content"), F.col("_metadata.file_path").alias("source_file"),
+    )
+    rel = relative_path(F.col("source_file"), root)
+    d = F.from_json(F.decode("content", "UTF-8"), _SCHEMA_FILE_FIELDS)
+    version = F.coalesce(d["TableVersion"], F.regexp_extract(rel, r"schema_(\d+)_\d+\.json$", 1).try_cast("long"))
+    readable = d["Schema"].isNotNull() & (d["Schema"] != "") & version.isNotNull()
+    has_statement = F.coalesce(F.trim(d["Query"]), F.lit("")) != ""
+    actions = F.create_map(*[F.lit(x) for code, name in DDL_ACTIONS.items() for x in (code, name)])
+    message = F.to_json(F.struct(
+        F.lit(0).alias("id"),
+        d["Schema"].alias("database"),
+        F.nullif(d["Table"], F.lit("")).alias("table"),
+        F.lit(True).alias("isDdl"),
+        F.coalesce(F.try_element_at(actions, d["Type"]),
+                   F.concat(F.lit("ddl type "), d["Type"].cast("string"))).alias("type"),
+        F.shiftright(version, PHYSICAL_SHIFT).alias("es"),
+        F.shiftright(version, PHYSICAL_SHIFT).alias("ts"),
+        d["Query"].alias("sql"),
+        F.struct(version.alias("commitTs")).alias("_tidb"),
+    ))
+    return whole.where(~readable | has_statement).select(
+        F.regexp_extract(rel, r"^(.*)/[^/]+$", 1).alias("topic"),
+        F.lit(0).alias("kafka_partition"),
+        version.alias("kafka_offset"),
+        F.lit(None).cast("timestamp").alias("kafka_timestamp"),
+        F.lit(None).cast("binary").alias("key"),
+        F.when(readable, F.encode(message, "UTF-8")).otherwise(F.col("content")).alias("value"),
+        "source_file",
+    ).select(*[F.col(f.name).cast(f.dataType) for f in RAW_MESSAGE_SCHEMA.fields])

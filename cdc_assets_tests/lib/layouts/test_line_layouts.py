@@ -22,7 +22,13 @@ def storage_sink(tmp_path, conformance):
         folder.mkdir(parents=True)
         (folder / "CDC000001.json").write_bytes((conformance / MCCC.format(n)).read_bytes())
         (folder / "meta").mkdir()
-        (folder / "meta" / "schema_464043256649875456_0.json").write_text("{}")
+        (folder / "meta" / "CDC.index").write_text("CDC000001.json\n")
+        # The table's definition when the changefeed started: no statement, so not an event.
+        definition = {"Table": table, "Schema": "test_active", "Version": 1, "TableVersion": 464043256649875456,
+                      "Query": "", "Type": 0, "TableColumns": [{"ColumnName": "id", "ColumnType": "INT"}],
+                      "TableColumnsTotal": 1}
+        (folder.parent / "meta").mkdir()
+        (folder.parent / "meta" / "schema_464043256649875456_0123456789.json").write_text(json.dumps(definition))
     checkpoint = (1770344427851 + 86_400_000) << 18
     (root / "metadata").write_text(json.dumps({"checkpoint-ts": checkpoint}))
     return root
@@ -31,7 +37,12 @@ def storage_sink(tmp_path, conformance):
 def test_storage_sink_is_detected_and_read_with_stream_lineage(storage_sink, spark):
     assert detect_layout(storage_sink) == "storage-sink"
     files = list_dump_files(storage_sink, "storage-sink")
-    assert [f.name for f in files] == ["CDC000001.json", "CDC000001.json"]
+    assert [f.relative_to(storage_sink).as_posix() for f in files] == [
+        "test_active/message/464043256649875456/CDC000001.json",
+        "test_active/message/meta/schema_464043256649875456_0123456789.json",
+        "test_active/message2/464043256649875456/CDC000001.json",
+        "test_active/message2/meta/schema_464043256649875456_0123456789.json",
+    ]
     rows = read_dump(spark, files, "storage-sink", storage_sink).orderBy("topic", "kafka_offset").collect()
     assert [r.topic for r in rows] == ["test_active/message/464043256649875456"] * 8 + [
         "test_active/message2/464043256649875456"] * 2
