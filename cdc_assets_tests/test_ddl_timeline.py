@@ -3,8 +3,10 @@ two updates of the same row; snapshots and point-in-time reads against a brute-f
 
 from __future__ import annotations
 
+import json
 import random
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -133,8 +135,53 @@ def ddl_run(tmp_path_factory):
     return u, settings, summary
 
 
-def test_every_window_snapshot_equals_the_brute_force_replay(ddl_run):
-    u, settings, summary = ddl_run
+# Canal's DDL types -> TiDB action codes, for the storage sink's schema files.
+_ACTION_CODES = {"CREATE": 3, "ALTER": 5, "TRUNCATE": 11, "RENAME": 14, "ERASE": 4}
+
+
+def _as_storage_sink(u: Upstream, root: Path) -> None:
+    """The same changes as TiCDC's storage sink writes them: each table's rows in the folder of
+    its table version (the commit ts of its last DDL), every DDL only in a schema file, and the
+    last watermark as the checkpoint."""
+    version: dict[tuple[str, str], int] = {}
+    rows: dict[Path, list[str]] = {}
+    checkpoint = None
+    for line in u.lines:
+        m = json.loads(line)
+        if m["type"] == "TIDB_WATERMARK":
+            checkpoint = m["_tidb"]["watermarkTs"]
+        elif m["isDdl"]:
+            ts, table = m["_tidb"]["commitTs"], m["table"]
+            folder = root / m["database"] / table / "meta" if table else root / m["database"] / "meta"
+            folder.mkdir(parents=True, exist_ok=True)
+            action = _ACTION_CODES.get(m["type"], 2 if m["sql"].startswith("DROP DATABASE") else 1)
+            (folder / f"schema_{ts}_0000000001.json").write_text(json.dumps(
+                {"Table": table, "Schema": m["database"], "Version": 1, "TableVersion": ts, "Query": m["sql"],
+                 "Type": action, "TableColumns": None, "TableColumnsTotal": 0}, indent=4))
+            if table:
+                version[(m["database"], table)] = ts
+        else:
+            name = (m["database"], m["table"])
+            rows.setdefault(root / name[0] / name[1] / str(version[name]) / "CDC000001.json", []).append(line)
+    for path, lines in rows.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+    (root / "metadata").write_text(json.dumps({"checkpoint-ts": checkpoint}))
+
+
+@pytest.fixture(scope="module")
+def storage_sink_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ddl_sink")
+    u = _scenario()
+    _as_storage_sink(u, tmp / "sink")
+    settings = settings_for(tmp / "home", tmp / "sink", layout="storage-sink")
+    summary = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
+    return u, settings, summary
+
+
+@pytest.mark.parametrize("run", ["ddl_run", "storage_sink_run"])
+def test_every_window_snapshot_equals_the_brute_force_replay(run, request):
+    u, settings, summary = request.getfixturevalue(run)
     assert summary.ok and summary.windows == 3 and summary.quarantined == 0
     snapshots = settings.warehouse / "src" / "snapshots"
     for window in list_manifests(snapshots):
