@@ -23,6 +23,7 @@ A window without DDL takes the fast path: every table's rows in one pass, as bef
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Callable
@@ -32,7 +33,7 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 from cdc_assets.lib import ddl as D
 from cdc_assets.lib.changelog_schema import ROW
 from cdc_assets.lib.concurrent_jobs import run_concurrently
-from cdc_assets.lib.ddl_barriers import SEGMENT, Barrier, window_barriers, with_segments
+from cdc_assets.lib.ddl_barriers import SEGMENT, Barrier, is_single_rename, rename_order, window_barriers, with_segments
 from cdc_assets.lib.mysql_types import typed_value
 from cdc_assets.lib.key_ranges import KeyRanges, range_index
 from cdc_assets.lib.snapshot import (
@@ -151,12 +152,29 @@ class _Run:
         else:  # one segment: the tables with rows are the ones the schema job sees (one job less)
             schemas = window_table_schemas(self.rows)
             self._pending = {name: [0] for name in schemas}
-        for barrier in self.barriers:
+        for barrier in self._in_applicable_order():
             for change in barrier.changes:
                 self._apply_ddl(barrier, change)
             if barrier.declared_columns:
                 self._apply_structure(barrier)
         self._flush_remaining(schemas)
+
+    def _in_applicable_order(self) -> Iterator[Barrier]:
+        """The barriers in commit order; renames that share a commit_ts in `rename_order`, given
+        the tables that exist when the first of them is reached (lazily: earlier barriers are
+        applied by then)."""
+        i = 0
+        while i < len(self.barriers):
+            group = [self.barriers[i]]
+            while (is_single_rename(group[0]) and i + len(group) < len(self.barriers)
+                   and is_single_rename(nxt := self.barriers[i + len(group)]) and nxt.commit_ts == group[0].commit_ts):
+                group.append(nxt)
+            if len(group) > 1:
+                # a table exists if the snapshot has it or it has rows before these renames
+                existing = set(self.states) | {n for n, segments in self._pending.items() if segments[0] <= group[0].index}
+                group = rename_order(group, existing)
+            yield from group
+            i += len(group)
 
     # rows -------------------------------------------------------------------------------------
     def _flush(self, name: Name, upto: int) -> None:

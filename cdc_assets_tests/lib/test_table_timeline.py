@@ -117,3 +117,38 @@ def test_a_row_at_the_same_commit_ts_as_a_ddl_in_another_partition_counts_as_aft
         _insert(2, TS + 5, {"id": "3", "v": "3"}, types, partition=0),  # same partition, later offset: after
     ])
     assert out[("db", "t")][1] == [(2, 2), (3, 3)]
+
+
+def test_a_row_at_the_same_commit_ts_in_another_topic_counts_as_after_the_ddl(spark):
+    """Kafka order is only an order within one partition of one topic: a storage-sink row
+    stream and its table's DDL stream are both partition 0."""
+    types = {"id": "int", "v": "int"}
+    out, _ = _apply(spark, [
+        _insert(0, TS, {"id": "1", "v": "1"}, types),
+        {**_ddl(1 << 40, TS + 5, "TRUNCATE TABLE t"), "topic": "db/t/meta"},
+        {**_insert(1 << 24, TS + 5, {"id": "2", "v": "2"}, types), "topic": "db/t/5"},  # smaller offset
+    ])
+    assert out[("db", "t")][1] == [(2, 2)]
+
+
+def test_renames_split_from_one_statement_apply_in_an_order_mysql_could_run(spark):
+    """`RENAME TABLE a TO c, b TO a, c TO b` (a swap) and gh-ost's cut-over arrive as one rename
+    per table at one commit_ts; TiCDC's storage sink loses their order (one file each)."""
+    types = {"id": "int"}
+
+    def rename(offset, new, sql):
+        return {**_ddl(offset, TS + 10, sql), "table": new, "topic": f"db/{new}/meta"}
+
+    def insert(offset, table, key):
+        return {**_insert(offset, TS + offset, {"id": str(key)}, types), "table": table}
+
+    events = [insert(0, "a", 1), insert(1, "b", 2), insert(2, "t", 3), insert(3, "t_gho", 4),
+              # given in an order that cannot have run: each target still exists
+              rename(0, "b", "RENAME TABLE `db`.`c` TO `db`.`b`"),
+              rename(0, "a", "RENAME TABLE `db`.`b` TO `db`.`a`"),
+              rename(0, "t", "RENAME TABLE `db`.`t_gho` TO `db`.`t`"),
+              rename(0, "c", "RENAME TABLE `db`.`a` TO `db`.`c`"),
+              rename(0, "t_del", "RENAME TABLE `db`.`t` TO `db`.`t_del`")]
+    out, unparsed = _apply(spark, events)
+    assert {n[1]: rows for n, (_, rows) in out.items()} == {"a": [(2,)], "b": [(1,)], "t": [(4,)], "t_del": [(3,)]}
+    assert unparsed == []

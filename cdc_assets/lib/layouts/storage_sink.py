@@ -4,6 +4,7 @@
   <root>/<schema>/<table>/<table-version>[/<partition>][/<date>]/CDC<n>.json   row events
   <root>/<schema>/<table>/meta/schema_<version>_<checksum>.json                a table's DDL
   <root>/<schema>/meta/schema_<version>_<checksum>.json                        a database's DDL
+  <root>/<schema>/<table>/<table-version>/schema.json   a table's DDL (TiCDC v6.5.0 to v6.5.2)
   .../meta/CDC.index                                (not needed)
 
 The storage sink writes DDL only as schema files: the table's definition after the DDL, with
@@ -16,12 +17,15 @@ is not readable JSON of that shape is passed on as it is, so the decoder quarant
 
 Only `CDC<n>.json` and those schema files are read; the `meta` folder under a table version
 (its index) is skipped (a database or table may itself be named `meta`, or start with `_`).
+Rows of the same millisecond as a DDL are ordered after it only when they carry `_tidb.commitTs`
+(`enable-tidb-extension=true`, which TiCDC's own storage tests set): without it their commit
+ts is `es << 18`, below the DDL's exact one.
 
 Each data folder is one ordered stream: topic = its path below the root (without the
 partition folder), partition = the partition folder's number (0 without one), offset =
-(file number << 24) | line. A `meta` folder is the stream of its table's (or database's)
-DDL, in commit order: partition 0, offset = TableVersion. The checkpoint-ts is a watermark
-for every stream.
+(file number << 24) | line. `<schema>[/<table>]/meta` is the stream of the table's (or
+database's) DDL, in commit order: partition 0, offset = TableVersion. The checkpoint-ts is a
+watermark for every stream.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ _DATA_FILE = r"^CDC(\d+)\.json$"
 _DATA_FILE_NAME = re.compile(r"CDC\d+\.json")
 # TiCDC's own test of a schema file's name (pkg/sink/cloudstorage: `meta/schema_\d+_\d{10}\.json$`).
 _SCHEMA_FILE_NAME = re.compile(r"schema_\d+_\d{10}\.json")
+_OLD_SCHEMA_FILE_NAME = "schema.json"  # in the table version's folder, up to TiCDC v6.5.2
 _SCHEMA_FILE_FIELDS = T.StructType([
     T.StructField("Schema", T.StringType()),
     T.StructField("Table", T.StringType()),
@@ -52,8 +57,11 @@ _SCHEMA_FILE_FIELDS = T.StructType([
 
 
 def _is_schema_file(relative: PurePath) -> bool:
-    """`<schema>/meta/<name>` (a database's DDL) or `<schema>/<table>/meta/<name>` (a table's)."""
+    """`<schema>/meta/<name>` (a database's DDL), `<schema>/<table>/meta/<name>` (a table's) or
+    `<schema>/<table>/<version>/schema.json`."""
     parts = relative.parts
+    if len(parts) == 4 and parts[3] == _OLD_SCHEMA_FILE_NAME:
+        return parts[2].isdigit()
     return len(parts) in (3, 4) and parts[-2] == "meta" and _SCHEMA_FILE_NAME.fullmatch(parts[-1]) is not None
 
 
@@ -121,10 +129,14 @@ def _ddl_messages(spark: SparkSession, files: list[Path], root: Path) -> DataFra
         F.col("content"), F.col("_metadata.file_path").alias("source_file"),
     )
     rel = relative_path(F.col("source_file"), root)
-    d = F.from_json(F.decode("content", "UTF-8"), _SCHEMA_FILE_FIELDS)
-    version = F.coalesce(d["TableVersion"], F.regexp_extract(rel, r"schema_(\d+)_\d+\.json$", 1).try_cast("long"))
-    readable = d["Schema"].isNotNull() & (d["Schema"] != "") & version.isNotNull()
-    has_statement = F.coalesce(F.trim(d["Query"]), F.lit("")) != ""
+    old_layout = rel.endswith("/" + _OLD_SCHEMA_FILE_NAME)
+    # A cast, not decode(): invalid UTF-8 must not fail the landing (the file is quarantined).
+    text = F.col("content").cast("string")
+    d = F.from_json(text, _SCHEMA_FILE_FIELDS)
+    version_in_path = F.regexp_extract(rel, r"(?:schema_|/)(\d+)(?:_\d+\.json|/schema\.json)$", 1)
+    version = F.coalesce(d["TableVersion"], version_in_path.try_cast("long"))
+    readable = F.is_valid_utf8(text) & F.coalesce(d["Schema"] != "", F.lit(False)) & version.isNotNull()
+    has_statement = F.coalesce(F.regexp_replace(d["Query"], r"\s+", "") != "", F.lit(False))
     actions = F.create_map(*[F.lit(x) for code, name in DDL_ACTIONS.items() for x in (code, name)])
     message = F.to_json(F.struct(
         F.lit(0).alias("id"),
@@ -139,7 +151,8 @@ def _ddl_messages(spark: SparkSession, files: list[Path], root: Path) -> DataFra
         F.struct(version.alias("commitTs")).alias("_tidb"),
     ))
     return whole.where(~readable | has_statement).select(
-        F.regexp_extract(rel, r"^(.*)/[^/]+$", 1).alias("topic"),
+        F.when(old_layout, F.concat(F.regexp_extract(rel, r"^([^/]*/[^/]*)/", 1), F.lit("/meta")))
+        .otherwise(F.regexp_extract(rel, r"^(.*)/[^/]+$", 1)).alias("topic"),
         F.lit(0).alias("kafka_partition"),
         version.alias("kafka_offset"),
         F.lit(None).cast("timestamp").alias("kafka_timestamp"),

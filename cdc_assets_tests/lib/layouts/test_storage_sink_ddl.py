@@ -63,7 +63,8 @@ def _data_file(root: Path, table: str, version: int, lines: list[str]) -> Path:
 @pytest.fixture()
 def sink(tmp_path) -> Path:
     """shop.t: three rows, TRUNCATE, a row, ADD COLUMN, rows, RENAME to shop.u, a row;
-    shop.gone: a row, then DROP TABLE. Every DDL only in a schema file, as the sink writes it."""
+    shop.gone: a row, then DROP TABLE; shop.p and shop.q swapped by one RENAME TABLE. Every DDL
+    only in a schema file, as the sink writes it."""
     root = tmp_path / "sink"
     v1, v2, v3, v4 = _ts(1), _ts(10), _ts(20), _ts(30)
     _schema_file(root, _ts(0), "shop", query="CREATE DATABASE `shop`", action=1)
@@ -83,20 +84,28 @@ def sink(tmp_path) -> Path:
     _schema_file(root, _ts(1), "shop", "gone")
     _data_file(root, "gone", _ts(1), [_row(5, "gone", "INSERT", {"id": 9, "name": "g"})])
     _schema_file(root, _ts(40), "shop", "gone", "DROP TABLE `shop`.`gone`", 4)
+    # RENAME TABLE p TO tmp, q TO p, tmp TO q: TiCDC writes one file per table, one version
+    for table, key in (("p", 7), ("q", 8)):
+        _schema_file(root, _ts(1), "shop", table)
+        _data_file(root, table, _ts(1), [_row(6, table, "INSERT", {"id": key, "name": table})])
+    for old, new in (("tmp", "q"), ("q", "p"), ("p", "tmp")):
+        _schema_file(root, _ts(50), "shop", new, f"RENAME TABLE `shop`.`{old}` TO `shop`.`{new}`", 14)
     (root / "metadata").write_text(json.dumps({"checkpoint-ts": ms_to_tso(T0 + 3_600_000)}))
     return root
 
 
 def test_schema_files_are_listed_and_read_as_ddl_messages(sink, spark):
     files = list_dump_files(sink, "storage-sink")
-    schema_files = sorted(f.relative_to(sink).as_posix() for f in files if f.parent.name == "meta")
+    schema_files = sorted(f.relative_to(sink).as_posix() for f in files
+                          if f.parent.name == "meta" and f.parent.parent.name in ("shop", "t", "u", "gone"))
     assert schema_files == [
         f"shop/gone/meta/schema_{_ts(1)}_{CHECKSUM}.json", f"shop/gone/meta/schema_{_ts(40)}_{CHECKSUM}.json",
         f"shop/meta/schema_{_ts(0)}_{CHECKSUM}.json",
         f"shop/t/meta/schema_{_ts(1)}_{CHECKSUM}.json", f"shop/t/meta/schema_{_ts(10)}_{CHECKSUM}.json",
         f"shop/t/meta/schema_{_ts(20)}_{CHECKSUM}.json", f"shop/u/meta/schema_{_ts(30)}_{CHECKSUM}.json",
     ]
-    ddl = read_dump(spark, files, "storage-sink", sink).where("topic like '%meta'").orderBy("kafka_offset").collect()
+    ddl = (read_dump(spark, files, "storage-sink", sink).where("topic like '%meta'")
+           .where("topic not in ('shop/p/meta', 'shop/q/meta', 'shop/tmp/meta')").orderBy("kafka_offset").collect())
     # The definitions without a statement (tables present at the changefeed's start) are not events.
     assert [(r.topic, r.kafka_partition, r.kafka_offset) for r in ddl] == [
         ("shop/meta", 0, _ts(0)), ("shop/t/meta", 0, _ts(10)), ("shop/t/meta", 0, _ts(20)),
@@ -109,7 +118,8 @@ def test_schema_files_are_listed_and_read_as_ddl_messages(sink, spark):
     assert "table" not in messages[0] and messages[0]["type"] == "create schema"
 
     decoded = get_decoder("canal-json", None).decode(read_dump(spark, files, "storage-sink", sink))
-    events = decoded.where("event_kind = 'ddl'").orderBy("commit_ts").collect()
+    events = (decoded.where("event_kind = 'ddl' and coalesce(table, '') in ('', 't', 'u', 'gone')")
+              .orderBy("commit_ts").collect())
     assert [(e.database, e.table, e.commit_ts, e.ddl_type) for e in events] == [
         ("shop", None, _ts(0), "create schema"), ("shop", "t", _ts(10), "truncate table"),
         ("shop", "t", _ts(20), "add column"), ("shop", "u", _ts(30), "rename table"),
@@ -120,16 +130,42 @@ def test_schema_files_are_listed_and_read_as_ddl_messages(sink, spark):
 
 def test_a_schema_file_that_is_not_a_definition_is_quarantined_not_dropped(tmp_path, spark):
     root = tmp_path / "sink"
-    bad = root / "shop" / "t" / "meta" / f"schema_{_ts(5)}_{CHECKSUM}.json"
-    bad.parent.mkdir(parents=True)
-    bad.write_bytes(b"{not json")
+    contents = {5: b"{not json", 6: b'{"Schema": "shop", "Query": "TRUNCATE TABLE t\xff"}', 7: b"{}"}
+    for seconds, content in contents.items():
+        path = root / "shop" / "t" / "meta" / f"schema_{_ts(seconds)}_{CHECKSUM}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
     (root / "metadata").write_text(json.dumps({"checkpoint-ts": _ts(60)}))
     files = list_dump_files(root, "storage-sink")
-    assert files == [bad]
-    (row,) = read_dump(spark, files, "storage-sink", root).collect()
-    assert (row.topic, row.kafka_offset, bytes(row.value)) == ("shop/t/meta", _ts(5), b"{not json")
-    (event,) = get_decoder("canal-json", None).decode(read_dump(spark, files, "storage-sink", root)).collect()
-    assert event[REJECT_REASON] == "invalid_json"
+    rows = read_dump(spark, files, "storage-sink", root).orderBy("kafka_offset").collect()
+    assert [(r.topic, r.kafka_offset, bytes(r.value)) for r in rows] == [
+        ("shop/t/meta", _ts(s), content) for s, content in contents.items()]
+    events = get_decoder("canal-json", None).decode(read_dump(spark, files, "storage-sink", root))
+    # Not JSON, not UTF-8 (which must not fail the landing), not a definition.
+    assert [e[REJECT_REASON] for e in events.orderBy("kafka_offset").collect()] == [
+        "invalid_json", "invalid_utf8", "unknown_event_type"]
+
+
+def test_schema_json_of_ticdc_v6_5_and_statements_of_blanks(tmp_path, spark):
+    """Up to v6.5.2 TiCDC wrote a table's DDL to `<schema>/<table>/<version>/schema.json`."""
+    root = tmp_path / "sink"
+    folder = root / "shop" / "t" / str(_ts(8))
+    folder.mkdir(parents=True)
+    (folder / "schema.json").write_text(json.dumps(
+        {"Table": "t", "Schema": "shop", "Version": 1, "TableVersion": _ts(8), "Query": "TRUNCATE TABLE t",
+         "Type": 11, "TableColumns": [], "TableColumnsTotal": 0}, indent=4))
+    _data_file(root, "t", _ts(8), [_row(9, "t", "INSERT", {"id": 1, "name": "a"})])
+    _schema_file(root, _ts(3), "shop", "t", query=" \n\t")  # blanks: no statement
+    (root / "shop" / "x" / "v1").mkdir(parents=True)
+    (root / "shop" / "x" / "v1" / "schema.json").write_text("{}")  # not a version folder: not read
+    (root / "metadata").write_text(json.dumps({"checkpoint-ts": _ts(60)}))
+    files = list_dump_files(root, "storage-sink")
+    assert sorted(f.relative_to(root).as_posix() for f in files) == [
+        f"shop/t/{_ts(8)}/CDC000001.json", f"shop/t/{_ts(8)}/schema.json",
+        f"shop/t/meta/schema_{_ts(3)}_{CHECKSUM}.json"]
+    ddl = read_dump(spark, files, "storage-sink", root).where("topic like '%meta'").collect()
+    assert [(r.topic, r.kafka_offset, json.loads(bytes(r.value))["sql"]) for r in ddl] == [
+        ("shop/t/meta", _ts(8), "TRUNCATE TABLE t")]
 
 
 @pytest.mark.slow
@@ -142,7 +178,8 @@ def test_ddl_of_schema_files_reaches_the_snapshots(sink, tmp_path):
     exported = {f"{t.database}.{t.table}": pq.read_table(t.path).to_pylist()
                 for t in export_snapshot(settings.warehouse / "src" / "snapshots", tmp_path / "out")}
     # TRUNCATE removed 1-3; the column added later is NULL for nothing left; RENAME moved t to u;
-    # DROP TABLE removed shop.gone.
-    assert sorted(exported) == ["shop.u"]
+    # DROP TABLE removed shop.gone; p and q swapped.
+    assert sorted(exported) == ["shop.p", "shop.q", "shop.u"]
     assert sorted((r["id"], r["name"], r["note"]) for r in exported["shop.u"]) == [
         (4, "d", "x"), (5, "e", "y"), (6, "f", "z")]
+    assert [(r["id"], r["name"]) for t in ("shop.p", "shop.q") for r in exported[t]] == [(8, "q"), (7, "p")]
