@@ -1,7 +1,7 @@
 """TiCDC storage sink (canal-json):
 
   <root>/metadata                                   {"checkpoint-ts": <tso>}
-  <root>/<schema>/<table>/<table-version>[/<partition>][/<date>]/CDC<n>.json   row events
+  <root>/<schema>/<table>/<table-version>[/<partition>][/<date>]/CDC[_<dispatcher>_]<n>.json   rows
   <root>/<schema>/<table>/meta/schema_<version>_<checksum>.json                a table's DDL
   <root>/<schema>/meta/schema_<version>_<checksum>.json                        a database's DDL
   <root>/<schema>/<table>/<table-version>/schema.json   a table's DDL (TiCDC v6.5.0 to v6.5.2)
@@ -15,15 +15,15 @@ A schema file without a statement is the definition of a table that existed when
 changefeed started: not an event (its rows carry their own types and key). A schema file that
 is not readable JSON of that shape is passed on as it is, so the decoder quarantines it.
 
-Only `CDC<n>.json` and those schema files are read; the `meta` folder under a table version
+Only data files and those schema files are read; the `meta` folder under a table version
 (its index) is skipped (a database or table may itself be named `meta`, or start with `_`).
 Rows of the same millisecond as a DDL are ordered after it only when they carry `_tidb.commitTs`
 (`enable-tidb-extension=true`, which TiCDC's own storage tests set): without it their commit
 ts is `es << 18`, below the DDL's exact one.
 
-Each data folder is one ordered stream: topic = its path below the root (without the
-partition folder), partition = the partition folder's number (0 without one), offset =
-(file number << 24) | line. `<schema>[/<table>]/meta` is the stream of the table's (or
+Each data folder is one ordered stream (each dispatcher's files one, with `/CDC_<dispatcher>`
+after the folder): topic = its path below the root (without the partition folder), partition =
+the partition folder's number (0 without one), offset = (file number << 24) | line. `<schema>[/<table>]/meta` is the stream of the table's (or
 database's) DDL, in commit order: partition 0, offset = TableVersion. The checkpoint-ts is a
 watermark for every stream.
 """
@@ -42,8 +42,10 @@ from cdc_assets.lib.layouts.line_files import read_line_files
 from cdc_assets.lib.tidb_ddl_actions import DDL_ACTIONS
 from cdc_assets.lib.tso import PHYSICAL_SHIFT
 
-_DATA_FILE = r"^CDC(\d+)\.json$"
-_DATA_FILE_NAME = re.compile(r"CDC\d+\.json")
+# CDC<n>.json, or CDC_<dispatcher>_<n>.json when one table is written from several nodes
+# (TiCDC's `enable-table-across-nodes`): each dispatcher's files are a stream of their own.
+_DATA_FILE = r"^CDC(?:_(.+)_)?(\d+)\.json$"
+_DATA_FILE_NAME = re.compile(_DATA_FILE)
 # TiCDC's own test of a schema file's name (pkg/sink/cloudstorage: `meta/schema_\d+_\d{10}\.json$`).
 _SCHEMA_FILE_NAME = re.compile(r"schema_\d+_\d{10}\.json")
 _OLD_SCHEMA_FILE_NAME = "schema.json"  # in the table version's folder, up to TiCDC v6.5.2
@@ -119,7 +121,10 @@ def _row_messages(spark: SparkSession, files: list[Path], root: Path) -> DataFra
         has_partition,
         F.concat_ws("/", F.slice(parts, 1, 3), F.slice(parts, 5, 100)),
     ).otherwise(folder)
-    number = F.regexp_extract(F.regexp_extract(rel, r"([^/]+)$", 1), _DATA_FILE, 1).try_cast("long")
+    name = F.regexp_extract(rel, r"([^/]+)$", 1)
+    dispatcher = F.regexp_extract(name, _DATA_FILE, 1)
+    topic = F.when(dispatcher != "", F.concat(topic, F.lit("/CDC_"), dispatcher)).otherwise(topic)
+    number = F.regexp_extract(name, _DATA_FILE, 2).try_cast("long")
     return read_line_files(spark, files, topic=topic, partition=partition, file_number=number)
 
 

@@ -42,11 +42,12 @@ def test_storage_sink_lists_cdc_files_outside_the_version_meta_folder(odd_root):
     for rel in ("_prisma/_prisma_migrations/1/CDC000001.json", "meta/meta/2/CDC000002.json",
                 "db/t/3/7/2026-01-01/CDC000003.json", "db/t/3/7/2026-01-01/meta/CDC.index",
                 "db/t/3/meta/schema_3_0.json", "db/t/3/meta/CDC000009.json", "db/meta/schema_3_0.json",
-                "db/t/3/CDC.json", "db/t/3/CDCx.json", "db/t/3/CDC1.json.tmp", "db/t/3/.CDC4.json"):
+                "db/t/3/CDC.json", "db/t/3/CDCx.json", "db/t/3/CDC1.json.tmp", "db/t/3/.CDC4.json",
+                "db/t/3/CDC_7f2a-01_000005.json", "db/t/3/CDC__5.json"):
         _write(odd_root, rel)
     assert _listed(odd_root, "storage-sink") == [
         "_prisma/_prisma_migrations/1/CDC000001.json", "db/t/3/7/2026-01-01/CDC000003.json",
-        "meta/meta/2/CDC000002.json",
+        "db/t/3/CDC_7f2a-01_000005.json", "meta/meta/2/CDC000002.json",
     ]
 
 
@@ -70,12 +71,17 @@ def test_storage_sink_streams_of_underscore_and_meta_tables(odd_root, spark):
         _write(odd_root, "meta/meta/6/12/2026-01-01/CDC000003.json", b"m0\n"),
         # Never listed, but a stray name must not crash the run (ANSI cast of '').
         _write(odd_root, "db/t/7/CDCx.json", b"z\n"),
+        # One table written from two nodes (enable-table-across-nodes): a stream per dispatcher.
+        _write(odd_root, "db/t/8/CDC_a1-b2_000002.json", b"d0\n"),
+        _write(odd_root, "db/t/8/CDC_c3_d4_000001.json", b"e0\n"),
     ]
     rows = read_dump(spark, files, "storage-sink", odd_root).orderBy("topic", "kafka_offset").collect()
     assert [(r.topic, r.kafka_partition, r.kafka_offset, bytes(r.value)) for r in rows] == [
         ("_prisma/_prisma_migrations/5", 0, (2 << 24) + 0, b"p0"),
         ("_prisma/_prisma_migrations/5", 0, (2 << 24) + 1, b"p1"),
         ("db/t/7", 0, None, b"z"),
+        ("db/t/8/CDC_a1-b2", 0, (2 << 24) + 0, b"d0"),
+        ("db/t/8/CDC_c3_d4", 0, (1 << 24) + 0, b"e0"),
         ("meta/meta/6/2026-01-01", 12, (3 << 24) + 0, b"m0"),
     ]
 
