@@ -17,12 +17,13 @@ so nothing else tells their order.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, functions as F
 
 from cdc_assets.lib.changelog_schema import DDL
-from cdc_assets.lib.ddl import RenameTable, SchemaChange, parse_ddl
+from cdc_assets.lib.ddl import RenameTable, SchemaChange, TableName, parse_ddl
 
 SEGMENT = "_cdc_segment"
 
@@ -71,7 +72,7 @@ def with_segments(rows: DataFrame, barriers: list[Barrier]) -> DataFrame:
         return rows.withColumn(SEGMENT, F.lit(0))
     marks = F.array(*[
         F.struct(F.lit(b.commit_ts).cast("long").alias("ts"), F.lit(b.source_position).cast("long").alias("pos"),
-                 F.lit(b.topic).alias("t"), F.lit(b.kafka_partition).alias("p"),
+                 F.lit(b.topic).cast("string").alias("t"), F.lit(b.kafka_partition).alias("p"),
                  F.lit(b.kafka_offset).cast("long").alias("o"),
                  F.lit(b.event_index).alias("i"))
         for b in barriers
@@ -95,16 +96,64 @@ def is_single_rename(b: Barrier) -> bool:
     return len(b.changes) == 1 and isinstance(b.changes[0], RenameTable)
 
 
-def rename_order(renames: list[Barrier], existing: set[tuple[str, str]]) -> list[Barrier]:
-    """Single-table renames that share a commit_ts, each in turn the first (in the given order)
-    that moves a table that exists to a name that is free, given the tables that exist before
-    them; the given order where none does (a table this snapshot never had)."""
-    names, pending, ordered = set(existing), list(renames), []
+def order_unknown(group: list[Barrier]) -> bool:
+    """Events at one commit_ts whose order nothing tells: no source position, and no two in one
+    partition of one topic (Kafka order)."""
+    streams = {(b.topic, b.kafka_partition) for b in group}
+    return all(b.source_position is None for b in group) and len(streams) == len(group)
+
+
+Move = tuple[TableName, TableName]
+
+
+def rename_order(renames: list[Barrier], existing: set[TableName]) -> tuple[list[Barrier], bool]:
+    """Single-table renames that share a commit_ts and whose order is unknown, in an order that
+    could have run given the tables that exist before them: the given order if it can, else each
+    in turn the first that moves an existing table to a free name. A table that only some
+    rename moves away existed before them all. Also says whether that order is a guess: a
+    table the snapshot does not know (an empty one) may have existed, and the rows would end
+    under other names if it did."""
+    moves = [(b.changes[0].table, b.changes[0].new_table) for b in renames]
+    targets = {new for _, new in moves}
+    names = set(existing) | {old for old, _ in moves if old not in targets}
+    if _runs(moves, names):
+        return renames, False
+    order = _greedy(moves, names)
+    maybe = sorted({old for old, _ in moves if old not in names and old in targets})
+    outcomes = set()
+    for k in range(min(len(maybe), 4) + 1):
+        for extra in itertools.combinations(maybe, k):
+            start = names | set(extra)
+            tried = [moves[i] for i in _greedy(moves, start)]
+            if _runs(tried, start):
+                outcomes.add(_where_rows_end(tried, start, names))
+    return [renames[i] for i in order], len(outcomes) > 1 or len(maybe) > 4
+
+
+def _runs(moves: list[Move], names: set[TableName]) -> bool:
+    names = set(names)
+    for old, new in moves:
+        if old not in names or new in names:
+            return False
+        names.remove(old)
+        names.add(new)
+    return True
+
+
+def _greedy(moves: list[Move], names: set[TableName]) -> list[int]:
+    names, pending, order = set(names), list(range(len(moves))), []
     while pending:
-        runnable = [b for b in pending if b.changes[0].table in names and b.changes[0].new_table not in names]
-        b = runnable[0] if runnable else pending[0]
-        pending.remove(b)
-        ordered.append(b)
-        names.discard(b.changes[0].table)
-        names.add(b.changes[0].new_table)
-    return ordered
+        i = next((i for i in pending if moves[i][0] in names and moves[i][1] not in names), pending[0])
+        pending.remove(i)
+        order.append(i)
+        names.discard(moves[i][0])
+        names.add(moves[i][1])
+    return order
+
+
+def _where_rows_end(moves: list[Move], start: set[TableName], known: set[TableName]) -> frozenset:
+    """(final name, original name) of every table the snapshot knows, after `moves`."""
+    at = {n: n for n in start}
+    for old, new in moves:
+        at[new] = at.pop(old)
+    return frozenset((name, origin) for name, origin in at.items() if origin in known)

@@ -33,7 +33,9 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 from cdc_assets.lib import ddl as D
 from cdc_assets.lib.changelog_schema import ROW
 from cdc_assets.lib.concurrent_jobs import run_concurrently
-from cdc_assets.lib.ddl_barriers import SEGMENT, Barrier, is_single_rename, rename_order, window_barriers, with_segments
+from cdc_assets.lib.ddl_barriers import (
+    SEGMENT, Barrier, is_single_rename, order_unknown, rename_order, window_barriers, with_segments,
+)
 from cdc_assets.lib.mysql_types import typed_value
 from cdc_assets.lib.key_ranges import KeyRanges, range_index
 from cdc_assets.lib.snapshot import (
@@ -160,19 +162,25 @@ class _Run:
         self._flush_remaining(schemas)
 
     def _in_applicable_order(self) -> Iterator[Barrier]:
-        """The barriers in commit order; renames that share a commit_ts in `rename_order`, given
-        the tables that exist when the first of them is reached (lazily: earlier barriers are
-        applied by then)."""
+        """The barriers in commit order; single-table renames that share a commit_ts and whose
+        order nothing tells (TiCDC's storage sink writes each to its own file) in `rename_order`,
+        given the tables that exist when the first of them is reached (lazily: the barriers
+        before are applied by then). An order that is a guess is listed with the unapplied DDL."""
         i = 0
         while i < len(self.barriers):
             group = [self.barriers[i]]
             while (is_single_rename(group[0]) and i + len(group) < len(self.barriers)
                    and is_single_rename(nxt := self.barriers[i + len(group)]) and nxt.commit_ts == group[0].commit_ts):
                 group.append(nxt)
-            if len(group) > 1:
-                # a table exists if the snapshot has it or it has rows before these renames
-                existing = set(self.states) | {n for n, segments in self._pending.items() if segments[0] <= group[0].index}
-                group = rename_order(group, existing)
+            if len(group) > 1 and order_unknown(group):
+                # a table exists if the snapshot has it, or it has rows before these renames and
+                # was not dropped or renamed away since
+                existing = set(self.states) | {n for n, segments in self._pending.items()
+                                               if segments[0] <= group[0].index and n not in self._gone}
+                group, guessed = rename_order(group, existing)
+                for b in group if guessed else ():
+                    self._unparsed(b, "applied, in a guessed order: renames at one commit ts move a table "
+                                      "the snapshot does not know, which may have existed")
             yield from group
             i += len(group)
 
@@ -384,6 +392,9 @@ class _Run:
 
     def _rename(self, b: Barrier, state: TableState, new: Name) -> None:
         old = (state.schema.database, state.schema.table)
+        if new in self.states:  # MySQL refuses this: the snapshot missed a DROP, or the order is wrong
+            self._unparsed(b, f"RENAME TABLE to {new[0]}.{new[1]}: that table exists in the snapshot")
+            return
         frame, schema = state.frame, state.schema
         self._remove(old, b, f"RENAME TABLE to {new[0]}.{new[1]}", "RENAME_TABLE")
         # The rows start a version under the new name (history: valid from the rename).

@@ -11,8 +11,9 @@ The storage sink writes DDL only as schema files: the table's definition after t
 the statement (`Query`), its commit ts (`TableVersion`) and TiDB's action code (`Type`). Each
 schema file with a statement becomes one canal-json DDL message (`_tidb.commitTs` =
 TableVersion), so a TRUNCATE, DROP or RENAME reaches the snapshots as it does through Kafka.
-A schema file without a statement is the definition of a table that existed when the
-changefeed started: not an event (its rows carry their own types and key). A schema file that
+A schema file without a statement is not an event: the definition of a table that existed
+when the changefeed started (or restarted), or the other table of an EXCHANGE PARTITION (rows
+carry their own types and key). A schema file that
 is not readable JSON of that shape is passed on as it is, so the decoder quarantines it.
 
 Only data files and those schema files are read; the `meta` folder under a table version
@@ -21,11 +22,11 @@ Rows of the same millisecond as a DDL are ordered after it only when they carry 
 (`enable-tidb-extension=true`, which TiCDC's own storage tests set): without it their commit
 ts is `es << 18`, below the DDL's exact one.
 
-Each data folder is one ordered stream (each dispatcher's files one, with `/CDC_<dispatcher>`
-after the folder): topic = its path below the root (without the partition folder), partition =
-the partition folder's number (0 without one), offset = (file number << 24) | line. `<schema>[/<table>]/meta` is the stream of the table's (or
-database's) DDL, in commit order: partition 0, offset = TableVersion. The checkpoint-ts is a
-watermark for every stream.
+Each data folder is one ordered stream (each dispatcher's files one: `/CDC_<dispatcher>` is
+added to the folder): topic = its path below the root (without the partition folder),
+partition = the partition folder's number (0 without one), offset = (file number << 24) | line.
+`<schema>[/<table>]/meta` is the stream of the table's (or database's) DDL, in commit order:
+partition 0, offset = TableVersion. The checkpoint-ts is a watermark for every stream.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def _is_schema_file(relative: PurePath) -> bool:
     `<schema>/<table>/<version>/schema.json`."""
     parts = relative.parts
     if len(parts) == 4 and parts[3] == _OLD_SCHEMA_FILE_NAME:
-        return parts[2].isdigit()
+        return parts[2].isascii() and parts[2].isdigit()
     return len(parts) in (3, 4) and parts[-2] == "meta" and _SCHEMA_FILE_NAME.fullmatch(parts[-1]) is not None
 
 
