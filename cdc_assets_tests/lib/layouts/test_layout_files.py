@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from cdc_assets.lib.changelog_schema import REJECT_REASON
@@ -105,3 +107,29 @@ def test_kcat_guards_timestamps_and_keeps_garbage_lines_apart(odd_root, spark):
     assert {r.kafka_partition for r in bad} == {-1} and len({r.kafka_offset for r in bad}) == 4
     again = read_dump(spark, [f], "kcat-jsonl", odd_root).where(f"topic = '{UNPARSED_TOPIC}'").collect()
     assert {r.kafka_offset for r in again} == {r.kafka_offset for r in bad}
+
+
+def _kafka_parquet(path: Path, **columns) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def test_kafka_parquet_written_with_partition_by_topic_and_partition(odd_root, spark):
+    """`df.write.partitionBy("topic", "partition")`: those columns are folder names (Spark
+    %-escapes special characters in them), not in the files; key and timestamp left out too."""
+    files = [
+        _kafka_parquet(odd_root / f"topic=orders%3Av2/partition={p}/part-0.parquet",
+                       value=[b"v%d" % p], offset=pa.array([7 + p], pa.int64()))
+        for p in (0, 3)
+    ]
+    rows = read_dump(spark, files, "kafka-parquet", odd_root).orderBy("kafka_offset").collect()
+    assert [(r.topic, r.kafka_partition, r.kafka_offset, r.key, r.kafka_timestamp, bytes(r.value)) for r in rows] == [
+        ("orders:v2", 0, 7, None, None, b"v0"), ("orders:v2", 3, 10, None, None, b"v3")]
+    # No topic column and no topic= folder: the folder is the stream.
+    plain = _kafka_parquet(odd_root / "2026-01-01/part-1.parquet", value=[b"w"], offset=pa.array([1], pa.int64()))
+    (row,) = read_dump(spark, [plain], "kafka-parquet", odd_root).collect()
+    assert (row.topic, row.kafka_partition, row.kafka_offset) == ("2026-01-01", 0, 1)
+    with pytest.raises(ValueError, match="no value column"):
+        read_dump(spark, [_kafka_parquet(odd_root / "x/part.parquet", payload=[b"p"], offset=[1])],
+                  "kafka-parquet", odd_root)
