@@ -36,7 +36,7 @@ DEFAULT_TOPIC = "tidb_cdc"
 @dataclass(frozen=True)
 class GeneratedDump:
     out_dir: Path
-    dump_dir: Path  # out_dir/"dump"; files under dump_dir/<topic>/
+    dump_dir: Path  # out_dir/"dump"; files under dump_dir/<topic>/ (storage-sink: the sink's root)
     truth_path: Path  # out_dir/"truth.json"
     topic: str
     layout: str
@@ -76,6 +76,8 @@ def generate(
         raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
     if protocol not in ENCODERS:
         raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(sorted(ENCODERS))}")
+    if layout == "storage-sink" and protocol != "canal-json":
+        raise ValueError("the storage-sink layout holds TiCDC Canal-JSON only")
     out_dir = Path(out_dir)
     dump_dir = out_dir / "dump"
     truth_path = out_dir / "truth.json"

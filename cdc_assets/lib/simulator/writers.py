@@ -3,8 +3,9 @@
 - `kafka-parquet`: Parquet with exactly Spark's Kafka source schema (what
   `spark.readStream.format("kafka")` hands to a Parquet sink).
 - `kcat-jsonl`: the lines `kcat -C -J` prints, one message per line.
+- `storage-sink`: TiCDC's storage sink folders (Canal-JSON only; `StorageSinkWriter`).
 
-Both stream: one open file per partition, rolled over whenever the Kafka timestamp
+The first two stream: one open file per partition, rolled over whenever the Kafka timestamp
 enters a new `file_span_ms` bucket, named `<topic>/part-<partition>-<first offset>.<ext>`
 (offset zero-padded to 20 digits so that a plain sort is offset order).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
@@ -22,7 +24,7 @@ import pyarrow.parquet as pq
 
 from cdc_assets.lib.simulator.kafka import KafkaMessage
 
-LAYOUTS = ("kafka-parquet", "kcat-jsonl")
+LAYOUTS = ("kafka-parquet", "kcat-jsonl", "storage-sink")
 DEFAULT_FILE_SPAN_MS = 30 * 60_000
 
 # org.apache.spark.sql.kafka010 KafkaRecordToRowConverter.kafkaSchema (all nullable).
@@ -184,7 +186,80 @@ class KcatJsonlWriter(DumpWriter):
         handle.close()
 
 
-WRITERS: dict[str, type[DumpWriter]] = {w.layout: w for w in (KafkaParquetWriter, KcatJsonlWriter)}
+# Canal-JSON DDL type -> TiDB action code, for the storage sink's schema files.
+_ACTION_CODES = {"CREATE": 3, "ERASE": 4, "ALTER": 5, "CINDEX": 7, "DINDEX": 8, "TRUNCATE": 11, "RENAME": 14}
+
+
+class StorageSinkWriter(DumpWriter):
+    """TiCDC's storage sink with canal-json (`enable-tidb-extension=true`), from the Canal-JSON
+    messages: each table's rows in `<db>/<table>/<table version>/CDC<n>.json` (CRLF lines; the
+    version is the commit ts of the table's last DDL), every DDL only as a schema file
+    (`<db>[/<table>]/meta/schema_<ts>_<checksum>.json`), watermarks only as the `metadata`
+    checkpoint. A re-sent row (the restart) starts the next data file, as a restarted sink
+    does. Written at the dump folder's root, which is the sink's."""
+
+    layout = "storage-sink"
+    extension = "json"
+
+    def __init__(self, dump_dir: Path, topic: str, *, file_span_ms: int = DEFAULT_FILE_SPAN_MS):
+        self.root = Path(dump_dir)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.files: list[Path] = []
+        self._versions: dict[tuple[str, str], int] = {}
+        self._data: dict[tuple[str, str, int], tuple[int, int]] = {}  # table version -> (file number, last ts)
+        self._lines: dict[Path, list[bytes]] = {}
+        self._checkpoint: int | None = None
+
+    def write(self, msg: KafkaMessage) -> None:
+        m = json.loads(msg.value)
+        ts = (m.get("_tidb") or {}).get("commitTs")
+        if m["type"] == "TIDB_WATERMARK":
+            self._checkpoint = max(self._checkpoint or 0, m["_tidb"]["watermarkTs"])
+        elif m["isDdl"]:
+            self._schema_file(m, ts)
+        else:
+            name = (m["database"], m["table"])
+            version = self._versions.get(name, 0)
+            number, last = self._data.get((*name, version), (1, 0))
+            number += ts < last  # older than the file's last row: re-sent after a restart
+            self._data[(*name, version)] = (number, ts)
+            path = self.root / name[0] / name[1] / str(version) / f"CDC{number:06d}.json"
+            self._lines.setdefault(path, []).append(msg.value)
+
+    def _schema_file(self, m: dict, ts: int) -> None:
+        database, table = m["database"], m["table"] or ""
+        query = m["sql"]
+        action = _ACTION_CODES.get(m["type"], 1 if query.upper().startswith("CREATE DATABASE") else 0)
+        definition = {"Table": table, "Schema": database, "Version": 1, "TableVersion": ts, "Query": query,
+                      "Type": action, "TableColumns": None, "TableColumnsTotal": 0}
+        folder = self.root / database / table / "meta" if table else self.root / database / "meta"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"schema_{ts}_{zlib.crc32(query.encode()):010d}.json"
+        path.write_text(json.dumps(definition, indent=4))
+        self.files.append(path)
+        if table:
+            self._versions[(database, table)] = ts
+
+    def close(self) -> list[Path]:
+        for path, lines in self._lines.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"".join(line + b"\r\n" for line in lines))
+            self.files.append(path)
+        self._lines.clear()
+        (self.root / "metadata").write_text(json.dumps({"checkpoint-ts": self._checkpoint or 0}))
+        return sorted(self.files)
+
+    def _open_file(self, path: Path) -> object:  # not used: write and close are the sink's own
+        raise NotImplementedError
+
+    def _append(self, handle, msg: KafkaMessage) -> None:
+        raise NotImplementedError
+
+    def _close_file(self, handle) -> None:
+        raise NotImplementedError
+
+
+WRITERS: dict[str, type[DumpWriter]] = {w.layout: w for w in (KafkaParquetWriter, KcatJsonlWriter, StorageSinkWriter)}
 
 
 def make_writer(layout: str, dump_dir: Path, topic: str, *, file_span_ms: int = DEFAULT_FILE_SPAN_MS) -> DumpWriter:
