@@ -27,12 +27,21 @@ def _hidden(relative: PurePath) -> bool:
     )
 
 
+def percent_decoded(text: Column) -> Column:
+    """%-escapes undone. Hadoop and Spark encode ' ', '%' and more but leave '+' as is, which
+    url_decode would read as a space."""
+    return F.coalesce(F.try_url_decode(F.replace(text, F.lit("+"), F.lit("%2B"))), text)
+
+
+def absolute_path(file_uri: Column) -> Column:
+    """`file_uri` (Spark's `_metadata.file_path`: a %-encoded `file:` URI) as a plain path."""
+    return F.regexp_replace(percent_decoded(file_uri), r"^file:/*", "/")
+
+
 def relative_path(file_uri: Column, root: Path) -> Column:
-    """`file_uri` (Spark's `_metadata.file_path`: a %-encoded `file:` URI) as a plain path
-    relative to `root` (`a/2026-01-01/events.log`); the absolute path if it is not below root."""
-    # Hadoop encodes ' ' and '%' but leaves '+' as is, which url_decode would read as a space.
-    decoded = F.try_url_decode(F.replace(file_uri, F.lit("+"), F.lit("%2B")))
-    path = F.regexp_replace(F.coalesce(decoded, file_uri), r"^file:/*", "/")
+    """`file_uri` (Spark's `_metadata.file_path`) as a plain path relative to `root`
+    (`a/2026-01-01/events.log`); the absolute path if it is not below root."""
+    path = absolute_path(file_uri)
     prefix = os.path.abspath(root).rstrip("/") + "/"
     return F.when(path.startswith(prefix), F.substring(path, len(prefix) + 1, 1 << 30)).otherwise(path)
 

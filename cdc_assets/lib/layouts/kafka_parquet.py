@@ -1,10 +1,13 @@
 """Parquet written by Spark's Kafka source: key, value, topic, partition, offset, timestamp.
 
 Streaming jobs often write it with `partitionBy("topic", "partition")`: those columns are then
-folder names (`topic=orders/partition=3/part-….parquet`), not in the files. A column missing
-from the files is taken from such a folder; `topic` without one is the file's folder below the
-root, `partition` 0; `key` and `timestamp` may be missing (null). Without `value` or `offset`
-there is nothing to read, and the landing stops with that reason.
+folder names (`topic=orders/partition=3/part-….parquet`, %-escaped), not in the files. Where
+the files have no value for them, the innermost such folder gives it (anywhere in the path,
+the dump root's own folder included); `topic` without either is the dump root's folder name (one stream per
+partition, not one per subfolder: dated folders hold one partition's offsets), `partition` 0.
+A `partition=` folder that is not a number stays part of the topic. `key` and `timestamp`
+may be missing (null). Without `value` or `offset` there is nothing to read, and the landing
+stops with that reason.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 
-from cdc_assets.lib.layouts.base import DumpLayout, relative_path
+from cdc_assets.lib.layouts.base import DumpLayout, absolute_path, percent_decoded
 
 
 class KafkaParquetLayout(DumpLayout):
@@ -26,14 +29,17 @@ class KafkaParquetLayout(DumpLayout):
         if missing:
             raise ValueError(f"kafka-parquet files under {root} have no {' or '.join(missing)} column "
                              f"(columns: {', '.join(df.columns)}); expected Spark's Kafka source schema")
-        rel = relative_path(F.col("_metadata.file_path"), root)
-        folder = F.regexp_extract(rel, r"^(.*)/[^/]+$", 1)
-        topic = _column_or_folder(df, rel, "topic", folder)
-        partition = _column_or_folder(df, rel, "partition", F.lit(0))
-        optional = lambda c: F.col(c) if c in df.columns else F.lit(None)  # noqa: E731
+        path = absolute_path(F.col("_metadata.file_path"))
+        partition_folder = _folder_value(path, "partition")
+        folder_partition = partition_folder.try_cast("int")
+        topic = F.coalesce(_column(df, "topic").cast("string"), _folder_value(path, "topic"), F.lit(root.name))
+        # a `partition=` folder that is not a number: its own stream, never partition 0's offsets
+        topic = F.when(partition_folder.isNotNull() & folder_partition.isNull() & _column(df, "partition").isNull(),
+                       F.concat(topic, F.lit("/partition="), partition_folder)).otherwise(topic)
+        optional = lambda c: _column(df, c)  # noqa: E731
         return df.select(
-            topic.cast("string").alias("topic"),
-            F.coalesce(partition.try_cast("int"), F.lit(0)).alias("kafka_partition"),
+            topic.alias("topic"),
+            F.coalesce(_column(df, "partition").try_cast("int"), folder_partition, F.lit(0)).alias("kafka_partition"),
             F.col("offset").cast("long").alias("kafka_offset"),
             optional("timestamp").cast("timestamp").alias("kafka_timestamp"),
             optional("key").cast("binary").alias("key"),
@@ -42,10 +48,12 @@ class KafkaParquetLayout(DumpLayout):
         )
 
 
-def _column_or_folder(df: DataFrame, rel: Column, name: str, otherwise: Column) -> Column:
-    """The column, else the value of a `name=value` folder (Hive-style, %-escaped), else `otherwise`."""
-    if name in df.columns:
-        return F.col(name)
-    escaped = F.regexp_extract(rel, rf"(?:^|/){name}=([^/]*)/", 1)
-    value = F.coalesce(F.try_url_decode(F.replace(escaped, F.lit("+"), F.lit("%2B"))), escaped)
-    return F.when(escaped != "", value).otherwise(otherwise)
+def _column(df: DataFrame, name: str) -> Column:
+    return F.col(name) if name in df.columns else F.lit(None)
+
+
+def _folder_value(path: Column, name: str) -> Column:
+    """The value of the innermost `name=value` folder of the absolute `path` (Hive-style,
+    %-escaped), or null (also for Spark's folder of a null value)."""
+    escaped = F.regexp_extract(path, rf"^.*/{name}=([^/]*)/", 1)
+    return F.when((escaped != "") & (escaped != "__HIVE_DEFAULT_PARTITION__"), percent_decoded(escaped))

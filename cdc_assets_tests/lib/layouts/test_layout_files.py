@@ -126,10 +126,14 @@ def test_kafka_parquet_written_with_partition_by_topic_and_partition(odd_root, s
     rows = read_dump(spark, files, "kafka-parquet", odd_root).orderBy("kafka_offset").collect()
     assert [(r.topic, r.kafka_partition, r.kafka_offset, r.key, r.kafka_timestamp, bytes(r.value)) for r in rows] == [
         ("orders:v2", 0, 7, None, None, b"v0"), ("orders:v2", 3, 10, None, None, b"v3")]
-    # No topic column and no topic= folder: the folder is the stream.
-    plain = _kafka_parquet(odd_root / "2026-01-01/part-1.parquet", value=[b"w"], offset=pa.array([1], pa.int64()))
-    (row,) = read_dump(spark, [plain], "kafka-parquet", odd_root).collect()
-    assert (row.topic, row.kafka_partition, row.kafka_offset) == ("2026-01-01", 0, 1)
+    # No topic column and no topic= folder: the dump is one topic (dated folders hold one
+    # partition's offsets); a partition= folder that is not a number is a stream of its own.
+    plain = [_kafka_parquet(odd_root / f"2026-01-0{d}/part-1.parquet", value=[b"w"], offset=pa.array([d], pa.int64()))
+             for d in (1, 2)]
+    odd = _kafka_parquet(odd_root / "partition=p1/part-2.parquet", value=[b"w"], offset=pa.array([3], pa.int64()))
+    rows = read_dump(spark, [*plain, odd], "kafka-parquet", odd_root).orderBy("kafka_offset").collect()
+    assert [(r.topic, r.kafka_partition, r.kafka_offset) for r in rows] == [
+        (odd_root.name, 0, 1), (odd_root.name, 0, 2), (f"{odd_root.name}/partition=p1", 0, 3)]
     with pytest.raises(ValueError, match="no value column"):
         read_dump(spark, [_kafka_parquet(odd_root / "x/part.parquet", payload=[b"p"], offset=[1])],
                   "kafka-parquet", odd_root)
