@@ -17,7 +17,6 @@ from cdc_assets.lib.codecs import DECODERS
 from cdc_assets.lib.layouts import LAYOUTS
 from cdc_assets.lib.s3_dump import is_s3_uri
 from cdc_assets.lib.settings import SourceConfig, load_settings
-from cdc_assets.lib.simulator.writers import LAYOUTS as SIMULATED_LAYOUTS
 from cdc_assets.lib.watermark_state import COMPLETENESS_MODES
 
 
@@ -127,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="write a simulated TiCDC topic dump and its true table states")
     s.add_argument("--out", required=True)
     s.add_argument("--seed", type=int, default=7)
-    s.add_argument("--layout", default="kafka-parquet", choices=list(SIMULATED_LAYOUTS))
+    s.add_argument("--layout", default="kafka-parquet", choices=["kafka-parquet", "kcat-jsonl", "storage-sink"])
     s.add_argument("--protocol", default="canal-json", help="encoder (cdc_assets/lib/simulator/protocols.py)")
     s.set_defaults(func=cmd_simulate)
 

@@ -3,7 +3,6 @@ two updates of the same row; snapshots and point-in-time reads against a brute-f
 
 from __future__ import annotations
 
-import json
 import random
 from decimal import Decimal
 from pathlib import Path
@@ -16,6 +15,8 @@ from cdc_assets.lib.export import export_snapshot
 from cdc_assets.lib.history import END_OP, VALID_FROM, VALID_TO
 from cdc_assets.lib.history_read import full_history, read_history
 from cdc_assets.lib.point_in_time import parse_instant, tables_as_of
+from cdc_assets.lib.simulator.kafka import KafkaMessage
+from cdc_assets.lib.simulator.writers import StorageSinkWriter
 from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, table_path
 from cdc_assets.lib.tso import ms_to_tso
@@ -135,38 +136,12 @@ def ddl_run(tmp_path_factory):
     return u, settings, summary
 
 
-# Canal's DDL types -> TiDB action codes, for the storage sink's schema files.
-_ACTION_CODES = {"CREATE": 3, "ALTER": 5, "TRUNCATE": 11, "RENAME": 14, "ERASE": 4}
-
-
 def _as_storage_sink(u: Upstream, root: Path) -> None:
-    """The same changes as TiCDC's storage sink writes them: each table's rows in the folder of
-    its table version (the commit ts of its last DDL), every DDL only in a schema file, and the
-    last watermark as the checkpoint."""
-    version: dict[tuple[str, str], int] = {}
-    rows: dict[Path, list[str]] = {}
-    checkpoint = None
-    for line in u.lines:
-        m = json.loads(line)
-        if m["type"] == "TIDB_WATERMARK":
-            checkpoint = m["_tidb"]["watermarkTs"]
-        elif m["isDdl"]:
-            ts, table = m["_tidb"]["commitTs"], m["table"]
-            folder = root / m["database"] / table / "meta" if table else root / m["database"] / "meta"
-            folder.mkdir(parents=True, exist_ok=True)
-            action = _ACTION_CODES.get(m["type"], 2 if m["sql"].startswith("DROP DATABASE") else 1)
-            (folder / f"schema_{ts}_0000000001.json").write_text(json.dumps(
-                {"Table": table, "Schema": m["database"], "Version": 1, "TableVersion": ts, "Query": m["sql"],
-                 "Type": action, "TableColumns": None, "TableColumnsTotal": 0}, indent=4))
-            if table:
-                version[(m["database"], table)] = ts
-        else:
-            name = (m["database"], m["table"])
-            rows.setdefault(root / name[0] / name[1] / str(version[name]) / "CDC000001.json", []).append(line)
-    for path, lines in rows.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(lines) + "\n")
-    (root / "metadata").write_text(json.dumps({"checkpoint-ts": checkpoint}))
+    """The same changes as TiCDC's storage sink writes them (the simulator's writer)."""
+    writer = StorageSinkWriter(root)
+    for offset, line in enumerate(u.lines):
+        writer.write(KafkaMessage(0, offset, 0, None, line.encode()))
+    writer.close()
 
 
 @pytest.fixture(scope="module")

@@ -118,16 +118,19 @@ def rename_order(renames: list[Barrier], existing: set[TableName]) -> tuple[list
     names = set(existing) | {old for old, _ in moves if old not in targets}
     if _runs(moves, names):
         return renames, False
-    order = _greedy(moves, names)
+    order = [renames[i] for i in _greedy(moves, names)]
     maybe = sorted({old for old, _ in moves if old not in names and old in targets})
+    if len(maybe) > 4:  # too many to try: call it a guess
+        return order, True
     outcomes = set()
-    for k in range(min(len(maybe), 4) + 1):
-        for extra in itertools.combinations(maybe, k):
-            start = names | set(extra)
-            tried = [moves[i] for i in _greedy(moves, start)]
-            if _runs(tried, start):
-                outcomes.add(_where_rows_end(tried, start, names))
-    return [renames[i] for i in order], len(outcomes) > 1 or len(maybe) > 4
+    for extra in itertools.chain.from_iterable(itertools.combinations(maybe, k) for k in range(len(maybe) + 1)):
+        start = names | set(extra)
+        tried = [moves[i] for i in _greedy(moves, start)]
+        if _runs(tried, start):
+            outcomes.add(_where_rows_end(tried, start, names))
+            if len(outcomes) > 1:
+                return order, True
+    return order, False
 
 
 def _runs(moves: list[Move], names: set[TableName]) -> bool:

@@ -34,15 +34,15 @@ class KafkaParquetLayout(DumpLayout):
         folder_partition = partition_folder.try_cast("int")
         topic = F.coalesce(_column(df, "topic").cast("string"), _folder_value(path, "topic"), F.lit(root.name))
         # a `partition=` folder that is not a number: its own stream, never partition 0's offsets
-        topic = F.when(partition_folder.isNotNull() & folder_partition.isNull() & _column(df, "partition").isNull(),
+        # (the column's test first: with Spark's usual columns no row reads its path)
+        topic = F.when(_column(df, "partition").isNull() & partition_folder.isNotNull() & folder_partition.isNull(),
                        F.concat(topic, F.lit("/partition="), partition_folder)).otherwise(topic)
-        optional = lambda c: _column(df, c)  # noqa: E731
         return df.select(
             topic.alias("topic"),
             F.coalesce(_column(df, "partition").try_cast("int"), folder_partition, F.lit(0)).alias("kafka_partition"),
             F.col("offset").cast("long").alias("kafka_offset"),
-            optional("timestamp").cast("timestamp").alias("kafka_timestamp"),
-            optional("key").cast("binary").alias("key"),
+            _column(df, "timestamp").cast("timestamp").alias("kafka_timestamp"),
+            _column(df, "key").cast("binary").alias("key"),
             F.col("value").cast("binary").alias("value"),
             F.col("_metadata.file_path").alias("source_file"),
         )

@@ -17,13 +17,17 @@ LINE_BITS = 24
 _BYTES_AS_TEXT = "ISO-8859-1"
 
 
+def whole_files(spark: SparkSession, files: list[Path]) -> DataFrame:
+    """One row per file: `content` (binary), `source_file` (Spark's file URI)."""
+    return spark.read.format("binaryFile").load([str(p) for p in files]).select(
+        F.col("content"), F.col("_metadata.file_path").alias("source_file"),
+    )
+
+
 def file_lines(spark: SparkSession, files: list[Path]) -> DataFrame:
     """One row per non-blank line of `files`, split on LF with one trailing CR removed:
     `source_file`, `line_no` (0-based, blank lines counted), `line` (binary)."""
-    whole = spark.read.format("binaryFile").load([str(p) for p in files]).select(
-        F.col("content"), F.col("_metadata.file_path").alias("source_file"),
-    )
-    exploded = whole.select(
+    exploded = whole_files(spark, files).select(
         "source_file",
         F.posexplode(F.split(F.decode("content", _BYTES_AS_TEXT), "\n")).alias("line_no", "text"),
     )

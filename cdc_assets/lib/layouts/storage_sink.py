@@ -7,14 +7,14 @@
   <root>/<schema>/<table>/<table-version>/schema.json   a table's DDL (TiCDC v6.5.0 to v6.5.2)
   .../meta/CDC.index                                (not needed)
 
-The storage sink writes DDL only as schema files: the table's definition after the DDL, with
-the statement (`Query`), its commit ts (`TableVersion`) and TiDB's action code (`Type`). Each
-schema file with a statement becomes one canal-json DDL message (`_tidb.commitTs` =
-TableVersion), so a TRUNCATE, DROP or RENAME reaches the snapshots as it does through Kafka.
+The storage sink writes DDL only as schema files: a table definition, the statement (`Query`),
+its commit ts (`TableVersion`) and TiDB's action code (`Type`). Each schema file with a
+statement becomes one canal-json DDL message (`_tidb.commitTs` = TableVersion, `type` = TiDB's
+action name), so a TRUNCATE, DROP or RENAME reaches the snapshots as it does through Kafka.
 A schema file without a statement is not an event: the definition of a table that existed
 when the changefeed started (or restarted), or the other table of an EXCHANGE PARTITION (rows
-carry their own types and key). A schema file that
-is not readable JSON of that shape is passed on as it is, so the decoder quarantines it.
+carry their own types and key). A schema file that is not readable JSON of that shape is
+passed on as it is, so the decoder quarantines it.
 
 Only data files and those schema files are read; the `meta` folder under a table version
 (its index) is skipped (a database or table may itself be named `meta`, or start with `_`).
@@ -31,6 +31,7 @@ partition 0, offset = TableVersion. The checkpoint-ts is a watermark for every s
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path, PurePath
@@ -39,9 +40,9 @@ from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 from cdc_assets.lib.layouts.base import DumpLayout, relative_path
-from cdc_assets.lib.layouts.line_files import read_line_files
+from cdc_assets.lib.layouts.line_files import read_line_files, whole_files
 from cdc_assets.lib.tidb_ddl_actions import DDL_ACTIONS
-from cdc_assets.lib.tso import PHYSICAL_SHIFT
+from cdc_assets.lib.tso import tso_ms_col
 
 # CDC<n>.json, or CDC_<dispatcher>_<n>.json when one table is written from several nodes
 # (TiCDC's `enable-table-across-nodes`): each dispatcher's files are a stream of their own.
@@ -94,10 +95,9 @@ class StorageSinkLayout(DumpLayout):
         is_schema = {f: _is_schema_file(_below(f, root)) for f in files}
         schema_files = [f for f in files if is_schema[f]]
         row_files = [f for f in files if not is_schema[f]]
-        if not schema_files:
-            return _row_messages(spark, row_files, root)
-        ddl = _ddl_messages(spark, schema_files, root)
-        return ddl if not row_files else _row_messages(spark, row_files, root).unionByName(ddl)
+        parts = ([_row_messages(spark, row_files, root)] if row_files else []) + (
+            [_ddl_messages(spark, schema_files, root)] if schema_files else [])
+        return functools.reduce(DataFrame.unionByName, parts)
 
     def checkpoint_ts(self, root: Path) -> int | None:
         meta = root / "metadata"
@@ -131,9 +131,7 @@ def _row_messages(spark: SparkSession, files: list[Path], root: Path) -> DataFra
 
 def _ddl_messages(spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
     """One canal-json DDL message per schema file with a statement (module docstring)."""
-    whole = spark.read.format("binaryFile").load([str(p) for p in files]).select(
-        F.col("content"), F.col("_metadata.file_path").alias("source_file"),
-    )
+    whole = whole_files(spark, files)
     rel = relative_path(F.col("source_file"), root)
     old_layout = rel.endswith("/" + _OLD_SCHEMA_FILE_NAME)
     # A cast, not decode(): invalid UTF-8 must not fail the landing (the file is quarantined).
@@ -142,17 +140,17 @@ def _ddl_messages(spark: SparkSession, files: list[Path], root: Path) -> DataFra
     version_in_path = F.regexp_extract(rel, r"(?:schema_|/)(\d+)(?:_\d+\.json|/schema\.json)$", 1)
     version = F.coalesce(d["TableVersion"], version_in_path.try_cast("long"))
     readable = F.is_valid_utf8(text) & F.coalesce(d["Schema"] != "", F.lit(False)) & version.isNotNull()
-    has_statement = F.coalesce(F.regexp_replace(d["Query"], r"\s+", "") != "", F.lit(False))
+    has_statement = F.coalesce(d["Query"].rlike(r"\S"), F.lit(False))
     actions = F.create_map(*[F.lit(x) for code, name in DDL_ACTIONS.items() for x in (code, name)])
     message = F.to_json(F.struct(
         F.lit(0).alias("id"),
         d["Schema"].alias("database"),
-        F.nullif(d["Table"], F.lit("")).alias("table"),
+        d["Table"].alias("table"),
         F.lit(True).alias("isDdl"),
         F.coalesce(F.try_element_at(actions, d["Type"]),
                    F.concat(F.lit("ddl type "), d["Type"].cast("string"))).alias("type"),
-        F.shiftright(version, PHYSICAL_SHIFT).alias("es"),
-        F.shiftright(version, PHYSICAL_SHIFT).alias("ts"),
+        tso_ms_col(version).alias("es"),
+        tso_ms_col(version).alias("ts"),
         d["Query"].alias("sql"),
         F.struct(version.alias("commitTs")).alias("_tidb"),
     ))

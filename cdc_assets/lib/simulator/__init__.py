@@ -65,7 +65,8 @@ def generate(
     tables: tuple[TableDef, ...] = DEMO_TABLES,
     overwrite: bool = False,
 ) -> GeneratedDump:
-    """Simulate the upstream and write `out_dir/dump/<topic>/...` plus `out_dir/truth.json`.
+    """Simulate the upstream and write `out_dir/dump/<topic>/...` (storage-sink: the sink's
+    folders in `out_dir/dump`, without a topic) plus `out_dir/truth.json`.
 
     `row_changes` counts row events before duplication (a primary-key update counts two:
     its DELETE and its INSERT). With `restart`, the changefeed restarts once in the

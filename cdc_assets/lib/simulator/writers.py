@@ -22,7 +22,9 @@ from typing import ClassVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cdc_assets.lib.simulator.canal_json import DDL_EVENT_TYPES
 from cdc_assets.lib.simulator.kafka import KafkaMessage
+from cdc_assets.lib.tidb_ddl_actions import DDL_ACTIONS
 
 LAYOUTS = ("kafka-parquet", "kcat-jsonl", "storage-sink")
 DEFAULT_FILE_SPAN_MS = 30 * 60_000
@@ -44,6 +46,18 @@ SPARK_KAFKA_SCHEMA = pa.schema(
 
 class DumpWriter(ABC):
     layout: ClassVar[str]
+
+    @abstractmethod
+    def write(self, msg: KafkaMessage) -> None: ...
+
+    @abstractmethod
+    def close(self) -> list[Path]:
+        """Finish every file; the files written, sorted."""
+
+
+class RollingFileWriter(DumpWriter):
+    """One open file per partition, rolled over per `file_span_ms` bucket of Kafka time."""
+
     extension: ClassVar[str]
 
     def __init__(self, dump_dir: Path, topic: str, *, file_span_ms: int = DEFAULT_FILE_SPAN_MS):
@@ -131,7 +145,7 @@ class _ParquetFile:
         self.writer.close()
 
 
-class KafkaParquetWriter(DumpWriter):
+class KafkaParquetWriter(RollingFileWriter):
     layout = "kafka-parquet"
     extension = "parquet"
 
@@ -162,7 +176,7 @@ def kcat_json_string(raw: bytes | None) -> bytes:
     return b'"' + _YAJL_ESCAPE_RE.sub(_yajl_escape, raw) + b'"'
 
 
-class KcatJsonlWriter(DumpWriter):
+class KcatJsonlWriter(RollingFileWriter):
     layout = "kcat-jsonl"
     extension = "jsonl"
 
@@ -186,8 +200,9 @@ class KcatJsonlWriter(DumpWriter):
         handle.close()
 
 
-# Canal-JSON DDL type -> TiDB action code, for the storage sink's schema files.
-_ACTION_CODES = {"CREATE": 3, "ERASE": 4, "ALTER": 5, "CINDEX": 7, "DINDEX": 8, "TRUNCATE": 11, "RENAME": 14}
+# Canal-JSON DDL type -> TiDB action code (the first action of that type), for schema files.
+_CODES = {name: code for code, name in DDL_ACTIONS.items()}
+_ACTION_CODES = {t: _CODES[a] for a, t in reversed(DDL_EVENT_TYPES.items())}
 
 
 class StorageSinkWriter(DumpWriter):
@@ -199,10 +214,9 @@ class StorageSinkWriter(DumpWriter):
     does. Written at the dump folder's root, which is the sink's."""
 
     layout = "storage-sink"
-    extension = "json"
 
-    def __init__(self, dump_dir: Path, topic: str, *, file_span_ms: int = DEFAULT_FILE_SPAN_MS):
-        self.root = Path(dump_dir)
+    def __init__(self, dump_dir: Path, topic: str = "", *, file_span_ms: int = DEFAULT_FILE_SPAN_MS):
+        self.root = Path(dump_dir)  # (no topic folder, no time-based files: the sink has neither)
         self.root.mkdir(parents=True, exist_ok=True)
         self.files: list[Path] = []
         self._versions: dict[tuple[str, str], int] = {}
@@ -229,7 +243,9 @@ class StorageSinkWriter(DumpWriter):
     def _schema_file(self, m: dict, ts: int) -> None:
         database, table = m["database"], m["table"] or ""
         query = m["sql"]
-        action = _ACTION_CODES.get(m["type"], 1 if query.upper().startswith("CREATE DATABASE") else 0)
+        words = query.upper().split()[:2]
+        action = _ACTION_CODES.get(m["type"], {"CREATE": 1, "DROP": 2}.get(words[0], 0)
+                                   if words[1:] in (["DATABASE"], ["SCHEMA"]) else 0)
         definition = {"Table": table, "Schema": database, "Version": 1, "TableVersion": ts, "Query": query,
                       "Type": action, "TableColumns": None, "TableColumnsTotal": 0}
         folder = self.root / database / table / "meta" if table else self.root / database / "meta"
@@ -248,15 +264,6 @@ class StorageSinkWriter(DumpWriter):
         self._lines.clear()
         (self.root / "metadata").write_text(json.dumps({"checkpoint-ts": self._checkpoint or 0}))
         return sorted(self.files)
-
-    def _open_file(self, path: Path) -> object:  # not used: write and close are the sink's own
-        raise NotImplementedError
-
-    def _append(self, handle, msg: KafkaMessage) -> None:
-        raise NotImplementedError
-
-    def _close_file(self, handle) -> None:
-        raise NotImplementedError
 
 
 WRITERS: dict[str, type[DumpWriter]] = {w.layout: w for w in (KafkaParquetWriter, KcatJsonlWriter, StorageSinkWriter)}
