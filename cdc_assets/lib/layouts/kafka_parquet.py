@@ -3,9 +3,9 @@
 Streaming jobs often write it with `partitionBy("topic", "partition")`: those columns are then
 folder names (`topic=orders/partition=3/part-….parquet`, %-escaped), not in the files. Where
 the files have no value for them, the innermost such folder gives it (anywhere in the path,
-the dump root's own folder included); `topic` without either is the dump root's folder name (one stream per
-partition, not one per subfolder: dated folders hold one partition's offsets), `partition` 0.
-A `partition=` folder that is not a number stays part of the topic. `key` and `timestamp`
+the dump root's own folder included). `topic` without either is the dump root's folder name
+(one stream per partition, not one per subfolder: dated folders hold one partition's
+offsets), `partition` 0. A `partition=` folder that is not a number stays part of the topic. `key` and `timestamp`
 may be missing (null). Without `value` or `offset` there is nothing to read, and the landing
 stops with that reason.
 """
@@ -29,17 +29,23 @@ class KafkaParquetLayout(DumpLayout):
         if missing:
             raise ValueError(f"kafka-parquet files under {root} have no {' or '.join(missing)} column "
                              f"(columns: {', '.join(df.columns)}); expected Spark's Kafka source schema")
-        path = absolute_path(F.col("_metadata.file_path"))
-        partition_folder = _folder_value(path, "partition")
-        folder_partition = partition_folder.try_cast("int")
-        topic = F.coalesce(_column(df, "topic").cast("string"), _folder_value(path, "topic"), F.lit(root.name))
-        # a `partition=` folder that is not a number: its own stream, never partition 0's offsets
-        # (the column's test first: with Spark's usual columns no row reads its path)
-        topic = F.when(_column(df, "partition").isNull() & partition_folder.isNotNull() & folder_partition.isNull(),
-                       F.concat(topic, F.lit("/partition="), partition_folder)).otherwise(topic)
+        topic, partition = _column(df, "topic").cast("string"), _column(df, "partition").try_cast("int")
+        # Only when a path has such folders: Spark computes the path's values for every row
+        # (shared subexpressions), which cost a third of reading a dump in Spark's usual layout.
+        folders = {part.split("=", 1)[0] for f in files for part in Path(f).parts if "=" in part}
+        if {"topic", "partition"} & folders:
+            path = absolute_path(F.col("_metadata.file_path"))
+            partition_folder = _folder_value(path, "partition")
+            folder_partition = partition_folder.try_cast("int")
+            topic = F.coalesce(topic, _folder_value(path, "topic"))
+            # a `partition=` folder that is not a number: its own stream, never partition 0's offsets
+            topic = F.when(partition.isNull() & partition_folder.isNotNull() & folder_partition.isNull(),
+                           F.concat(F.coalesce(topic, F.lit(root.name)), F.lit("/partition="), partition_folder)
+                           ).otherwise(topic)
+            partition = F.coalesce(partition, folder_partition)
         return df.select(
-            topic.alias("topic"),
-            F.coalesce(_column(df, "partition").try_cast("int"), folder_partition, F.lit(0)).alias("kafka_partition"),
+            F.coalesce(topic, F.lit(root.name)).alias("topic"),
+            F.coalesce(partition, F.lit(0)).alias("kafka_partition"),
             F.col("offset").cast("long").alias("kafka_offset"),
             _column(df, "timestamp").cast("timestamp").alias("kafka_timestamp"),
             _column(df, "key").cast("binary").alias("key"),
