@@ -1,5 +1,6 @@
 """DDL text sqlglot cannot read as written: rewritten with the same schema changes (TiDB's own
-words set aside, MySQL's `ADD COLUMN (a, b)` list form split), or known to change no table.
+words set aside, MySQL's `ADD COLUMN (a, b)` list form split, `TRUNCATE PARTITION ALL` as the
+TRUNCATE TABLE it is), or known to change no table.
 Works on sqlglot's tokens, so strings, quoted names, comments and nesting are respected."""
 
 from __future__ import annotations
@@ -72,7 +73,24 @@ def _top_level(tokens) -> list:
 
 def parseable(sql: str) -> str:
     """`sql` as sqlglot can parse it, with the same schema changes."""
-    return _split_add_column_lists(_without_tidb_extensions(sql))
+    return _split_add_column_lists(_without_tidb_extensions(_truncating_all_partitions(sql)))
+
+
+def _truncating_all_partitions(sql: str) -> str:
+    """MySQL's `ALTER TABLE [db.]t TRUNCATE PARTITION ALL` empties the table: `TRUNCATE TABLE`."""
+    if "ALL" not in sql.upper():
+        return sql
+    try:
+        tokens = sqlglot.tokenize(sql, read="mysql")
+    except SqlglotError:
+        return sql
+    while tokens and tokens[-1].token_type == TokenType.SEMICOLON:
+        tokens.pop()
+    after_name = 5 if len(tokens) > 4 and tokens[3].token_type == TokenType.DOT else 3  # [db.]t
+    words = [t.text.upper() for t in tokens]
+    if words[:2] != ["ALTER", "TABLE"] or words[after_name:] != ["TRUNCATE", "PARTITION", "ALL"]:
+        return sql
+    return "TRUNCATE TABLE " + sql[tokens[2].start:tokens[after_name - 1].end + 1]
 
 
 #: TiDB's own words, which change no column, type or key (as TiDB writes them in `/*T![...] */`

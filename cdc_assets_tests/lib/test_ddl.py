@@ -84,6 +84,9 @@ from cdc_assets.lib.ddl import (
     ("CREATE INDEX i ON t (a)", []),
     ("ALTER TABLE t ADD INDEX i (a), ALTER COLUMN c SET DEFAULT 3", []),
     ("", []),
+    # MySQL's TRUNCATE PARTITION ALL empties the whole table
+    ("ALTER TABLE t TRUNCATE PARTITION ALL", [TruncateTable(("db", "t"))]),
+    ("/* c */ alter table `d`.`all` truncate partition all;", [TruncateTable(("d", "all"))]),
 ])
 def test_parse_ddl(sql, expected):
     assert parse_ddl(sql, "db") == expected
@@ -95,6 +98,7 @@ def test_parse_ddl(sql, expected):
     "ALTER TABLE t ADD COLUMN (c INT, d VARCHAR(3)",  # unbalanced
     "ALTER TABLE t SOMETHING",
     "ALTER TABLE t TRUNCATE PARTITION p0",  # rows go without row events: reported, never ignored
+    "ALTER TABLE t TRUNCATE PARTITION ALL, ADD COLUMN x INT",
     "ALTER TABLE t DROP PARTITION p0, p1",
     "ALTER TABLE t EXCHANGE PARTITION p0 WITH TABLE t2",
     "ALTER TABLE t CHANGE x auto_random NATIONAL VARCHAR(10)",  # never a column named NATIONAL
