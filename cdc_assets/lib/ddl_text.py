@@ -32,12 +32,9 @@ def changes_no_table(sql: str) -> bool:
     """One statement that changes no table's columns or rows, known by its first words: many of
     them sqlglot cannot read (`CREATE INDEX ... USING BTREE`, `CREATE TRIGGER`, `ALTER TABLE t
     CONVERT TO CHARACTER SET ...`)."""
-    try:
-        tokens = sqlglot.tokenize(sql, read="mysql")
-    except SqlglotError:
+    tokens = _statement_tokens(sql)
+    if tokens is None:
         return False
-    while tokens and tokens[-1].token_type == TokenType.SEMICOLON:
-        tokens.pop()
     if any(t.token_type == TokenType.SEMICOLON for t in tokens):
         return False  # several statements: each is read on its own
     words = [t.text.upper() for t in tokens]
@@ -50,11 +47,27 @@ def changes_no_table(sql: str) -> bool:
     # ALTER TABLE [db.]t [<ADD|COALESCE|...> PARTITION ..., PARTITION BY ..., REMOVE PARTITIONING]
     if words[:2] != ["ALTER", "TABLE"] or any(t.token_type == TokenType.COMMA for t in _top_level(tokens)):
         return False
-    rest = words[5:] if len(words) > 4 and tokens[3].token_type == TokenType.DOT else words[3:]
+    rest = words[_after_table_name(tokens):]
     return (not rest  # nothing left once TiDB's options are set aside (`ALTER TABLE t REMOVE TTL`)
             or rest[:2] in (["PARTITION", "BY"], ["REMOVE", "PARTITIONING"], *_NO_COLUMN_CHANGE)
             or rest[:1] == ["PARTITION BY"]
             or len(rest) > 1 and rest[0] in _LAYOUT_ONLY and rest[1] == "PARTITION")
+
+
+def _statement_tokens(sql: str) -> list | None:
+    """sqlglot's tokens of `sql` without its trailing semicolons; None if it cannot tokenize."""
+    try:
+        tokens = sqlglot.tokenize(sql, read="mysql")
+    except SqlglotError:
+        return None
+    while tokens and tokens[-1].token_type == TokenType.SEMICOLON:
+        tokens.pop()
+    return tokens
+
+
+def _after_table_name(tokens) -> int:
+    """The index after `ALTER TABLE [db.]t`."""
+    return 5 if len(tokens) > 4 and tokens[3].token_type == TokenType.DOT else 3
 
 
 def _nesting(token) -> int:
@@ -78,15 +91,10 @@ def parseable(sql: str) -> str:
 
 def _truncating_all_partitions(sql: str) -> str:
     """MySQL's `ALTER TABLE [db.]t TRUNCATE PARTITION ALL` empties the table: `TRUNCATE TABLE`."""
-    if "ALL" not in sql.upper():
+    tokens = _statement_tokens(sql) if "ALL" in sql.upper() else None
+    if tokens is None:
         return sql
-    try:
-        tokens = sqlglot.tokenize(sql, read="mysql")
-    except SqlglotError:
-        return sql
-    while tokens and tokens[-1].token_type == TokenType.SEMICOLON:
-        tokens.pop()
-    after_name = 5 if len(tokens) > 4 and tokens[3].token_type == TokenType.DOT else 3  # [db.]t
+    after_name = _after_table_name(tokens)
     words = [t.text.upper() for t in tokens]
     if words[:2] != ["ALTER", "TABLE"] or words[after_name:] != ["TRUNCATE", "PARTITION", "ALL"]:
         return sql
