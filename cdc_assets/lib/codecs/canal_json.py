@@ -13,8 +13,12 @@ Spec: shared/specs/ticdc-canal-json.txt. Rules implemented here:
   (millisecond precision only) and official Canal's batch `id` (> 0; TiCDC writes 0)
   becomes `source_position`, so that a later batch wins a tie on `es`.
 - official Canal (Paimon/Flink corpora): geometry values are MySQL's internal bytes as
-  ISO-8859-1 text like binary ones; ENUM / SET may arrive as index / bit mask, which are
-  mapped to the names listed in a parameterised `mysqlType` (`enum('a','b')`).
+  ISO-8859-1 text like binary ones; ENUM / SET arrive as index / bit mask (Canal and TiCDC
+  write nothing else), mapped to the names listed in a parameterised `mysqlType`
+  (`enum('a','b')`); ENUM index 0 is MySQL's `''` for an invalid value.
+- TiCDC's large-message handling (`_tidb.onlyHandleKey`, `_tidb.claimCheckLocation`) sends
+  a too-large row's handle key only: usable for a DELETE; an INSERT / UPDATE is quarantined
+  (`handle_key_only`, `claim_check_not_supported`), never applied as a key-only row.
 - a column value written as a JSON number (Flink's canal-json format) is kept as its exact
   text, never rounded through a double (`json_fields.parse_rows_exactly`); numbers nested
   inside a JSON column's value are written as orjson read them.

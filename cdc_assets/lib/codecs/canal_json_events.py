@@ -26,6 +26,22 @@ from cdc_assets.lib.tso import ms_to_commit_ts
 _DML_TYPES = frozenset(("INSERT", "UPDATE", "DELETE"))
 
 
+def _large_message_reject(tidb: dict, op: str | None) -> tuple[str, str] | None:
+    """TiCDC's large-message handling (`large-message-handle-option`) sends a row too large
+    for Kafka as its handle-key columns only, with the row kept in external storage
+    (`claimCheckLocation`) or nowhere (`onlyHandleKey`). The key is enough for a DELETE;
+    an INSERT or UPDATE would replace the row with its key columns alone. Old TiCDC's
+    claim-check message holds nothing but `_tidb`."""
+    if op == "DELETE":
+        return None
+    location = as_text(tidb.get("claimCheckLocation"))
+    if location:
+        return "claim_check_not_supported", f"row stored externally at {location!r}"
+    if bool_field(tidb.get("onlyHandleKey")):
+        return "handle_key_only", "large-message handle-key-only event: the row is not in the message"
+    return None
+
+
 # -- events -----------------------------------------------------------------------------
 def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     is_ddl, kind_text = bool_field(m.get("isDdl")), as_text(m.get("type"))
@@ -55,7 +71,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     types, data, old = object_field(m.get("mysqlType")), objects_field(m.get("data")), objects_field(m.get("old")) or ()
     op = None if kind_text is None else kind_text.upper()
     has_binary, changes = type_flags(types, tz) if types else (False, False)
-    message_reason = (
+    message_reason = _large_message_reject(tidb, op) or (
         ("unknown_event_type", f"unknown canal-json type {kind_text if kind_text is not None else 'null'}")
         if op not in _DML_TYPES
         else ("missing_row_data", "DML message without data rows") if not data

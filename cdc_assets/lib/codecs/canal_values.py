@@ -37,22 +37,25 @@ def _facts(mysql_type) -> tuple[bool, list[str] | None, bool, bool]:
     return _type_facts(mysql_type if type(mysql_type) is str else as_text(mysql_type))
 
 
-def _enum_or_set_name(v: str, members: list[str], is_enum: bool) -> str | None:
-    """Index (ENUM) / bit mask (SET) -> member name(s), when `v` is a number that is not
-    itself a member; None otherwise."""
-    if v in members or not _INTEGER_RE.fullmatch(v):
+def _enum_or_set_name(v: str, members: list[str], is_enum: bool, names_written: bool) -> str | None:
+    """Index (ENUM) / bit mask (SET) -> member name(s); None (the text is kept) when `v` is
+    no integer, an index beyond the members, or, for a producer that may write names
+    (`names_written`), a member itself. Index 0 is MySQL's empty string for an invalid value."""
+    if (names_written and v in members) or not _INTEGER_RE.fullmatch(v):
         return None
     number = int(v)
     if not INT64_MIN <= number <= INT64_MAX:
         return None
     if is_enum:
-        return members[number - 1] if 0 < number <= len(members) else None
+        return "" if number == 0 else members[number - 1] if 0 < number <= len(members) else None
     return ",".join(m for i, m in enumerate(members) if (number >> i) & 1)
 
 
-def canonical(row: dict | None, types: dict, tz: tzinfo) -> dict | None:
+def canonical(row: dict | None, types: dict, tz: tzinfo, names_written: bool = False) -> dict | None:
     """Binary columns: ISO-8859-1 text -> exact bytes -> base64. TIMESTAMP columns: the
-    changefeed's wall clock -> UTC. ENUM/SET codes -> names. Others unchanged."""
+    changefeed's wall clock -> UTC. ENUM/SET codes -> names: Canal and TiCDC always write
+    the code, so `enum('0','1')` value `"1"` is `'0'`; `names_written` (a producer whose
+    value forms are undocumented) keeps a value that is itself a member. Others unchanged."""
     if row is None:
         return None
     out = {}
@@ -66,7 +69,7 @@ def canonical(row: dict | None, types: dict, tz: tzinfo) -> dict | None:
                 out[k] = v
                 continue
             v = v if type(v) is str else as_text(v)
-            name = _enum_or_set_name(v, members, is_enum) if members else None
+            name = _enum_or_set_name(v, members, is_enum, names_written) if members else None
             if name is not None:
                 v = name
             elif binary:

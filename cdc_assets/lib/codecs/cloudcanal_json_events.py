@@ -80,7 +80,8 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
             if old is not None and row is not None:  # a partial before image overlays the row
                 before = {k: (old[k] if k in old else v) for k, v in row.items()}
         if changes:
-            before, after = canonical(before, types, tz), canonical(after, types, tz)
+            # the vendor documents no ENUM / SET value form: a value that is a member stays a name
+            before, after = canonical(before, types, tz, True), canonical(after, types, tz, True)
         pk_values, reason, detail = key_and_reject(pk_names, before, after, row, types, has_binary, message_reject)
         # the hot path: the event tuple in EVENT_FIELDS order, as `event` would build it
         events.append((pos, ROW, op, database, table, commit_ts, position, exec_ts, pk_names, pk_values,

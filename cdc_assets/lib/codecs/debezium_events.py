@@ -24,6 +24,7 @@ from cdc_assets.lib.tso import ms_to_commit_ts
 
 ROW_OPS = {"c": INSERT, "i": INSERT, "u": UPDATE, "d": DELETE, "r": READ}
 WATERMARK_OP, DDL_OP = "m", "a"
+TRUNCATE_OP = "t"  # Debezium's MySQL connector: TRUNCATE on the table's own topic (`skipped.operations`)
 _BEFORE_OPS, _AFTER_OPS = (UPDATE, DELETE), (INSERT, UPDATE, READ)
 _NOT_AN_EVENT = "valid JSON, but not a Debezium change event (no op and no ddl)"
 _TABLE_FROM_ID = re.compile(r'"([^"]*)"$')
@@ -132,7 +133,8 @@ def _positive(n: int | None) -> int | None:
 # -- events -------------------------------------------------------------------------------
 def _parse(value: bytes | None, key: bytes | None, reader: EnvelopeReader) -> tuple[object, RowSchema]:
     if not value:
-        if key:
+        # a null value is Kafka's tombstone; a table without a key gets one with a null key too
+        if key or value is None:
             raise Reject("tombstone", "Kafka tombstone (null value after a delete, for log compaction): nothing to apply")
         raise Reject("empty_message", "the Kafka message has no value")
     try:
@@ -181,6 +183,8 @@ def _event(payload, row_schema: RowSchema, key: bytes | None, options: Options) 
                      watermark_ts=source_commit_ts)
     if kind == DDL:
         return _ddl_event(payload, source, ddl, common, options)
+    if op == TRUNCATE_OP:
+        return _truncate_event(source, common, options)
     return _row_event(payload, row_schema, source, op, key, common, options)
 
 
@@ -202,6 +206,17 @@ def _ddl_event(payload: dict, source: dict, ddl: str | None, common: dict, optio
     return event(0, DDL, *reason, database=database, table=table,
                  pk_names=_texts(_obj(change.get("table")).get("primaryKeyColumnNames")),
                  column_types=_declared_columns(change), ddl_type=ddl_type, ddl_sql=ddl, **common)
+
+
+def _truncate_event(source: dict, common: dict, options: Options) -> tuple:
+    """`op: t` names its table in `source` only: the DDL event gets the statement it stands for."""
+    database, table = _blank_to_none(_text(source.get("db"))), _blank_to_none(_text(source.get("table")))
+    if database is None or table is None:
+        return event(0, DDL, "missing_table_name", "truncate (op t) without source.db or source.table",
+                     database=database, table=table, ddl_type="TRUNCATE", **common)
+    reason = ("missing_commit_ts", _commit_hint(options)) if common["commit_ts"] is None else (None, None)
+    sql = "TRUNCATE TABLE {}.{}".format(*("`" + n.replace("`", "``") + "`" for n in (database, table)))
+    return event(0, DDL, *reason, database=database, table=table, ddl_type="TRUNCATE", ddl_sql=sql, **common)
 
 
 def _commit_hint(options: Options) -> str:

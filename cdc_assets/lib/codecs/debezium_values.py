@@ -44,6 +44,8 @@ DATE, TIMESTAMP, MICRO_TIMESTAMP, NANO_TIMESTAMP, ZONED_TIMESTAMP = (
 )
 TIME, MICRO_TIME, NANO_TIME, YEAR = (_TIME + n for n in ("Time", "MicroTime", "NanoTime", "Year"))
 CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
+# `time.precision.mode=connect`: Kafka Connect's own logical types (days, ms of the day, epoch ms).
+CONNECT_DATE, CONNECT_TIME, CONNECT_TIMESTAMP = (f"org.apache.kafka.connect.data.{n}" for n in ("Date", "Time", "Timestamp"))
 VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 BITS, JSON, ENUM, ENUM_SET = (f"io.debezium.data.{n}" for n in ("Bits", "Json", "Enum", "EnumSet"))
 SOURCE_TYPE, SOURCE_LENGTH, SOURCE_SCALE = (
@@ -56,6 +58,7 @@ _NAMED_TYPES = {
     BITS: "bit", JSON: "json", ENUM: "enum", ENUM_SET: "set", VARIABLE_SCALE_DECIMAL: "decimal",
     "io.debezium.data.geometry.Geometry": "geometry", "io.debezium.data.geometry.Point": "geometry",
     "io.debezium.data.TiDBVectorFloat32": "vector",
+    CONNECT_DATE: "date", CONNECT_TIME: "time", CONNECT_TIMESTAMP: "datetime",
 }
 _CONNECT_TYPES = {
     "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint",
@@ -68,6 +71,7 @@ _RULE_BY_NAME = {
     DATE: "date", TIMESTAMP: "datetime_ms", MICRO_TIMESTAMP: "datetime_us", NANO_TIMESTAMP: "datetime_ns",
     ZONED_TIMESTAMP: "zoned", TIME: "time_ms", MICRO_TIME: "time_us", NANO_TIME: "time_ns", BITS: "bits",
     CONNECT_DECIMAL: "decimal", VARIABLE_SCALE_DECIMAL: "variable_decimal",
+    CONNECT_DATE: "date", CONNECT_TIME: "time_ms", CONNECT_TIMESTAMP: "datetime_ms",
 }
 _BINARY_TYPE_RE = re.compile(r"\s*((var)?binary|(tiny|medium|long)?blob)\b", re.A)
 _UNSIGNED_BIGINT_RE = re.compile(r"\s*bigint\s+unsigned", re.A)

@@ -77,6 +77,7 @@ COLUMN_TYPES = {
     249: ("tinytext", "tinyblob"), 250: ("mediumtext", "mediumblob"),
     251: ("longtext", "longblob"), 252: ("text", "blob"),
     253: ("varchar", "varbinary"), 254: ("char", "binary"), 255: ("geometry", "geometry"),
+    225: ("vector", "vector"),  # TiDB's VECTOR (TypeTiDBVectorFloat32), its text `[1,2,3]`
 }
 _SIGNED_CODES = {1, 2, 3, 4, 5, 8, 9, 246}  # "unsigned" is meaningful for these only
 _BLOB_CODES = {249, 250, 251, 252}  # value = base64 of the bytes, text or binary
@@ -288,7 +289,7 @@ def _fill_ddl(ev: dict, value: bytes) -> None:
 
 
 def _fill_row(ev: dict, k: dict, value: bytes, tz: tzinfo, key_option: KeyOption) -> None:
-    if k.get("ccl"):
+    if k.get("ccl") and not value:
         raise Reject("claim_check_not_supported", f"row stored externally at {k['ccl']!r}")
     if not value:
         raise Reject("missing_row_data", "row event with an empty value")
@@ -310,6 +311,10 @@ def _fill_row(ev: dict, k: dict, value: bytes, tz: tzinfo, key_option: KeyOption
         ev["op"] = DELETE
         before, types, pk_names = decode_image(d, tz)
         ev.update(before=before, column_types=types)
+    # A too-large row comes as its handle key only (the key is all a DELETE needs); with
+    # claim-check the row itself is in external storage.
+    if k.get("ccl") and ev["op"] != DELETE:
+        raise Reject("claim_check_not_supported", f"row stored externally at {k['ccl']!r}")
     if k.get("ohk") and ev["op"] != DELETE:
         raise Reject("handle_key_only", "large-message handle-key-only event: the row is not in the message")
     if ev["database"] is None or ev["table"] is None:

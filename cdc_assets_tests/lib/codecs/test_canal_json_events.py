@@ -157,3 +157,42 @@ def test_raw_bytes_come_back_on_rejected_events_only():
         (1, 0, None, None, None),
     ]
     assert all(e["key"] is None and e["value"] is None for e in _decode(fine, fine))
+
+
+_KEY_ONLY = {"mysqlType": {"id": "int"}, "data": [{"id": "7"}], "old": None}
+
+
+@pytest.mark.parametrize("tidb, reason", [
+    ({"onlyHandleKey": True}, "handle_key_only"),
+    ({"onlyHandleKey": True, "claimCheckLocation": "s3://b/x.json"}, "claim_check_not_supported"),
+])
+@pytest.mark.parametrize("op", ["INSERT", "UPDATE"])
+def test_a_large_row_sent_as_its_handle_key_is_never_applied_as_the_row(tidb, reason, op):
+    """TiCDC's large-message handling sends the key columns only: as a row they would null
+    every other column, so an INSERT / UPDATE is quarantined."""
+    (ev,) = _decode(_row(type=op, **_KEY_ONLY, _tidb={"commitTs": 445566778899001122, **tidb}))
+    assert ev[REJECT_REASON] == reason
+
+
+@pytest.mark.parametrize("tidb", [{"onlyHandleKey": True}, {"claimCheckLocation": "s3://b/x.json"}])
+def test_a_large_delete_sent_as_its_handle_key_is_usable(tidb):
+    (ev,) = _decode(_row(type="DELETE", **_KEY_ONLY, _tidb={"commitTs": 445566778899001122, **tidb}))
+    assert (ev[REJECT_REASON], ev["op"], ev["pk_values"], dict(ev["before"])) == (None, "DELETE", ["7"], {"id": "7"})
+
+
+def test_old_ticdc_claim_check_message_names_its_reason():
+    """Older TiCDC's claim-check message holds nothing but `_tidb`."""
+    (ev,) = _decode({"_tidb": {"commitTs": 445566778899001122, "claimCheckLocation": "s3://b/x.json"}})
+    assert (ev[REJECT_REASON], ev[REJECT_DETAIL]) == (
+        "claim_check_not_supported", "row stored externally at 's3://b/x.json'")
+
+
+def test_enum_and_set_values_are_always_codes_even_when_members_are_numbers():
+    """Canal and TiCDC write an ENUM's 1-based index and a SET's bit mask, never the name:
+    in `enum('0','1')` the value "1" is '0'. Index 0 is MySQL's '' for an invalid value."""
+    types = {"id": "int", "e": "enum('0','1')", "s": "set('2','1')"}
+    rows = [{"id": "1", "e": "1", "s": "1"}, {"id": "2", "e": "2", "s": "2"}, {"id": "3", "e": "0", "s": "0"},
+            {"id": "4", "e": "9", "s": "3"}]
+    events = _decode(_row(type="INSERT", old=None, mysqlType=types, data=rows))
+    assert [(dict(e["after"])["e"], dict(e["after"])["s"]) for e in events] == [
+        ("0", "2"), ("1", "1"), ("", ""), ("9", "2,1")]  # index 9 is no member: kept as written

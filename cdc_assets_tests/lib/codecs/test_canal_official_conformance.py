@@ -288,8 +288,9 @@ def test_risingwave_samples_with_the_primary_key_option_match_its_rows(spark, co
 
 
 def test_enum_and_set_codes_and_batch_id_ordering(spark):
-    """Official Canal may send ENUM index / SET bit mask; a value that is itself a member is
-    kept. A later batch id breaks an `es` tie: INSERT then DELETE in the same second."""
+    """Official Canal sends the ENUM index / SET bit mask (index 1 of enum('1','x') is '1'),
+    and a SET may also come as names. A later batch id breaks an `es` tie: INSERT then
+    DELETE in the same second."""
     def msg(typ, mid, row):
         return ('{"data":[' + row + '],"database":"d","table":"t","es":1000,"id":' + str(mid) +
                 ',"isDdl":false,"mysqlType":{"id":"int","e":"enum(\'1\',\'x\')","s":"set(\'a\',\'b\',\'c\')"},'

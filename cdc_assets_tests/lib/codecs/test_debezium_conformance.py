@@ -10,6 +10,7 @@ import pytest
 
 from cdc_assets.lib.changelog_schema import REJECT_REASON
 from cdc_assets.lib.codecs import get_decoder
+from cdc_assets.lib.ddl import TruncateTable, parse_ddl
 from cdc_assets_tests.helpers import raw_frame
 
 VECTORS = "pingcap+ticdc/extracted/debezium_codec_test"
@@ -252,11 +253,24 @@ def test_ddl_truncate_without_table_changes_keeps_the_sql(spark):
         "ddl", "TRUNCATE", "TRUNCATE TABLE d.t", "t", 77)
 
 
+def test_a_truncate_op_is_the_truncate_table_ddl_of_its_source_table(spark):
+    """Debezium's MySQL connector sends TRUNCATE as `op: t` on the table's topic (its
+    `skipped.operations` default skips it); it names the table in `source` only."""
+    msg = _bare({"payload": {"source": {"db": "d", "table": "we`ird", "ts_ms": 1_700_000_000_000,
+                                        "file": "mysql-bin.000003", "pos": 484}, "op": "t", "ts_ms": 1}})
+    (ev,) = decode_all(spark, [msg], protocol="debezium-json")
+    assert (ev[REJECT_REASON], ev["event_kind"], ev["ddl_type"], ev["ddl_sql"], ev["database"], ev["table"]) == (
+        None, "ddl", "TRUNCATE", "TRUNCATE TABLE `d`.`we``ird`", "d", "we`ird")
+    assert (ev["commit_ts"], ev["source_position"]) == (1_700_000_000_000 << 18, (3 << 32) | 484)
+    assert parse_ddl(ev["ddl_sql"], "d") == [TruncateTable(("d", "we`ird"))]
+
+
 ROW = {"source": {"db": "d", "table": "t", "commit_ts": 5}, "op": "c", "after": {"id": 1}}
 UNUSABLE = [
     (b'{"payload":{"id":1}}', None, "tombstone"),
     (b'{"payload":{"id":1}}', b"", "tombstone"),
     (None, b"", "empty_message"),
+    (None, None, "tombstone"),  # after a delete in a table without a key
     (None, b"\xff\xfe{}", "invalid_utf8"),
     (None, b"{not json", "invalid_json"),
     (None, b"[1, 2]", "unexpected_shape"),
@@ -264,6 +278,7 @@ UNUSABLE = [
     (b'{"id":1}', _bare({**ROW, "op": "x"}), "unknown_event_type"),
     (None, _bare({"source": {"commit_ts": None}, "op": "m"}), "missing_watermark_ts"),
     (None, _bare({"source": {"db": "d", "commit_ts": 5}, "op": "a"}), "missing_ddl_sql"),
+    (None, _bare({"source": {"db": "d", "commit_ts": 5}, "op": "t"}), "missing_table_name"),
     (b'{"id":1}', _bare({**ROW, "source": {"db": "d", "table": "t", "ts_ms": 5}}), "missing_commit_ts"),
     (b'{"id":1}', _bare({**ROW, "source": {"db": "d", "commit_ts": 5}}), "missing_table_name"),
     (b'{"id":1}', _bare({**ROW, "op": "d"}), "missing_row_data"),

@@ -79,6 +79,10 @@ def _convert(field: dict, value):
     (_field("string", "io.debezium.time.ZonedTimestamp"), "2024-01-01T08:00:00.5+08:00", "2024-01-01 00:00:00.500000"),
     (_field("int64", "io.debezium.time.MicroTime"), -(838 * 3600 + 59 * 60 + 59) * 10**6, "-838:59:59"),
     (_field("bytes"), "AAE=", "AAE="),
+    # time.precision.mode=connect: Kafka Connect's Date (days), Time (ms of the day), Timestamp (ms)
+    (_field("int32", "org.apache.kafka.connect.data.Date"), 19723, "2024-01-01"),
+    (_field("int32", "org.apache.kafka.connect.data.Time"), 3723004, "01:02:03.004000"),
+    (_field("int64", "org.apache.kafka.connect.data.Timestamp"), 1704067200123, "2024-01-01 00:00:00.123000"),
     ({"type": "int64", "field": "c", "tidb_type": "BIGINT UNSIGNED"}, -1, "18446744073709551615"),
     ({"type": "double", "field": "c", "tidb_type": "decimal(38,0)"}, JsonNumber("1.0E20"), "100000000000000000000"),
     (_field("boolean"), True, "1"),
@@ -108,6 +112,8 @@ def test_column_type_precedence():
     assert field_facts(source)[2] == "decimal(10,2)"
     assert field_facts({"type": "int64", "name": "io.debezium.time.MicroTimestamp"})[2] == "datetime"
     assert field_facts({"type": "int16"})[::2] == ("text", "smallint")
+    assert [field_facts({"type": t, "name": f"org.apache.kafka.connect.data.{n}"})[2]
+            for t, n in (("int32", "Date"), ("int32", "Time"), ("int64", "Timestamp"))] == ["date", "time", "datetime"]
 
 
 def test_schemaless_values_are_typed_by_their_json_kind():

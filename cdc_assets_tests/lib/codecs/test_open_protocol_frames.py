@@ -138,6 +138,7 @@ def test_unknown_column_type_costs_one_event():
         (ROW_KEY, row(b=col(252, base64.b64encode(b"\xff").decode())), "invalid_text_value"),
         ({**ROW_KEY, "ohk": True}, row(), "handle_key_only"),
         ({**ROW_KEY, "ccl": "s3://bucket/x"}, b"", "claim_check_not_supported"),
+        ({**ROW_KEY, "ccl": "s3://bucket/x"}, row(), "claim_check_not_supported"),
         ({"ts": 1, "scm": "d", "t": 2}, {"t": 1}, "missing_ddl_query"),
     ],
 )
@@ -148,10 +149,19 @@ def test_event_reasons(key, value, reason):
     assert events[0]["_reject_detail"]
 
 
-def test_handle_key_only_delete_is_usable():
-    k, v = msg(({**ROW_KEY, "ohk": True}, {"d": {"id": col(3, 4, h=True)}}))
+@pytest.mark.parametrize("large", [{"ohk": True}, {"ohk": False, "ccl": "s3://bucket/file-1.json"}])
+def test_a_large_delete_sent_as_its_handle_key_is_usable(large):
+    """TiCDC sends a too-large row as its handle key (claim-check too): enough for a DELETE."""
+    k, v = msg(({**ROW_KEY, **large}, {"d": {"id": col(3, 4, h=True)}}))
     (ev,) = decode_message(k, v, UTC)
     assert (ev.get(REJECT_REASON), ev["op"], ev["pk_values"]) == (None, "DELETE", ["4"])
+
+
+def test_a_vector_column_is_its_text():
+    """TiDB's VECTOR (type code 225, ticdc `writeColumnFieldValue`) is written as its text."""
+    (ev,) = decode_message(*msg((ROW_KEY, row(vec=col(225, "[1,2.5,3]", f=65)))), UTC)
+    assert ev.get(REJECT_REASON) is None
+    assert (ev["after"]["vec"], ev["column_types"]["vec"]) == ("[1,2.5,3]", "vector")
 
 
 # -- values and types --------------------------------------------------------------------
