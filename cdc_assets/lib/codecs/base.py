@@ -28,6 +28,8 @@ class Decoder(ABC):
     name: ClassVar[str]
     #: Options this decoder understands (TiCDC's option names), with their defaults.
     default_options: ClassVar[Mapping[str, str]] = {}
+    #: Options that take one of a few values.
+    option_choices: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     def __init__(self, options: Mapping[str, str] | None = None):
         known = {**COMMON_OPTIONS, **self.default_options}
@@ -41,6 +43,10 @@ class Decoder(ABC):
         for name, default in known.items():
             if default in ("true", "false") and str(self.options[name]).lower() not in ("true", "false"):
                 raise ValueError(f"{self.name}: option {name} is true or false, got {self.options[name]!r}")
+        for name, choices in self.option_choices.items():
+            if self.options[name] not in choices:
+                raise ValueError(f"{self.name}: option {name} is one of {', '.join(choices)}, "
+                                 f"got {self.options[name]!r}")
         try:
             zone(self.options["time-zone"])
         except (KeyError, ValueError):  # ZoneInfoNotFoundError is a KeyError

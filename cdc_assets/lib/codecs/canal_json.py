@@ -23,6 +23,9 @@ Spec: shared/specs/ticdc-canal-json.txt. Rules implemented here:
   text, never rounded through a double (`json_fields.parse_rows_exactly`); numbers nested
   inside a JSON column's value are written as orjson read them.
 
+TiCDC's `large-message-handle-compression` (snappy / lz4 values) is the option of the same
+name (`compression.py`); a rejected event's quarantine row then holds the decompressed value.
+
 Decoding parses each message once with orjson inside `mapInArrow` (`canal_json_events.py`):
 Spark's `from_json` into per-message maps was slower on this shape (BENCHMARKS.md). Routing
 at landing reads four fields only and stays a Spark expression.
@@ -34,6 +37,7 @@ import functools
 
 from pyspark.sql import DataFrame, functions as F, types as T
 
+from cdc_assets.lib.codecs import compression
 from cdc_assets.lib.codecs.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.canal_json_events import decode_batches
@@ -56,6 +60,9 @@ _ROUTING_SCHEMA = T.StructType(
 )
 
 
+_RAW_VALUE = "_cdc_raw_value"
+
+
 class CanalJsonDecoder(Decoder):
     name = "canal-json"
     default_options = {
@@ -63,12 +70,21 @@ class CanalJsonDecoder(Decoder):
         "enable-tidb-extension": "true",
         "content-compatible": "false",
         "only-output-updated-columns": "false",
+        compression.OPTION: "none",
     }
+    option_choices = {compression.OPTION: compression.CODECS}
 
     def emits_watermarks(self) -> bool:
         return self.flag("enable-tidb-extension")
 
     def route(self, raw: DataFrame) -> DataFrame:
+        codec = self.options[compression.OPTION]
+        if codec != "none":  # routed by the plain value; the raw bytes are what is landed
+            plain = compression.decompressed_values(raw.withColumn(_RAW_VALUE, F.col("value")), codec)
+            return self._route(plain).withColumn("value", F.col(_RAW_VALUE)).drop(_RAW_VALUE)
+        return self._route(raw)
+
+    def _route(self, raw: DataFrame) -> DataFrame:
         m = F.from_json(value_text(), _ROUTING_SCHEMA)
         tidb = m["_tidb"]
         is_watermark = F.coalesce(~m["isDdl"], F.lit(True)) & (m["type"] == "TIDB_WATERMARK")
@@ -86,7 +102,8 @@ class CanalJsonDecoder(Decoder):
 
     def decode(self, raw: DataFrame) -> DataFrame:
         time_zone = self.options["time-zone"]
-        parsed = raw.select(*PASSED).mapInArrow(
+        plain = compression.decompressed_values(raw.select(*PASSED), self.options[compression.OPTION])
+        parsed = plain.mapInArrow(
             functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option), PARSED_SCHEMA
         )
         return decoded_columns(parsed)

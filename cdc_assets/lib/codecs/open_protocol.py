@@ -13,6 +13,8 @@ Spec: shared/specs/ticdc-open-protocol.txt (oracles: conformance ORACLES.md §2)
   UTF-8 text); char/varchar with the binary flag are Go-quoted (strconv.Quote without
   the quotes); unsigned bigint is a bare JSON number (Python's json keeps it exact).
   Numbers keep their JSON text (floats are not re-rounded).
+- `large-message-handle-compression` (option of the same name): each event's value frame
+  is a snappy block or an lz4 frame (`compression.py`); keys are never compressed.
 - framing errors cost the events from the break on (`truncated_frame`, `bad_version`,
   `unpaired_key_value`); a bad event in a good frame (invalid JSON, unknown type code)
   costs only that event.
@@ -53,7 +55,9 @@ from cdc_assets.lib.codecs.arrow_events import (
     timestamp_to_utc,
     zone,
 )
+from cdc_assets.lib.codecs import compression
 from cdc_assets.lib.codecs.base import Decoder
+from cdc_assets.lib.codecs.compression import decompress
 from cdc_assets.lib.codecs.key_option import NO_KEYS, KeyOption
 from cdc_assets.lib.tidb_ddl_actions import ddl_action_name
 from cdc_assets.lib.tso import PHYSICAL_SHIFT
@@ -332,12 +336,15 @@ def _fill_row(ev: dict, k: dict, value: bytes, tz: tzinfo, key_option: KeyOption
 
 
 def decode_message(key: bytes | None, value: bytes | None, tz: tzinfo, key_option: KeyOption = NO_KEYS,
-                   ) -> list[dict]:
-    """All events of one Kafka message; framing errors quarantine the events from the break on."""
+                   codec: str = "none") -> list[dict]:
+    """All events of one Kafka message; framing errors quarantine the events from the break on.
+    `codec`: TiCDC's `large-message-handle-compression` of each event's value frame."""
     keys, key_err = key_frames(key)
     if key_err is not None and key_err.reason in ("missing_key", "bad_version"):
         return [_rejected(0, key_err)]
     values, value_err = split_frames(value or b"")
+    if codec != "none":
+        values = [decompress(v, codec) for v in values]
     no_value = not value  # resolved events may come with no value at all
     total = max(len(keys) + (key_err is not None), len(values) + (value_err is not None))
     events = []
@@ -374,13 +381,13 @@ def message_timestamps(key: bytes | None) -> tuple[int | None, int | None]:
 
 # -- Arrow batches ----------------------------------------------------------------------
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,
-                   ) -> Iterator[pa.RecordBatch]:
+                   codec: str = "none") -> Iterator[pa.RecordBatch]:
     tz = zone(time_zone)
     for batch in batches:
         out = EventRows()
         with gc_paused():
             for i, (k, v) in enumerate(zip(batch.column("key").to_pylist(), batch.column("value").to_pylist())):
-                for ev in decode_message(k, v, tz, key_option):
+                for ev in decode_message(k, v, tz, key_option, codec):
                     out.add(i, ev.pop("event_index"), ev.pop("event_kind"), reason=ev.pop(REJECT_REASON, None),
                             detail=ev.pop(REJECT_DETAIL, None), **ev)
         yield out.batch(batch)
@@ -402,7 +409,10 @@ class OpenProtocolDecoder(Decoder):
         # The decoder reads both from the message shape (`p` present; `p` overlaid on `u`).
         "enable-old-value": "true",
         "only-output-updated-columns": "false",
+        # Routing reads the keys alone, which are never compressed.
+        compression.OPTION: "none",
     }
+    option_choices = {compression.OPTION: compression.CODECS}
 
     def emits_watermarks(self) -> bool:
         return True  # resolved events
@@ -418,7 +428,8 @@ class OpenProtocolDecoder(Decoder):
     def decode(self, raw: DataFrame) -> DataFrame:
         time_zone = self.options["time-zone"]
         parsed = raw.select(*PASSED).mapInArrow(
-            functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option), PARSED_SCHEMA
+            functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option,
+                              codec=self.options[compression.OPTION]), PARSED_SCHEMA
         )
         # No separate event time; no source position (commit_ts is already a total order).
         return decoded_columns(parsed)
