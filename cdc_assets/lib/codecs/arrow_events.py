@@ -260,15 +260,18 @@ def _events_or_reject(events_of: Callable[[bytes | None, tzinfo], list[tuple]], 
 def decode_each_value(batches: Iterator[pa.RecordBatch], time_zone: str,
                       events_of: Callable[[bytes | None, tzinfo], list[tuple]],
                       exact_events_of: Callable[[bytes | None, tzinfo], list[tuple]] | None = None,
-                      ) -> Iterator[pa.RecordBatch]:
+                      unpack: Callable[[bytes], bytes] | None = None) -> Iterator[pa.RecordBatch]:
     """A batch function for decoders that read a message from its value alone: `events_of`
     returns all of a message's events, or raises `Reject` for the whole message. Any other
     error quarantines that message (`decoder_error`), never the batch. `exact_events_of`
-    decodes again, with exact numbers, a message whose events hold a double (`EventRows`)."""
+    decodes again, with exact numbers, a message whose events hold a double (`EventRows`).
+    `unpack` (decompression) runs on each value first; rejects keep the bytes as landed."""
     tz = zone(time_zone)
     for batch in batches:
         out = EventRows()
         values = batch.column("value").to_pylist()
+        if unpack is not None:
+            values = [v if v is None else unpack(v) for v in values]
         with gc_paused():
             for i, value in enumerate(values):
                 try:  # `_events_or_reject` inlined: the hot path

@@ -44,6 +44,7 @@ class Decoder(ABC):
             if default in ("true", "false") and str(self.options[name]).lower() not in ("true", "false"):
                 raise ValueError(f"{self.name}: option {name} is true or false, got {self.options[name]!r}")
         for name, choices in self.option_choices.items():
+            self.options[name] = str(self.options[name]).lower()
             if self.options[name] not in choices:
                 raise ValueError(f"{self.name}: option {name} is one of {', '.join(choices)}, "
                                  f"got {self.options[name]!r}")

@@ -24,7 +24,8 @@ Spec: shared/specs/ticdc-canal-json.txt. Rules implemented here:
   inside a JSON column's value are written as orjson read them.
 
 TiCDC's `large-message-handle-compression` (snappy / lz4 values) is the option of the same
-name (`compression.py`); a rejected event's quarantine row then holds the decompressed value.
+name (`large_messages.py`): values are decompressed for routing and decoding, and the landing
+and the quarantine keep them as they came.
 
 Decoding parses each message once with orjson inside `mapInArrow` (`canal_json_events.py`):
 Spark's `from_json` into per-message maps was slower on this shape (BENCHMARKS.md). Routing
@@ -37,7 +38,7 @@ import functools
 
 from pyspark.sql import DataFrame, functions as F, types as T
 
-from cdc_assets.lib.codecs import compression
+from cdc_assets.lib.codecs import large_messages
 from cdc_assets.lib.codecs.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.canal_json_events import decode_batches
@@ -70,17 +71,17 @@ class CanalJsonDecoder(Decoder):
         "enable-tidb-extension": "true",
         "content-compatible": "false",
         "only-output-updated-columns": "false",
-        compression.OPTION: "none",
+        large_messages.OPTION: "none",
     }
-    option_choices = {compression.OPTION: compression.CODECS}
+    option_choices = {large_messages.OPTION: large_messages.CODECS}
 
     def emits_watermarks(self) -> bool:
         return self.flag("enable-tidb-extension")
 
     def route(self, raw: DataFrame) -> DataFrame:
-        codec = self.options[compression.OPTION]
+        codec = self.options[large_messages.OPTION]
         if codec != "none":  # routed by the plain value; the raw bytes are what is landed
-            plain = compression.decompressed_values(raw.withColumn(_RAW_VALUE, F.col("value")), codec)
+            plain = large_messages.decompressed_values(raw.withColumn(_RAW_VALUE, F.col("value")), codec)
             return self._route(plain).withColumn("value", F.col(_RAW_VALUE)).drop(_RAW_VALUE)
         return self._route(raw)
 
@@ -102,8 +103,8 @@ class CanalJsonDecoder(Decoder):
 
     def decode(self, raw: DataFrame) -> DataFrame:
         time_zone = self.options["time-zone"]
-        plain = compression.decompressed_values(raw.select(*PASSED), self.options[compression.OPTION])
-        parsed = plain.mapInArrow(
-            functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option), PARSED_SCHEMA
+        parsed = raw.select(*PASSED).mapInArrow(
+            functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option,
+                              codec=self.options[large_messages.OPTION]), PARSED_SCHEMA
         )
         return decoded_columns(parsed)

@@ -3,8 +3,8 @@
 Spark's `from_json` parses this shape row by row into maps and was the decoder's cost;
 orjson plus a few dict operations per message is faster (1.2x at 1M messages, more on
 larger dumps, on two cores: BENCHMARKS.md).
-The rules are those of `canal_json.py`'s docstring; the reject rules below run in the
-order the quarantine reasons are documented (the first failing one wins).
+The rules are those of `canal_json.py`'s docstring; the first failing reject rule wins, in
+the order `_events` checks them (the large-message reasons first).
 """
 
 from __future__ import annotations
@@ -21,25 +21,19 @@ from cdc_assets.lib.codecs.json_fields import (
     bool_field, decode_each_object, long_field, object_field, objects_field, positive_long_field, texts_field,
 )
 from cdc_assets.lib.codecs.key_option import NO_KEYS, KeyOption
+from cdc_assets.lib.codecs.large_messages import key_only_reject
 from cdc_assets.lib.tso import ms_to_commit_ts
 
 _DML_TYPES = frozenset(("INSERT", "UPDATE", "DELETE"))
 
 
 def _large_message_reject(tidb: dict, op: str | None) -> tuple[str, str] | None:
-    """TiCDC's large-message handling (`large-message-handle-option`) sends a row too large
-    for Kafka as its handle-key columns only, with the row kept in external storage
-    (`claimCheckLocation`) or nowhere (`onlyHandleKey`). The key is enough for a DELETE;
-    an INSERT or UPDATE would replace the row with its key columns alone. Old TiCDC's
-    claim-check message holds nothing but `_tidb`."""
+    """TiCDC's large-message handling (`large_messages.py`). Old TiCDC's claim-check message
+    holds nothing but `_tidb`, so it has no `type` either."""
     if op == "DELETE":
         return None
-    location = as_text(tidb.get("claimCheckLocation"))
-    if location:
-        return "claim_check_not_supported", f"row stored externally at {location!r}"
-    if bool_field(tidb.get("onlyHandleKey")):
-        return "handle_key_only", "large-message handle-key-only event: the row is not in the message"
-    return None
+    err = key_only_reject(False, as_text(tidb.get("claimCheckLocation")), bool_field(tidb.get("onlyHandleKey")))
+    return None if err is None else (err.reason, err.detail)
 
 
 # -- events -----------------------------------------------------------------------------
@@ -102,6 +96,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,
-                   ) -> Iterator[pa.RecordBatch]:
-    """All events of each message (one per element of `data` for DML, else one), or a reject."""
-    return decode_each_object(batches, time_zone, _events, ("data", "old"), key_option)
+                   codec: str = "none") -> Iterator[pa.RecordBatch]:
+    """All events of each message (one per element of `data` for DML, else one), or a reject.
+    `codec`: TiCDC's `large-message-handle-compression` of the values."""
+    return decode_each_object(batches, time_zone, _events, ("data", "old"), key_option, codec)

@@ -39,7 +39,7 @@ def _facts(mysql_type) -> tuple[bool, list[str] | None, bool, bool]:
 
 def _enum_or_set_name(v: str, members: list[str], is_enum: bool, names_written: bool) -> str | None:
     """Index (ENUM) / bit mask (SET) -> member name(s); None (the text is kept) when `v` is
-    no integer, an index beyond the members, or, for a producer that may write names
+    no integer, an index or mask beyond the members, or, for a producer that may write names
     (`names_written`), a member itself. Index 0 is MySQL's empty string for an invalid value."""
     if (names_written and v in members) or not _INTEGER_RE.fullmatch(v):
         return None
@@ -48,6 +48,8 @@ def _enum_or_set_name(v: str, members: list[str], is_enum: bool, names_written: 
         return None
     if is_enum:
         return "" if number == 0 else members[number - 1] if 0 < number <= len(members) else None
+    if number < 0 or number >> len(members):
+        return None
     return ",".join(m for i, m in enumerate(members) if (number >> i) & 1)
 
 

@@ -11,7 +11,9 @@ sink-URI parity only; `enable-tidb-extension` says whether watermarks will come.
 
 - `op`: c (CloudCanal: i) INSERT, u UPDATE, d DELETE, r READ (snapshot);
   m = TiCDC watermark (checkpoint, `source.commit_ts`); a (CloudCanal ALTER) or no `op`
-  with a `ddl` field = DDL. TRUNCATE comes with empty `tableChanges`: the SQL is kept.
+  with a `ddl` field = DDL. TRUNCATE comes with empty `tableChanges`: the SQL is kept;
+  Debezium's own TRUNCATE is `op` t, naming its table in `source` only: the DDL event gets
+  `TRUNCATE TABLE` of that table.
 - Decoding parses each message once in Python inside `mapInArrow` (`debezium_events.py`),
   with numbers kept as written: a double would re-print 9999999999.99 and lose DECIMAL
   digits, and a Connect Decimal's base64 string must stay apart from a JSON number.
@@ -23,8 +25,9 @@ sink-URI parity only; `enable-tidb-extension` says whether watermarks will come.
   without a usable key, the `primary-key` option (`key_option`: every table or per table). DDL
   events report `tableChanges[0].table.primaryKeyColumnNames`; rows do not borrow it
   (that would need state across messages and windows).
-- A Kafka tombstone (null value after a delete, for log compaction) carries no change:
-  quarantined as `tombstone` so it is counted, meaning "expected, nothing to apply".
+- A Kafka tombstone (null value after a delete, for log compaction; its key is null too for
+  a table without a key) carries no change: quarantined as `tombstone` so it is counted,
+  meaning "expected, nothing to apply".
 """
 
 from __future__ import annotations

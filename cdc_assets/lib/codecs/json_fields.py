@@ -4,6 +4,7 @@ that quarantine a field of the wrong JSON type (as Spark's `from_json` with a sc
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator
 from datetime import tzinfo
@@ -12,6 +13,7 @@ import orjson
 import pyarrow as pa
 
 from cdc_assets.lib.codecs.arrow_events import Reject, as_text, decode_each_value
+from cdc_assets.lib.codecs.large_messages import decompress
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 SHAPE = "valid JSON, but a field has an unexpected type for this protocol"
@@ -111,14 +113,15 @@ def objects_field(v) -> list | None:
 
 def decode_each_object(batches: Iterator[pa.RecordBatch], time_zone: str,
                        events: Callable[[dict, tzinfo, object], list[tuple]], row_fields: tuple[str, ...],
-                       context: object) -> Iterator[pa.RecordBatch]:
+                       context: object, codec: str = "none") -> Iterator[pa.RecordBatch]:
     """`decode_each_value` for protocols whose message is one JSON object: `events(m, tz,
     context)` gives its events; a message holding a double is read again with the numbers of
-    `row_fields` kept exact (`parse_rows_exactly`)."""
+    `row_fields` kept exact (`parse_rows_exactly`). `codec`: the values' compression."""
     def events_of(value: bytes | None, tz: tzinfo) -> list[tuple]:
         return events(parse_object(value), tz, context)  # a closure: one call per message
 
     def exact_events_of(value: bytes | None, tz: tzinfo) -> list[tuple]:
         return events(parse_rows_exactly(value, row_fields), tz, context)
 
-    return decode_each_value(batches, time_zone, events_of, exact_events_of)
+    unpack = None if codec == "none" else functools.partial(decompress, codec=codec)
+    return decode_each_value(batches, time_zone, events_of, exact_events_of, unpack)

@@ -13,8 +13,10 @@ Spec: shared/specs/ticdc-open-protocol.txt (oracles: conformance ORACLES.md §2)
   UTF-8 text); char/varchar with the binary flag are Go-quoted (strconv.Quote without
   the quotes); unsigned bigint is a bare JSON number (Python's json keeps it exact).
   Numbers keep their JSON text (floats are not re-rounded).
-- `large-message-handle-compression` (option of the same name): each event's value frame
-  is a snappy block or an lz4 frame (`compression.py`); keys are never compressed.
+- TiCDC's large-message handling (`large_messages.py`): an event sent as its handle key
+  only (`ohk`, claim-check `ccl`) is applied if it is a DELETE; with
+  `large-message-handle-compression` each event's value frame is a snappy block or an lz4
+  frame (keys are never compressed).
 - framing errors cost the events from the break on (`truncated_frame`, `bad_version`,
   `unpaired_key_value`); a bad event in a good frame (invalid JSON, unknown type code)
   costs only that event.
@@ -55,9 +57,8 @@ from cdc_assets.lib.codecs.arrow_events import (
     timestamp_to_utc,
     zone,
 )
-from cdc_assets.lib.codecs import compression
+from cdc_assets.lib.codecs import large_messages
 from cdc_assets.lib.codecs.base import Decoder
-from cdc_assets.lib.codecs.compression import decompress
 from cdc_assets.lib.codecs.key_option import NO_KEYS, KeyOption
 from cdc_assets.lib.tidb_ddl_actions import ddl_action_name
 from cdc_assets.lib.tso import PHYSICAL_SHIFT
@@ -76,12 +77,12 @@ COLUMN_TYPES = {
     4: ("float", "float"), 5: ("double", "double"), 6: ("null", "null"),
     7: ("timestamp", "timestamp"), 8: ("bigint", "bigint"), 9: ("mediumint", "mediumint"),
     10: ("date", "date"), 11: ("time", "time"), 12: ("datetime", "datetime"), 13: ("year", "year"),
-    14: ("date", "date"), 15: ("varchar", "varbinary"), 16: ("bit", "bit"), 245: ("json", "json"),
-    246: ("decimal", "decimal"), 247: ("enum", "enum"), 248: ("set", "set"),
+    14: ("date", "date"), 15: ("varchar", "varbinary"), 16: ("bit", "bit"),
+    225: ("vector", "vector"),  # TiDB's VECTOR (TypeTiDBVectorFloat32), its text `[1,2,3]`
+    245: ("json", "json"), 246: ("decimal", "decimal"), 247: ("enum", "enum"), 248: ("set", "set"),
     249: ("tinytext", "tinyblob"), 250: ("mediumtext", "mediumblob"),
     251: ("longtext", "longblob"), 252: ("text", "blob"),
     253: ("varchar", "varbinary"), 254: ("char", "binary"), 255: ("geometry", "geometry"),
-    225: ("vector", "vector"),  # TiDB's VECTOR (TypeTiDBVectorFloat32), its text `[1,2,3]`
 }
 _SIGNED_CODES = {1, 2, 3, 4, 5, 8, 9, 246}  # "unsigned" is meaningful for these only
 _BLOB_CODES = {249, 250, 251, 252}  # value = base64 of the bytes, text or binary
@@ -293,8 +294,8 @@ def _fill_ddl(ev: dict, value: bytes) -> None:
 
 
 def _fill_row(ev: dict, k: dict, value: bytes, tz: tzinfo, key_option: KeyOption) -> None:
-    if k.get("ccl") and not value:
-        raise Reject("claim_check_not_supported", f"row stored externally at {k['ccl']!r}")
+    if k.get("ccl") and not value:  # old TiCDC: no row image at all
+        raise large_messages.key_only_reject(False, k["ccl"], None)
     if not value:
         raise Reject("missing_row_data", "row event with an empty value")
     v = parse_json(value, "row value")
@@ -315,12 +316,9 @@ def _fill_row(ev: dict, k: dict, value: bytes, tz: tzinfo, key_option: KeyOption
         ev["op"] = DELETE
         before, types, pk_names = decode_image(d, tz)
         ev.update(before=before, column_types=types)
-    # A too-large row comes as its handle key only (the key is all a DELETE needs); with
-    # claim-check the row itself is in external storage.
-    if k.get("ccl") and ev["op"] != DELETE:
-        raise Reject("claim_check_not_supported", f"row stored externally at {k['ccl']!r}")
-    if k.get("ohk") and ev["op"] != DELETE:
-        raise Reject("handle_key_only", "large-message handle-key-only event: the row is not in the message")
+    key_only = large_messages.key_only_reject(ev["op"] == DELETE, k.get("ccl"), k.get("ohk"))
+    if key_only is not None:
+        raise key_only
     if ev["database"] is None or ev["table"] is None:
         raise Reject("missing_table_name", "row event key without scm or tbl")
     pk_names = pk_names or key_option.names_for(ev["database"], ev["table"])
@@ -344,7 +342,7 @@ def decode_message(key: bytes | None, value: bytes | None, tz: tzinfo, key_optio
         return [_rejected(0, key_err)]
     values, value_err = split_frames(value or b"")
     if codec != "none":
-        values = [decompress(v, codec) for v in values]
+        values = [large_messages.decompress(v, codec) for v in values]
     no_value = not value  # resolved events may come with no value at all
     total = max(len(keys) + (key_err is not None), len(values) + (value_err is not None))
     events = []
@@ -410,9 +408,9 @@ class OpenProtocolDecoder(Decoder):
         "enable-old-value": "true",
         "only-output-updated-columns": "false",
         # Routing reads the keys alone, which are never compressed.
-        compression.OPTION: "none",
+        large_messages.OPTION: "none",
     }
-    option_choices = {compression.OPTION: compression.CODECS}
+    option_choices = {large_messages.OPTION: large_messages.CODECS}
 
     def emits_watermarks(self) -> bool:
         return True  # resolved events
@@ -429,7 +427,7 @@ class OpenProtocolDecoder(Decoder):
         time_zone = self.options["time-zone"]
         parsed = raw.select(*PASSED).mapInArrow(
             functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option,
-                              codec=self.options[compression.OPTION]), PARSED_SCHEMA
+                              codec=self.options[large_messages.OPTION]), PARSED_SCHEMA
         )
         # No separate event time; no source position (commit_ts is already a total order).
         return decoded_columns(parsed)

@@ -164,6 +164,7 @@ _KEY_ONLY = {"mysqlType": {"id": "int"}, "data": [{"id": "7"}], "old": None}
 
 @pytest.mark.parametrize("tidb, reason", [
     ({"onlyHandleKey": True}, "handle_key_only"),
+    ({"claimCheckLocation": "s3://b/x.json"}, "claim_check_not_supported"),
     ({"onlyHandleKey": True, "claimCheckLocation": "s3://b/x.json"}, "claim_check_not_supported"),
 ])
 @pytest.mark.parametrize("op", ["INSERT", "UPDATE"])
@@ -196,3 +197,6 @@ def test_enum_and_set_values_are_always_codes_even_when_members_are_numbers():
     events = _decode(_row(type="INSERT", old=None, mysqlType=types, data=rows))
     assert [(dict(e["after"])["e"], dict(e["after"])["s"]) for e in events] == [
         ("0", "2"), ("1", "1"), ("", ""), ("9", "2,1")]  # index 9 is no member: kept as written
+    beyond = _decode(_row(type="INSERT", old=None, mysqlType=types, data=[{"id": "5", "e": "-1", "s": "4"},
+                                                                         {"id": "6", "e": "1", "s": "-1"}]))
+    assert [(dict(e["after"])["e"], dict(e["after"])["s"]) for e in beyond] == [("-1", "4"), ("0", "-1")]

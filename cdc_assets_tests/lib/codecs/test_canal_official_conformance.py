@@ -288,18 +288,18 @@ def test_risingwave_samples_with_the_primary_key_option_match_its_rows(spark, co
 
 
 def test_enum_and_set_codes_and_batch_id_ordering(spark):
-    """Official Canal sends the ENUM index / SET bit mask (index 1 of enum('1','x') is '1'),
-    and a SET may also come as names. A later batch id breaks an `es` tie: INSERT then
-    DELETE in the same second."""
+    """Official Canal sends the ENUM index / SET bit mask, even where a member is a number
+    (index 1 of enum('2','x') is '2'); a SET written as names (not Canal's own form) is kept.
+    A later batch id breaks an `es` tie: INSERT then DELETE in the same second."""
     def msg(typ, mid, row):
         return ('{"data":[' + row + '],"database":"d","table":"t","es":1000,"id":' + str(mid) +
-                ',"isDdl":false,"mysqlType":{"id":"int","e":"enum(\'1\',\'x\')","s":"set(\'a\',\'b\',\'c\')"},'
+                ',"isDdl":false,"mysqlType":{"id":"int","e":"enum(\'2\',\'x\')","s":"set(\'a\',\'b\',\'c\')"},'
                 '"old":null,"pkNames":["id"],"type":"' + typ + '"}').encode()
     msgs = [msg("INSERT", 5, '{"id":"1","e":"2","s":"5"}'), msg("INSERT", 6, '{"id":"2","e":"1","s":"a,c"}'),
             msg("DELETE", 7, '{"id":"1","e":"2","s":"5"}')]
     decoded = get_decoder("canal-json", OFFICIAL).decode(raw_frame(spark, list(reversed(msgs))))
     good = sorted((r.asDict() for r in decoded.collect()), key=lambda r: r["source_position"])
-    assert [(r["after"] or r["before"])["e"] for r in good] == ["x", "1", "x"]
+    assert [(r["after"] or r["before"])["e"] for r in good] == ["x", "2", "x"]
     assert [(r["after"] or r["before"])["s"] for r in good] == ["a,c", "a,c", "a,c"]
     ((_, frame),) = _snapshot_rows(_good(decoded)).values()
     assert [r["id"] for r in frame.collect()] == [2]

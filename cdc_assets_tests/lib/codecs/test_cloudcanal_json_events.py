@@ -155,3 +155,12 @@ def test_numbers_in_binary_enum_and_zoned_timestamp_columns_keep_their_text():
     assert dict(ev["after"])["e"] == "1.00000000000000000001"  # not an integer index: kept as written
     # not a wall clock: left as written, for the value conversion to quarantine (`invalid_value`)
     assert (dict(ev["after"])["ts"], ev[REJECT_REASON]) == ("1.5", None)
+
+
+def test_an_enum_value_that_is_a_member_stays_that_name():
+    """CloudCanal documents no ENUM / SET form and might write names: a value that is a member
+    stays one (unlike Canal-JSON, whose values are always codes); other integers are codes."""
+    events = _decode(b'{"action":"INSERT","db":"s","table":"t","execTs":5,"pks":["id"],'
+                     b'"dbValType":{"id":"int","e":"enum(\'0\',\'1\')"},'
+                     b'"data":[{"id":"1","e":"1"},{"id":"2","e":"2"}]}')
+    assert [dict(e["after"])["e"] for e in events] == ["1", "1"]

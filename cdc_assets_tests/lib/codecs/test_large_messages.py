@@ -1,5 +1,6 @@
 """TiCDC's `large-message-handle-compression`: snappy blocks and lz4 frames, as Canal-JSON
-message values and as Open Protocol event value frames."""
+message values and as Open Protocol event value frames (the key-only events of its
+`large-message-handle-option` are tested with each protocol's events)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from cdc_assets.lib.changelog_schema import REJECT_REASON
 from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.codecs.compression import decompress
+from cdc_assets.lib.codecs.large_messages import _snappy_length, decompress
 from cdc_assets.lib.codecs.open_protocol import decode_message, zone
 from cdc_assets_tests.canal_messages import row, values, watermark
 from cdc_assets_tests.helpers import raw_frame
@@ -37,8 +38,16 @@ def test_values_decompress_and_others_are_taken_as_written(codec):
     assert decompress(compress(text, codec)[:-4], codec) == compress(text, codec)[:-4]  # broken: as is
 
 
+def test_a_snappy_block_as_go_writes_it():
+    """Go's `snappy.Encode` writes an input under 17 bytes as one literal: the length varint,
+    the literal tag ((n - 1) << 2), the bytes. Any snappy reader must take it."""
+    text = b'{"t":"INSERT"}'
+    assert decompress(bytes([len(text), (len(text) - 1) << 2]) + text, "snappy") == text
+
+
 def test_a_garbage_snappy_length_is_never_allocated():
     garbage = b"\xff\xff\xff\xff\x0f{}"  # a varint of 4 GiB in front of 2 bytes
+    assert _snappy_length(garbage) is None
     assert decompress(garbage, "snappy") == garbage
 
 
@@ -68,6 +77,9 @@ def test_canal_json_routes_and_decodes_compressed_values_and_lands_the_raw_bytes
     got = decoder.decode(raw_frame(spark, packed)).orderBy("kafka_offset").select(*columns).collect()
     want = get_decoder("canal-json").decode(raw_frame(spark, plain)).orderBy("kafka_offset").select(*columns).collect()
     assert got == want and [r["op"] for r in got] == ["INSERT", "DELETE", None]
+    broken = compress(b'{"type":"INSERT","data":[]}', codec)  # decompresses, but has no rows
+    (reject,) = decoder.decode(raw_frame(spark, [broken])).collect()
+    assert (reject[REJECT_REASON], reject["value"]) == ("missing_row_data", broken)  # the bytes as landed
 
 
 def test_an_unknown_codec_fails_when_the_decoder_is_made():

@@ -1,9 +1,15 @@
-"""TiCDC's `large-message-handle-compression` (a Kafka sink setting): every Canal-JSON
-message value, and every Open Protocol event value inside its batch, is compressed with
-snappy (a raw block: Go's `snappy.Encode`) or lz4 (a frame: Go's `lz4.NewWriter`).
+"""TiCDC's large-message handling (Kafka sink settings), for Canal-JSON and Open Protocol.
 
-A value that does not decompress is taken as written: compression may have been switched on
-in the middle of a topic, and a value that is neither stays for its decoder to quarantine.
+`large-message-handle-option`: a row too large for Kafka is sent as its handle-key columns
+only, with the row kept in external storage (claim-check) or nowhere (handle-key-only).
+The key is all a DELETE needs; an INSERT or UPDATE would replace the row with its key
+columns alone, so it is quarantined (fetching the row back is not done).
+
+`large-message-handle-compression`: every Canal-JSON message value, and every Open Protocol
+event value inside its batch, is compressed with snappy (a raw block: Go's `snappy.Encode`)
+or lz4 (a frame: Go's `lz4.NewWriter`). A value that does not decompress is taken as
+written: compression may have been switched on in the middle of a topic, and a value that is
+neither stays for its decoder to quarantine.
 """
 
 from __future__ import annotations
@@ -14,8 +20,21 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from cdc_assets.lib.codecs.arrow_events import Reject
+
 OPTION = "large-message-handle-compression"
 CODECS = ("none", "snappy", "lz4")
+
+
+def key_only_reject(is_delete: bool, claim_check_location: str | None, only_handle_key: bool | None) -> Reject | None:
+    """Why an event sent as its handle key only cannot be applied (None: it can, or it is whole)."""
+    if is_delete:
+        return None
+    if claim_check_location:
+        return Reject("claim_check_not_supported", f"row stored externally at {claim_check_location!r}")
+    if only_handle_key:
+        return Reject("handle_key_only", "large-message handle-key-only event: the row is not in the message")
+    return None
 
 
 def _snappy_length(data: bytes) -> int | None:
