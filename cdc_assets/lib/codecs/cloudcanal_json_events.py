@@ -81,7 +81,8 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
                 before = {k: (old[k] if k in old else v) for k, v in row.items()}
         if changes:
             # the vendor documents no ENUM / SET value form: a value that is a member stays a name
-            before, after = canonical(before, types, tz, names_written=True), canonical(after, types, tz, names_written=True)
+            before = canonical(before, types, tz, names_written=True)
+            after = canonical(after, types, tz, names_written=True)
         pk_values, reason, detail = key_and_reject(pk_names, before, after, row, types, has_binary, message_reject)
         # the hot path: the event tuple in EVENT_FIELDS order, as `event` would build it
         events.append((pos, ROW, op, database, table, commit_ts, position, exec_ts, pk_names, pk_values,

@@ -45,7 +45,9 @@ DATE, TIMESTAMP, MICRO_TIMESTAMP, NANO_TIMESTAMP, ZONED_TIMESTAMP = (
 TIME, MICRO_TIME, NANO_TIME, YEAR = (_TIME + n for n in ("Time", "MicroTime", "NanoTime", "Year"))
 CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 # `time.precision.mode=connect`: Kafka Connect's own logical types (days, ms of the day, epoch ms).
-CONNECT_DATE, CONNECT_TIME, CONNECT_TIMESTAMP = (f"org.apache.kafka.connect.data.{n}" for n in ("Date", "Time", "Timestamp"))
+CONNECT_DATE, CONNECT_TIME, CONNECT_TIMESTAMP = (
+    f"org.apache.kafka.connect.data.{n}" for n in ("Date", "Time", "Timestamp")
+)
 VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 BITS, JSON, ENUM, ENUM_SET = (f"io.debezium.data.{n}" for n in ("Bits", "Json", "Enum", "EnumSet"))
 SOURCE_TYPE, SOURCE_LENGTH, SOURCE_SCALE = (
