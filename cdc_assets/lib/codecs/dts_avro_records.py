@@ -4,7 +4,12 @@ Runs inside `mapInArrow` (see `dts_avro.py`). Value rules (SDK `DefaultValueDese
 - Integer / Decimal: their `value` text; Float: shortest text of the double (of the
   float32 for FLOAT columns); Character: `value` bytes decoded with `charset` (charset
   `binary` => bytes); BinaryObject / BinaryGeometry: base64 of the exact bytes;
-  TextObject / TextGeometry: their text; EmptyObject (NULL / NONE) and null: null.
+  TextObject / TextGeometry: their text; null and EmptyObject.NULL: SQL NULL.
+- EmptyObject.NONE is not NULL: the SDK reads it as "no value" (`NoneValue`), a column the
+  binlog did not log (`binlog_row_image` MINIMAL or NOBLOB). A row cannot be rebuilt from
+  such an image, so an INSERT / UPDATE with one in its after-image, or an UPDATE / DELETE
+  with one in a key column of its before-image, is rejected (`column_not_logged`); elsewhere
+  in a before-image it reads as null (only the key is read there).
 - Timestamp {timestamp s, millis}: an instant, UTC text. DateTime: date / time / datetime /
   year text from the segments present. TimestampWithTimeZone: converted to UTC text.
   The SDK treats the `millis` field of both as MICROseconds (`setMicro(millis)`,
@@ -107,7 +112,7 @@ def _charset(name: str) -> str:
 def render(value, code: int) -> tuple[str | None, str]:
     """One image value -> (canonical text or None, column type name)."""
     default_type = _TYPE_BY_CODE.get(code, "varchar")
-    if value is None:
+    if value is None or isinstance(value, str):  # null, or an EmptyObject symbol (see _empty_symbol)
         return None, default_type
     kind, v = value
     kind = kind.rsplit(".", 1)[-1]
@@ -166,17 +171,46 @@ def primary_key(tags: dict) -> list[str] | None:
     return [str(c) for c in pk] if isinstance(pk, list) and pk else None
 
 
-def _image(images, fields: list[dict], which: str) -> tuple[list | None, list[str]]:
+def _image(images, fields: list[dict], which: str) -> tuple[list | None, list[str], list[str]]:
+    """(texts, types, names of the columns without a logged value) of one image."""
     if images is None or isinstance(images, str):
-        return None, []
+        return None, [], []
     if len(images) != len(fields):
         raise Reject("image_field_mismatch", f"{which} has {len(images)} values for {len(fields)} fields")
-    texts, types = [], []
+    texts, types, not_logged = [], [], []
     for value, field in zip(images, fields):
+        if _is_not_logged(value):
+            not_logged.append(field["name"])
         text, typ = render(value, field["dataTypeNumber"])
         texts.append(text)
         types.append(typ)
-    return texts, types
+    return texts, types, not_logged
+
+
+def _is_not_logged(value) -> bool:
+    return _empty_symbol(value) == "NONE"
+
+
+def _empty_symbol(value) -> str | None:
+    """NULL / NONE for an EmptyObject value. fastavro returns the symbol bare in the first
+    image (where the schema defines the enum inline) and as (name, symbol) in the other."""
+    if isinstance(value, str):  # the only member of the value union that is not a record
+        return value
+    if isinstance(value, tuple) and value[0].endswith("EmptyObject"):
+        return value[1]
+    return None
+
+
+def _reject_not_logged(op: str, pk: list[str] | None, before_missing: list[str], after_missing: list[str]) -> None:
+    """A row image the snapshot cannot use: see the module docstring."""
+    if op in ("INSERT", "UPDATE") and after_missing:
+        missing, which = after_missing, "afterImages"
+    else:
+        missing, which = [c for c in before_missing if op in ("UPDATE", "DELETE") and c in (pk or [])], "beforeImages"
+    if missing:
+        raise Reject("column_not_logged",
+                     f"{which} has no value (EmptyObject.NONE) for {', '.join(missing)}: the source logs partial "
+                     "row images (binlog_row_image MINIMAL or NOBLOB?), from which the row cannot be rebuilt")
 
 
 def split_object_name(name: str | None) -> tuple[str | None, str | None]:
@@ -219,8 +253,10 @@ def decode_value(value: bytes | None, schema: dict, key_option: KeyOption = NO_K
     names = [f["name"] for f in fields]
     if len(set(names)) != len(names):
         raise Reject("duplicate_column", f"duplicate field names in {names}")
-    before, before_types = _image(rec["beforeImages"], fields, "beforeImages")
-    after, after_types = _image(rec["afterImages"], fields, "afterImages")
+    before, before_types, before_missing = _image(rec["beforeImages"], fields, "beforeImages")
+    after, after_types, after_missing = _image(rec["afterImages"], fields, "afterImages")
+    pk_names = primary_key(rec["tags"]) or key_option.names_for(database, table)
+    _reject_not_logged(op, pk_names, before_missing, after_missing)
     # A value's own type beats the type code; a NULL says nothing about text vs binary or
     # a decimal's scale: its type stays null here (filled from the column's other values).
     types = []
@@ -231,8 +267,7 @@ def decode_value(value: bytes | None, schema: dict, key_option: KeyOption = NO_K
                 chosen = typs[i]
                 break
         types.append(chosen)
-    out.update(pk_names=primary_key(rec["tags"]) or key_option.names_for(database, table),
-               col_names=names, col_types=types,
+    out.update(pk_names=pk_names, col_names=names, col_types=types,
                code_types=[_TYPE_BY_CODE.get(f["dataTypeNumber"], "varchar") for f in fields],
                before_vals=before, after_vals=after)
     return out

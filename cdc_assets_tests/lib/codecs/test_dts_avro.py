@@ -223,3 +223,49 @@ def test_records_without_a_pk_tag_take_the_primary_key_option(spark):
         (None, None, "missing_primary_key"),
         (["i", "id"], [None, big], "null_primary_key")]  # an UPDATE setting a configured key column to NULL
     assert decoded["shop.items:i"][1] == (None, None, "missing_primary_key")
+
+
+NOT_LOGGED = (NS + "EmptyObject", "NONE")  # the SDK's NoneValue: a column the binlog did not log
+# fastavro writes (and reads) the enum bare in beforeImages, where the schema defines it inline
+NOT_LOGGED_BEFORE, NULL_BEFORE = "NONE", "NULL"
+KEY_FIRST, KEY_SECOND = FIELDS[:2], FIELDS[1::-1]  # (id, i), (i, id); the key is id
+ID, I = AFTER[0], AFTER[1]
+
+
+@pytest.mark.parametrize("op, fields, before, after, outcome", [
+    # MINIMAL / NOBLOB images: an after-image without every value cannot be the row
+    ("INSERT", KEY_FIRST, None, [ID, NOT_LOGGED], "column_not_logged"),
+    ("UPDATE", KEY_FIRST, [ID, I], [ID, NOT_LOGGED], "column_not_logged"),
+    # a before-image without its key: which row was it?
+    ("UPDATE", KEY_SECOND, [I, NOT_LOGGED_BEFORE], [I, ID], "column_not_logged"),
+    ("DELETE", KEY_FIRST, [NOT_LOGGED_BEFORE, I], None, "column_not_logged"),
+    # only the key of a before-image is read: a non-key column not logged there is no loss
+    ("UPDATE", KEY_FIRST, [ID, NOT_LOGGED_BEFORE], [ID, I], (["18446744073709551615", None],
+                                                             ["18446744073709551615", "-2147483648"])),
+    ("DELETE", KEY_FIRST, [ID, NOT_LOGGED_BEFORE], None, (["18446744073709551615", None], None)),
+    # EmptyObject.NULL is SQL NULL, in either image
+    ("INSERT", KEY_FIRST, None, [ID, (NS + "EmptyObject", "NULL")], (None, ["18446744073709551615", None])),
+    ("DELETE", KEY_FIRST, [ID, NULL_BEFORE], None, (["18446744073709551615", None], None)),
+])
+def test_columns_the_binlog_did_not_log_are_not_read_as_null(op, fields, before, after, outcome):
+    rec = encode_record(record(op, TS, "1@1", object_name="shop.items", tags=PK, fields=fields, before=before,
+                               after=after))
+    if isinstance(outcome, str):
+        with pytest.raises(Exception) as raised:
+            decode_value(rec, parsed_record_schema())
+        assert getattr(raised.value, "reason", None) == outcome
+        assert "EmptyObject.NONE" in str(raised.value)
+    else:
+        out = decode_value(rec, parsed_record_schema())
+        assert (out["before_vals"], out["after_vals"]) == outcome
+
+
+def test_a_row_image_without_a_logged_value_is_quarantined(spark):
+    values = [encode_record(record("UPDATE", TS, "1@1", object_name="shop.items", tags=PK, fields=FIELDS[:2],
+                                   before=AFTER[:2], after=[AFTER[0], NOT_LOGGED])),
+              encode_record(record("INSERT", TS, "1@1", object_name="shop.items", tags=PK, fields=FIELDS[:2],
+                                   after=AFTER[:2]))]
+    good, bad = decode(spark, values, protocol="dts-avro")
+    assert reasons(bad) == ["column_not_logged"] and bad[0]["value"] == values[0]
+    assert "for i:" in bad[0]["_reject_detail"]
+    assert [g["after"] for g in good] == [{"id": "18446744073709551615", "i": "-2147483648"}]
