@@ -9,6 +9,9 @@ Semantic types (debezium.io MySQL connector "data type mappings"):
   NanoTimestamp (epoch ms / us / ns of the wall clock read as UTC) -> datetime text;
   ZonedTimestamp (ISO-8601 instant) -> UTC text; Time / MicroTime / NanoTime -> TIME
   text (may be negative or above 24 h). Fractions: 6 digits, left out when zero.
+- `time.precision.mode=isostring` (Debezium 3): IsoDate `2023-11-21Z`, IsoTime
+  `10:15:30.5Z`, IsoTimestamp `2023-11-21T18:29:26Z` (a DATETIME's wall clock labelled UTC)
+  -> date / TIME / datetime text. IsoTime has only UTC forms (Debezium writes `Z`).
 - org.apache.kafka.connect.data.Decimal: base64 of the big-endian two's-complement
   unscaled value + `scale` parameter (or a plain JSON number: Flink CDC's numeric
   format); VariableScaleDecimal: {scale, value}. Exact up to 76 digits.
@@ -43,6 +46,8 @@ DATE, TIMESTAMP, MICRO_TIMESTAMP, NANO_TIMESTAMP, ZONED_TIMESTAMP = (
     _TIME + n for n in ("Date", "Timestamp", "MicroTimestamp", "NanoTimestamp", "ZonedTimestamp")
 )
 TIME, MICRO_TIME, NANO_TIME, YEAR = (_TIME + n for n in ("Time", "MicroTime", "NanoTime", "Year"))
+# `time.precision.mode=isostring`: ISO-8601 text, always labelled UTC.
+ISO_DATE, ISO_TIME, ISO_TIMESTAMP = (_TIME + n for n in ("IsoDate", "IsoTime", "IsoTimestamp"))
 CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 # `time.precision.mode=connect`: Kafka Connect's own logical types (days, ms of the day, epoch ms).
 CONNECT_DATE, CONNECT_TIME, CONNECT_TIMESTAMP = (
@@ -61,6 +66,7 @@ _NAMED_TYPES = {
     "io.debezium.data.geometry.Geometry": "geometry", "io.debezium.data.geometry.Point": "geometry",
     "io.debezium.data.TiDBVectorFloat32": "vector",
     CONNECT_DATE: "date", CONNECT_TIME: "time", CONNECT_TIMESTAMP: "datetime",
+    ISO_DATE: "date", ISO_TIME: "time", ISO_TIMESTAMP: "datetime",
 }
 _CONNECT_TYPES = {
     "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint",
@@ -74,6 +80,7 @@ _RULE_BY_NAME = {
     ZONED_TIMESTAMP: "zoned", TIME: "time_ms", MICRO_TIME: "time_us", NANO_TIME: "time_ns", BITS: "bits",
     CONNECT_DECIMAL: "decimal", VARIABLE_SCALE_DECIMAL: "variable_decimal",
     CONNECT_DATE: "date", CONNECT_TIME: "time_ms", CONNECT_TIMESTAMP: "datetime_ms",
+    ISO_DATE: "iso_date", ISO_TIME: "iso_time", ISO_TIMESTAMP: "zoned",
 }
 _BINARY_TYPE_RE = re.compile(r"\s*((var)?binary|(tiny|medium|long)?blob)\b", re.A)
 _UNSIGNED_BIGINT_RE = re.compile(r"\s*bigint\s+unsigned", re.A)
@@ -85,6 +92,8 @@ _ZONED_RE = re.compile(
     r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{0,9}))?)?)?"
     r"\s*(Z|UTC|[+-]\d{1,2}(?::?\d{2})?)?"
 )
+_ISO_DATE_RE = re.compile(r"(\d{4}-\d{2}-\d{2})(?:Z|[+-]00:?00)?")
+_ISO_TIME_RE = re.compile(r"(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(?:Z|[+-]00:?00)?")
 _WHITESPACE = re.compile(r"\s+")
 _LEADING_ZEROS = re.compile(r"^0+(?=\d)")
 _US_PER_DAY = 86_400_000_000
@@ -298,6 +307,16 @@ def _convert(rule: str, scale: int | None, v) -> str | None:
         if b is None or len(b) > 8:
             return None
         return str(int.from_bytes(b, "little"))
+    if rule == "iso_date":
+        m = _ISO_DATE_RE.fullmatch(text.strip()) if type(v) is str else None
+        return _valid_date(m.group(1)) if m else None
+    if rule == "iso_time":
+        m = _ISO_TIME_RE.fullmatch(text.strip()) if type(v) is str else None
+        if m is None:
+            return None
+        h, mi, sec, frac = m.groups()
+        micros = ((int(h) * 60 + int(mi)) * 60 + int(sec or 0)) * 1_000_000 + int((frac or "").ljust(6, "0")[:6])
+        return micros_to_time_text(micros)
     number = to_long(v if type(v) is int else text)  # the time and unsigned rules read integer text
     if rule == "unsigned_bigint":
         return str(number + _TWO_POW_64) if number is not None and number < 0 else text
@@ -354,6 +373,13 @@ def plain_number_text(text: str | None) -> str | None:
     else:
         body = digits[:point] + "." + digits[point:]
     return sign + _LEADING_ZEROS.sub("", body)
+
+
+def _valid_date(text: str) -> str | None:
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        return None
 
 
 def _date_text(days: int | None) -> str | None:

@@ -253,3 +253,27 @@ def test_cloudcanal_envelope(spark):
         assert (ev[REJECT_REASON], ev["event_kind"], ev["ddl_type"], ev["database"], ev["table"]) == (
             None, "ddl", "ALTER", "db_test", "table_test")
         assert ev["ddl_sql"] == "alter table table_test add col2 varchar(22) null" and ev["pk_names"] == ["col_pk"]
+
+
+def test_isostring_time_mode_reads_typed_values(spark):
+    """`time.precision.mode=isostring` (Debezium 3): dates, times and DATETIMEs as ISO text
+    labelled UTC; they reach the snapshot as DATE, TIME and DATETIME values."""
+    fields = [{"type": "int32", "optional": False, "field": "id"},
+              {"type": "string", "optional": True, "name": "io.debezium.time.IsoDate", "field": "d"},
+              {"type": "string", "optional": True, "name": "io.debezium.time.IsoTime", "field": "t"},
+              {"type": "string", "optional": True, "name": "io.debezium.time.IsoTimestamp", "field": "dt"}]
+    schema = {"type": "struct", "fields": [{"type": "struct", "fields": fields, "optional": True, "field": f}
+                                           for f in ("before", "after")]}
+    after = {"id": 1, "d": "2024-02-29Z", "t": "23:59:01.5Z", "dt": "2024-02-29T23:59:01.000001Z"}
+    payload = {"before": None, "after": after, "op": "c", "ts_ms": 1709251141000,
+               "source": {"ts_ms": 1709251141000, "db": "shop", "table": "t", "file": "binlog.000001", "pos": 4}}
+    changes = decode(spark, [json.dumps({"schema": schema, "payload": payload}).encode()],
+                     **{"primary-key": "shop.t:id"})
+    (event,) = [r.asDict(recursive=True) for r in changes.collect()]
+    assert event[REJECT_REASON] is None
+    assert event["after"] == {"id": "1", "d": "2024-02-29", "t": "23:59:01.500000", "dt": "2024-02-29 23:59:01.000001"}
+    assert event["column_types"] == {"id": "int", "d": "date", "t": "time", "dt": "datetime"}
+    (frame, _), rows = replay(changes)
+    assert [f.dataType.simpleString() for f in frame.schema.fields[1:4]] == ["date", "string", "timestamp_ntz"]
+    assert (str(rows[(1,)]["d"]), rows[(1,)]["t"], str(rows[(1,)]["dt"])) == (
+        "2024-02-29", "23:59:01.500000", "2024-02-29 23:59:01.000001")

@@ -83,6 +83,12 @@ def _convert(field: dict, value):
     (_field("int32", "org.apache.kafka.connect.data.Date"), 19723, "2024-01-01"),
     (_field("int32", "org.apache.kafka.connect.data.Time"), 3723004, "01:02:03.004000"),
     (_field("int64", "org.apache.kafka.connect.data.Timestamp"), 1704067200123, "2024-01-01 00:00:00.123000"),
+    # time.precision.mode=isostring (Debezium 3): ISO-8601 text labelled UTC
+    (_field("string", "io.debezium.time.IsoDate"), "2024-02-29Z", "2024-02-29"),
+    (_field("string", "io.debezium.time.IsoTime"), "23:59:01Z", "23:59:01"),
+    (_field("string", "io.debezium.time.IsoTime"), "01:02:03.0045Z", "01:02:03.004500"),
+    (_field("string", "io.debezium.time.IsoTimestamp"), "2024-01-01T00:00:00.123Z", "2024-01-01 00:00:00.123000"),
+    (_field("string", "io.debezium.time.IsoTimestamp"), "1000-01-01T00:00:00Z", "1000-01-01 00:00:00"),
     ({"type": "int64", "field": "c", "tidb_type": "BIGINT UNSIGNED"}, -1, "18446744073709551615"),
     ({"type": "double", "field": "c", "tidb_type": "decimal(38,0)"}, JsonNumber("1.0E20"), "100000000000000000000"),
     (_field("boolean"), True, "1"),
@@ -97,6 +103,9 @@ def test_connect_types_convert_to_canonical_text(field, value, text):
     (_field("bytes", "io.debezium.data.Bits"), _b64(bytes(9))),
     (_field("int64", "io.debezium.time.Timestamp"), 10**18),
     (_field("string", "io.debezium.time.ZonedTimestamp"), "yesterday"),
+    (_field("string", "io.debezium.time.IsoDate"), "2023-02-29Z"),
+    (_field("string", "io.debezium.time.IsoTime"), "10:15:30+08:00"),  # Debezium writes UTC only
+    (_field("int32", "io.debezium.time.IsoDate"), 19723),
 ])
 def test_values_that_do_not_convert_are_reported(field, value):
     assert _convert(field, value) == (None, ["c"])
@@ -114,6 +123,9 @@ def test_column_type_precedence():
     assert field_facts({"type": "int16"})[::2] == ("text", "smallint")
     assert [field_facts({"type": t, "name": f"org.apache.kafka.connect.data.{n}"})[2]
             for t, n in (("int32", "Date"), ("int32", "Time"), ("int64", "Timestamp"))] == ["date", "time", "datetime"]
+    assert [field_facts({"type": "string", "name": f"io.debezium.time.Iso{n}"})[::2]
+            for n in ("Date", "Time", "Timestamp")] == [("iso_date", "date"), ("iso_time", "time"),
+                                                        ("zoned", "datetime")]
 
 
 def test_schemaless_values_are_typed_by_their_json_kind():
