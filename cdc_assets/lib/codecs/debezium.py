@@ -39,6 +39,7 @@ from pyspark.sql import Column, DataFrame, functions as F
 from cdc_assets.lib.codecs.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.debezium_events import WATERMARK_OP, Options, decode_batches
+from cdc_assets.lib.codecs.debezium_values import BINARY_STRING_RULES
 from cdc_assets.lib.codecs.spark_helpers import value_text
 from cdc_assets.lib.tso import MAX_TSO_MS, PHYSICAL_SHIFT
 
@@ -100,7 +101,8 @@ class DebeziumDecoder(Decoder):
         )
 
     def decode(self, raw: DataFrame) -> DataFrame:
-        options = Options(derive_commit_ts=self.derive_commit_ts, key_option=self.key_option)
+        options = Options(derive_commit_ts=self.derive_commit_ts, key_option=self.key_option,
+                          binary_mode=self.options.get("binary-handling-mode", "bytes"))
         parsed = raw.select(*PASSED).mapInArrow(functools.partial(decode_batches, options=options), PARSED_SCHEMA)
         return decoded_columns(parsed)
 
@@ -110,5 +112,8 @@ class DebeziumJsonDecoder(DebeziumDecoder):
     commit_ts = source.ts_ms << 18 and the binlog position orders within a millisecond."""
 
     name = "debezium-json"
-    default_options = {}
+    # The connector's `binary.handling.mode`: how a binary column written as a string (with
+    # `column.propagate.source.type`, which says it is binary) is encoded.
+    default_options = {"binary-handling-mode": "bytes"}
+    option_choices = {"binary-handling-mode": tuple(BINARY_STRING_RULES)}
     derive_commit_ts = True

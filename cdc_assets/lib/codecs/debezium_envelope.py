@@ -59,21 +59,23 @@ def _row_fields(schema) -> list | None:
     return None
 
 
-def row_schema(schema) -> RowSchema:
+def row_schema(schema, binary_mode: str = "bytes") -> RowSchema:
+    """`binary_mode`: the connector's `binary.handling.mode` (see `field_facts`)."""
     fields = _row_fields(schema)
     if fields is None:
         return NO_SCHEMA
     names = [text_of(f.get("field")) if type(f) is dict else None for f in fields]
     if None in names or len(set(names)) != len(names):
         return RowSchema(True, True, {}, None)
-    rules = {n: field_facts(f) for n, f in zip(names, fields)}
+    rules = {n: field_facts(f, binary_mode) for n, f in zip(names, fields)}
     return RowSchema(True, False, rules, {n: r[2] for n, r in rules.items()})
 
 
 class EnvelopeReader:
     """Parses messages into (the top-level JSON value, the row schema); one per batch function."""
 
-    def __init__(self) -> None:
+    def __init__(self, binary_mode: str = "bytes") -> None:
+        self._binary_mode = binary_mode
         self._schemas: dict[str, RowSchema] = {}
         self._recent: list[str] = []
 
@@ -91,12 +93,12 @@ class EnvelopeReader:
         message = EXACT_JSON.decode(text)
         if type(message) is not dict:
             return message, NO_SCHEMA
-        return message.get("payload", message), row_schema(message.get("schema"))
+        return message.get("payload", message), row_schema(message.get("schema"), self._binary_mode)
 
     def _known(self, schema_text: str, schema=None) -> RowSchema:
         known = self._schemas.get(schema_text)
         if known is None:
-            known = row_schema(EXACT_JSON.decode(schema_text) if schema is None else schema)
+            known = row_schema(EXACT_JSON.decode(schema_text) if schema is None else schema, self._binary_mode)
             if len(self._schemas) >= _MAX_SCHEMAS:
                 self._schemas.clear()
             self._schemas[schema_text] = known

@@ -40,6 +40,7 @@ class Options:
 
     derive_commit_ts: bool  # plain Debezium: no TSO, commit_ts = source.ts_ms << 18
     key_option: KeyOption  # the `primary-key` option
+    binary_mode: str = "bytes"  # the `binary-handling-mode` option (Debezium's connector)
 
 
 def _obj(v) -> dict:
@@ -269,7 +270,7 @@ def _row_event(payload: dict, row_schema: RowSchema, source: dict, op: str, key:
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], options: Options) -> Iterator[pa.RecordBatch]:
-    reader = EnvelopeReader()
+    reader = EnvelopeReader(options.binary_mode)
     for batch in batches:
         out = EventRows()
         with gc_paused():

@@ -17,7 +17,9 @@ Semantic types (debezium.io MySQL connector "data type mappings"):
   format); VariableScaleDecimal: {scale, value}. Exact up to 76 digits.
 - io.debezium.data.Bits: base64 of little-endian bytes -> the unsigned integer.
 - Connect `bytes`, and TiCDC strings whose `tidb_type` is binary/blob: base64 ->
-  canonical base64 of the same bytes. JSON booleans -> `1` / `0`.
+  canonical base64 of the same bytes. JSON booleans -> `1` / `0`. A Connect `string` whose
+  propagated source type is binary is in the connector's `binary.handling.mode` (the
+  decoder option `binary-handling-mode`: base64, base64-url-safe or hex; base64 unless set).
 - TiCDC writes BIGINT UNSIGNED as a wrapped int64 (2^64-1 arrives as -1): with
   `tidb_type` (or a propagated source type) "bigint unsigned" a negative value gets 2^64
   added. Without either nothing says the column is unsigned: the wrapped value is kept.
@@ -196,25 +198,33 @@ def _params(f: dict) -> dict:
     return p if type(p) is dict else {}
 
 
-def field_facts(f: dict) -> tuple[str, int | None, str]:
-    """A Connect field schema -> (conversion rule, its `scale` parameter, MySQL type name)."""
+# `binary.handling.mode` -> the rule of a binary column written as a Connect string.
+BINARY_STRING_RULES = {"bytes": "base64", "base64": "base64", "base64-url-safe": "base64url", "hex": "hex"}
+
+
+def field_facts(f: dict, binary_mode: str = "bytes") -> tuple[str, int | None, str]:
+    """A Connect field schema -> (conversion rule, its `scale` parameter, MySQL type name).
+    `binary_mode`: the connector's `binary.handling.mode` (see BINARY_STRING_RULES)."""
     p = _params(f)
     return _facts(
         text_of(f.get("type")), text_of(f.get("name")), text_of(f.get("tidb_type")),
         text_of(p.get(SOURCE_TYPE)), text_of(p.get(SOURCE_LENGTH)), text_of(p.get(SOURCE_SCALE)),
-        text_of(p.get("scale")), text_of(p.get("connect.decimal.precision")),
+        text_of(p.get("scale")), text_of(p.get("connect.decimal.precision")), binary_mode,
     )
 
 
 @functools.lru_cache(maxsize=4096)
 def _facts(type_: str | None, name: str | None, tidb_type: str | None, source_type: str | None,
            source_length: str | None, source_scale: str | None, scale: str | None,
-           precision: str | None) -> tuple[str, int | None, str]:
+           precision: str | None, binary_mode: str) -> tuple[str, int | None, str]:
     declared = (tidb_type if tidb_type is not None else source_type)
     declared = declared.lower() if declared is not None else None
+    binary_string = tidb_type is None and (type_ or "").lower() == "string"  # TiCDC's strings are base64
     rule = (
         _RULE_BY_NAME.get(name)
-        or ("base64" if (type_ or "").lower() == "bytes" or (declared and _BINARY_TYPE_RE.match(declared)) else None)
+        or ("base64" if (type_ or "").lower() == "bytes" else None)
+        or ((BINARY_STRING_RULES[binary_mode] if binary_string else "base64")
+            if declared and _BINARY_TYPE_RE.match(declared) else None)
         or ("unsigned_bigint" if declared and _UNSIGNED_BIGINT_RE.match(declared) else None)
         # TiCDC writes DECIMAL as a JSON double: its digits, never an exponent.
         or ("decimal_number" if declared and _DECIMAL_TYPE_RE.match(declared) else None)
@@ -299,8 +309,8 @@ def _convert(rule: str, scale: int | None, v) -> str | None:
             return None
         own_scale = to_int(v.get("scale"))
         return _byte_decimal(_base64(text_of(v.get("value"))), scale if own_scale is None else own_scale)
-    if rule == "base64":
-        b = _base64(text)
+    if rule in ("base64", "base64url", "hex"):
+        b = _base64(text) if rule == "base64" else _base64url(text) if rule == "base64url" else _hex(text)
         return None if b is None else base64.b64encode(b).decode("ascii")
     if rule == "bits":
         b = _base64(text)
@@ -339,6 +349,24 @@ def _base64(text: str | None) -> bytes | None:
     try:
         return base64.b64decode(_WHITESPACE.sub("", text), validate=True)
     except (binascii.Error, ValueError):
+        return None
+
+
+_URL_SAFE = str.maketrans("-_+/", "+/!!")  # "+" and "/" are not in the URL-safe alphabet: made invalid
+
+
+def _base64url(text: str | None) -> bytes | None:
+    """URL-safe base64, padded or not, validated like `_base64`."""
+    if text is None:
+        return None
+    body = _WHITESPACE.sub("", text).rstrip("=")
+    return _base64(body.translate(_URL_SAFE) + "=" * (-len(body) % 4))
+
+
+def _hex(text: str | None) -> bytes | None:
+    try:
+        return bytes.fromhex(text) if text is not None and text.isascii() else None
+    except ValueError:
         return None
 
 

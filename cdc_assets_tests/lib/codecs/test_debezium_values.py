@@ -131,3 +131,35 @@ def test_column_type_precedence():
 def test_schemaless_values_are_typed_by_their_json_kind():
     kinds = [value_kind_type(loads_exact(t)) for t in ("true", "12", "1.5", "1e300", '"s"', "null", "[1]")]
     assert kinds == ["boolean", "decimal", "decimal", "double", "varchar", "varchar", "json"]
+
+
+def _propagated(source_type: str) -> dict:
+    return {"type": "string", "field": "c", "parameters": {"__debezium.source.column.type": source_type}}
+
+
+@pytest.mark.parametrize(("mode", "written", "text"), [
+    ("bytes", "AP8=", "AP8="),  # the default: a binary string is base64 (the connector's base64 mode)
+    ("base64", "AP8=", "AP8="),
+    ("base64-url-safe", "-_8", "+/8="),
+    ("base64-url-safe", "AP8=", "AP8="),
+    ("hex", "00ff", "AP8="),
+    ("hex", "00FF", "AP8="),
+    ("hex", "0g", None),
+    ("base64-url-safe", "+/8=", None),  # not the URL-safe alphabet
+    ("base64", "00ff", "00ff"),  # hex read as base64 is the bytes d3 47 df: what the option prevents
+])
+def test_binary_strings_follow_the_binary_handling_mode(mode, written, text):
+    """`binary.handling.mode` base64 / base64-url-safe / hex writes binary columns as Connect
+    strings; only a propagated source type says they are binary, and only the option says how."""
+    rules = {"c": field_facts(_propagated("VARBINARY"), mode)}
+    bad: list[str] = []
+    assert canonical_values({"c": written}, rules, bad)["c"] == text
+    assert bad == ([] if text else ["c"])
+    assert rules["c"][2] == "varbinary"
+
+
+def test_binary_handling_mode_leaves_other_columns_alone():
+    assert field_facts(_propagated("VARCHAR"), "hex")[0] == "text"
+    assert field_facts({"type": "bytes", "field": "c"}, "hex")[0] == "base64"  # Connect bytes: base64 in JSON
+    # TiCDC writes its binary strings as base64 whatever the option
+    assert field_facts({"type": "string", "field": "c", "tidb_type": "BLOB"}, "hex")[0] == "base64"
