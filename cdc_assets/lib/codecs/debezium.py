@@ -5,7 +5,9 @@ Envelope"), debezium.io MySQL connector. One message = one event; the value is
 `{"schema": ..., "payload": ...}`, `{"payload": ...}` (TiCDC `debezium-disable-schema`)
 or the bare payload (Kafka Connect `schemas.enable=false`); the shape is detected per
 message, so `debezium-disable-schema` / `debezium-output-old-value` are accepted for
-sink-URI parity only; `enable-tidb-extension` says whether watermarks will come. The
+sink-URI parity only; `enable-tidb-extension` says whether watermarks will come.
+`debezium-json`'s `binary-handling-mode` is the connector's `binary.handling.mode` (how a
+binary column written as a string is encoded; see `debezium_values`). The
 `time-zone` option is not needed: Debezium carries TIMESTAMP as a UTC instant
 (ZonedTimestamp) and DATETIME as the wall clock.
 

@@ -11,7 +11,8 @@ Semantic types (debezium.io MySQL connector "data type mappings"):
   text (may be negative or above 24 h). Fractions: 6 digits, left out when zero.
 - `time.precision.mode=isostring` (Debezium 3): IsoDate `2023-11-21Z`, IsoTime
   `10:15:30.5Z`, IsoTimestamp `2023-11-21T18:29:26Z` (a DATETIME's wall clock labelled UTC)
-  -> date / TIME / datetime text. IsoTime has only UTC forms (Debezium writes `Z`).
+  -> date / TIME / datetime text. Only UTC labels are read (Debezium writes `Z`): another
+  offset would move a wall clock, so it does not convert.
 - org.apache.kafka.connect.data.Decimal: base64 of the big-endian two's-complement
   unscaled value + `scale` parameter (or a plain JSON number: Flink CDC's numeric
   format); VariableScaleDecimal: {scale, value}. Exact up to 76 digits.
@@ -19,7 +20,8 @@ Semantic types (debezium.io MySQL connector "data type mappings"):
 - Connect `bytes`, and TiCDC strings whose `tidb_type` is binary/blob: base64 ->
   canonical base64 of the same bytes. JSON booleans -> `1` / `0`. A Connect `string` whose
   propagated source type is binary is in the connector's `binary.handling.mode` (the
-  decoder option `binary-handling-mode`: base64, base64-url-safe or hex; base64 unless set).
+  decoder option `binary-handling-mode`: bytes, the default, and base64 read base64;
+  base64-url-safe; hex).
 - TiCDC writes BIGINT UNSIGNED as a wrapped int64 (2^64-1 arrives as -1): with
   `tidb_type` (or a propagated source type) "bigint unsigned" a negative value gets 2^64
   added. Without either nothing says the column is unsigned: the wrapped value is kept.
@@ -82,7 +84,7 @@ _RULE_BY_NAME = {
     ZONED_TIMESTAMP: "zoned", TIME: "time_ms", MICRO_TIME: "time_us", NANO_TIME: "time_ns", BITS: "bits",
     CONNECT_DECIMAL: "decimal", VARIABLE_SCALE_DECIMAL: "variable_decimal",
     CONNECT_DATE: "date", CONNECT_TIME: "time_ms", CONNECT_TIMESTAMP: "datetime_ms",
-    ISO_DATE: "iso_date", ISO_TIME: "iso_time", ISO_TIMESTAMP: "zoned",
+    ISO_DATE: "iso_date", ISO_TIME: "iso_time", ISO_TIMESTAMP: "iso_timestamp",
 }
 _BINARY_TYPE_RE = re.compile(r"\s*((var)?binary|(tiny|medium|long)?blob)\b", re.A)
 _UNSIGNED_BIGINT_RE = re.compile(r"\s*bigint\s+unsigned", re.A)
@@ -92,10 +94,11 @@ _INTEGER_RE = re.compile(r"[+-]?[0-9]+")
 _EXPONENT_RE = re.compile(r"(-?)(\d+)(?:\.(\d+))?[eE]([+-]?\d+)")
 _ZONED_RE = re.compile(
     r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{0,9}))?)?)?"
-    r"\s*(Z|UTC|[+-]\d{1,2}(?::?\d{2})?)?"
+    r"\s*(Z|UTC|[+-]\d{1,2}(?::?\d{2})?)?", re.A
 )
-_ISO_DATE_RE = re.compile(r"(\d{4}-\d{2}-\d{2})(?:Z|[+-]00:?00)?")
-_ISO_TIME_RE = re.compile(r"(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(?:Z|[+-]00:?00)?")
+_UTC_LABEL = r"(?:Z|[+-]00:?00)?"  # isostring values are labelled UTC (Debezium writes Z)
+_ISO_DATE_RE = re.compile(rf"(\d{{4}}-\d{{2}}-\d{{2}}){_UTC_LABEL}", re.A)
+_ISO_TIME_RE = re.compile(rf"([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d)(?:\.(\d{{1,9}}))?)?{_UTC_LABEL}", re.A)
 _WHITESPACE = re.compile(r"\s+")
 _LEADING_ZEROS = re.compile(r"^0+(?=\d)")
 _US_PER_DAY = 86_400_000_000
@@ -325,8 +328,9 @@ def _convert(rule: str, scale: int | None, v) -> str | None:
         if m is None:
             return None
         h, mi, sec, frac = m.groups()
-        micros = ((int(h) * 60 + int(mi)) * 60 + int(sec or 0)) * 1_000_000 + int((frac or "").ljust(6, "0")[:6])
-        return micros_to_time_text(micros)
+        return micros_to_time_text(((int(h) * 60 + int(mi)) * 60 + int(sec or 0)) * 1_000_000 + _micros_of(frac))
+    if rule == "iso_timestamp":  # a DATETIME's wall clock: another offset than UTC would move it
+        return micros_to_datetime_text(_zoned_micros(text, utc_only=True))
     number = to_long(v if type(v) is int else text)  # the time and unsigned rules read integer text
     if rule == "unsigned_bigint":
         return str(number + _TWO_POW_64) if number is not None and number < 0 else text
@@ -441,9 +445,9 @@ def micros_to_time_text(us: int | None) -> str | None:
     return ("-" if us < 0 else "") + _clock_text(abs(us))
 
 
-def _zoned_micros(text: str | None) -> int | None:
+def _zoned_micros(text: str | None, utc_only: bool = False) -> int | None:
     """ISO-8601 instant text (`2018-01-13T09:52:33.123Z`, `+08:00` offsets; no zone = UTC,
-    the session's zone) -> epoch microseconds."""
+    the session's zone) -> epoch microseconds. `utc_only`: None for any other offset."""
     m = _ZONED_RE.fullmatch(text.strip()) if text is not None else None
     if m is None:
         return None
@@ -458,5 +462,12 @@ def _zoned_micros(text: str | None) -> int | None:
         wall = datetime(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0), tzinfo=timezone.utc)
     except ValueError:
         return None
-    micros = (wall - _EPOCH_DT) // timedelta(microseconds=1) + int((frac or "").ljust(6, "0")[:6] or 0)
+    if utc_only and offset:
+        return None
+    micros = (wall - _EPOCH_DT) // timedelta(microseconds=1) + _micros_of(frac)
     return micros - offset * 60_000_000
+
+
+def _micros_of(fraction: str | None) -> int:
+    """Fraction-of-second digits (up to 9) -> whole microseconds (MySQL keeps 6)."""
+    return int((fraction or "").ljust(6, "0")[:6])

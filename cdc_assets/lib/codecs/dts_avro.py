@@ -55,6 +55,7 @@ _EVENT_FIELDS = [
     T.StructField("code_types", _STRINGS),
     T.StructField("before_vals", _STRINGS),
     T.StructField("after_vals", _STRINGS),
+    T.StructField("before_not_logged", _STRINGS),  # before-image columns without a value (EmptyObject.NONE)
     T.StructField("ddl_sql", T.StringType()),
     T.StructField("reject_reason", T.StringType()),
     T.StructField("reject_detail", T.StringType()),
@@ -155,6 +156,9 @@ class DtsAvroDecoder(Decoder):
         )
         ts = F.shiftleft(_source_ms("source_ts"), PHYSICAL_SHIFT)
         before = _to_map(F.col("col_names"), F.col("before_vals"))
+        not_logged = F.col("before_not_logged")
+        before = F.when(not_logged.isNull(), before).otherwise(
+            F.map_filter(before, lambda k, _: ~F.array_contains(not_logged, k)))
         after = _to_map(F.col("col_names"), F.col("after_vals"))
         events = ev.select(
             *_PASS_THROUGH, "reject_reason", "reject_detail", "operation", "ddl_sql",

@@ -8,8 +8,9 @@ Runs inside `mapInArrow` (see `dts_avro.py`). Value rules (SDK `DefaultValueDese
 - EmptyObject.NONE is not NULL: the SDK reads it as "no value" (`NoneValue`), a column the
   binlog did not log (`binlog_row_image` MINIMAL or NOBLOB). A row cannot be rebuilt from
   such an image, so an INSERT / UPDATE with one in its after-image, or an UPDATE / DELETE
-  with one in a key column of its before-image, is rejected (`column_not_logged`); elsewhere
-  in a before-image it reads as null (only the key is read there).
+  with one in a key column of its before-image, is rejected (`column_not_logged`). Other
+  columns of a before-image (only its key is read) are left out of its map
+  (`before_not_logged`), so the change log never shows them as NULL.
 - Timestamp {timestamp s, millis}: an instant, UTC text. DateTime: date / time / datetime /
   year text from the segments present. TimestampWithTimeZone: converted to UTC text.
   The SDK treats the `millis` field of both as MICROseconds (`setMicro(millis)`,
@@ -179,16 +180,12 @@ def _image(images, fields: list[dict], which: str) -> tuple[list | None, list[st
         raise Reject("image_field_mismatch", f"{which} has {len(images)} values for {len(fields)} fields")
     texts, types, not_logged = [], [], []
     for value, field in zip(images, fields):
-        if _is_not_logged(value):
-            not_logged.append(field["name"])
         text, typ = render(value, field["dataTypeNumber"])
+        if text is None and value is not None and _empty_symbol(value) == "NONE":  # checked for NULLs only
+            not_logged.append(field["name"])
         texts.append(text)
         types.append(typ)
     return texts, types, not_logged
-
-
-def _is_not_logged(value) -> bool:
-    return _empty_symbol(value) == "NONE"
 
 
 def _empty_symbol(value) -> str | None:
@@ -205,8 +202,10 @@ def _reject_not_logged(op: str, pk: list[str] | None, before_missing: list[str],
     """A row image the snapshot cannot use: see the module docstring."""
     if op in ("INSERT", "UPDATE") and after_missing:
         missing, which = after_missing, "afterImages"
+    elif op in ("UPDATE", "DELETE"):
+        missing, which = [c for c in before_missing if c in (pk or [])], "beforeImages"
     else:
-        missing, which = [c for c in before_missing if op in ("UPDATE", "DELETE") and c in (pk or [])], "beforeImages"
+        return
     if missing:
         raise Reject("column_not_logged",
                      f"{which} has no value (EmptyObject.NONE) for {', '.join(missing)}: the source logs partial "
@@ -240,7 +239,7 @@ def decode_value(value: bytes | None, schema: dict, key_option: KeyOption = NO_K
         "operation": op, "database": database, "table": table, "record_id": rec["id"],
         "source_ts": rec["sourceTimestamp"], "source_position": source_position(rec["sourcePosition"]),
         "pk_names": None, "col_names": None, "col_types": None, "code_types": None, "before_vals": None,
-        "after_vals": None,
+        "after_vals": None, "before_not_logged": None,
         "ddl_sql": None,
     }
     if op == "DDL":
@@ -269,7 +268,7 @@ def decode_value(value: bytes | None, schema: dict, key_option: KeyOption = NO_K
         types.append(chosen)
     out.update(pk_names=pk_names, col_names=names, col_types=types,
                code_types=[_TYPE_BY_CODE.get(f["dataTypeNumber"], "varchar") for f in fields],
-               before_vals=before, after_vals=after)
+               before_vals=before, after_vals=after, before_not_logged=before_missing or None)
     return out
 
 

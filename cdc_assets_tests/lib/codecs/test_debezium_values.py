@@ -89,6 +89,8 @@ def _convert(field: dict, value):
     (_field("string", "io.debezium.time.IsoTime"), "01:02:03.0045Z", "01:02:03.004500"),
     (_field("string", "io.debezium.time.IsoTimestamp"), "2024-01-01T00:00:00.123Z", "2024-01-01 00:00:00.123000"),
     (_field("string", "io.debezium.time.IsoTimestamp"), "1000-01-01T00:00:00Z", "1000-01-01 00:00:00"),
+    (_field("string", "io.debezium.time.IsoTimestamp"), "2024-01-01T00:00:00.123456789+00:00",
+     "2024-01-01 00:00:00.123456"),
     ({"type": "int64", "field": "c", "tidb_type": "BIGINT UNSIGNED"}, -1, "18446744073709551615"),
     ({"type": "double", "field": "c", "tidb_type": "decimal(38,0)"}, JsonNumber("1.0E20"), "100000000000000000000"),
     (_field("boolean"), True, "1"),
@@ -105,6 +107,10 @@ def test_connect_types_convert_to_canonical_text(field, value, text):
     (_field("string", "io.debezium.time.ZonedTimestamp"), "yesterday"),
     (_field("string", "io.debezium.time.IsoDate"), "2023-02-29Z"),
     (_field("string", "io.debezium.time.IsoTime"), "10:15:30+08:00"),  # Debezium writes UTC only
+    (_field("string", "io.debezium.time.IsoTimestamp"), "2024-01-01T08:00:00+08:00"),  # it would move the wall clock
+    (_field("string", "io.debezium.time.IsoTime"), "24:00:00Z"),
+    (_field("string", "io.debezium.time.IsoTime"), "23:60:00Z"),
+    (_field("string", "io.debezium.time.IsoTime"), "\u0661\u0660:15:30Z"),  # Arabic-Indic digits
     (_field("int32", "io.debezium.time.IsoDate"), 19723),
 ])
 def test_values_that_do_not_convert_are_reported(field, value):
@@ -125,7 +131,7 @@ def test_column_type_precedence():
             for t, n in (("int32", "Date"), ("int32", "Time"), ("int64", "Timestamp"))] == ["date", "time", "datetime"]
     assert [field_facts({"type": "string", "name": f"io.debezium.time.Iso{n}"})[::2]
             for n in ("Date", "Time", "Timestamp")] == [("iso_date", "date"), ("iso_time", "time"),
-                                                        ("zoned", "datetime")]
+                                                        ("iso_timestamp", "datetime")]
 
 
 def test_schemaless_values_are_typed_by_their_json_kind():
