@@ -1,9 +1,13 @@
 """Plain-Python half of the DTS Avro decoder: one Kafka value -> one flat event dict.
 
 Runs inside `mapInArrow` (see `dts_avro.py`). Value rules (SDK `DefaultValueDeserializer`):
+- Only MySQL-family sources (`source.sourceType` MySQL, DRDS) are read: other sources use
+  other type codes (Oracle's, PostgreSQL's OIDs) and value units, so their row and DDL
+  records are rejected (`unsupported_source_type`).
 - Integer / Decimal: their `value` text; Float: shortest text of the double (of the
   float32 for FLOAT columns); Character: `value` bytes decoded with `charset` (charset
-  `binary` => bytes); BinaryObject / BinaryGeometry: base64 of the exact bytes;
+  `binary` => bytes; latin1 as MySQL's: cp1252 whose five undefined bytes are the C1
+  controls of the same number); BinaryObject / BinaryGeometry: base64 of the exact bytes;
   TextObject / TextGeometry: their text; null and EmptyObject.NULL: SQL NULL.
 - EmptyObject.NONE is not NULL: the SDK reads it as "no value" (`NoneValue`), a column the
   binlog did not log (`binlog_row_image` MINIMAL or NOBLOB). A row cannot be rebuilt from
@@ -12,7 +16,11 @@ Runs inside `mapInArrow` (see `dts_avro.py`). Value rules (SDK `DefaultValueDese
   columns of a before-image (only its key is read) are left out of its map
   (`before_not_logged`), so the change log never shows them as NULL.
 - Timestamp {timestamp s, millis}: an instant, UTC text. DateTime: date / time / datetime /
-  year text from the segments present. TimestampWithTimeZone: converted to UTC text.
+  year text from the segments present; a TIME is negative when any segment is (the SDK's
+  `DateTime` setters), printed once with one sign. TimestampWithTimeZone: converted to UTC
+  text; its zone may be `+08:00`, `+0800`, `+8`, `GMT+08:00`, `UTC+8` or an IANA name.
+- Decimal's precision / scale follow each value, not the column (`1.11` comes as (3,2) in a
+  DECIMAL(8,2)), so the column type is a plain `decimal`, typed from the data.
   The SDK treats the `millis` field of both as MICROseconds (`setMicro(millis)`,
   `naons = millis * 1000`); so do we.
 - `dataTypeNumber` is MySQL's binlog column type code; it has no sign flag, so integer
@@ -26,6 +34,7 @@ import codecs
 import io
 import json
 import math
+import re
 import struct
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
@@ -49,7 +58,11 @@ _BINARY_BY_CODE = {15: "varbinary", 253: "varbinary", 254: "binary", 249: "tinyb
 # MySQL charset names Python does not know under that name.
 _CHARSETS = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "cp1252", "ucs2": "utf-16-be",
              "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be", "ujis": "euc_jp",
-             "sjis": "shift_jis", "euckr": "euc_kr", "koi8r": "koi8_r", "koi8u": "koi8_u", "": "utf-8"}
+             "sjis": "shift_jis", "euckr": "euc_kr", "koi8r": "koi8_r", "koi8u": "koi8_u", "eucjpms": "euc_jp",
+             "macce": "mac_latin2", "": "utf-8"}
+_OFFSET_RE = re.compile(r"(?:(?:GMT|UTC)(?=[+-]))?([+-])?(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?", re.A | re.I)
+# Sources whose records carry MySQL's type codes and value forms.
+MYSQL_FAMILY_SOURCES = ("MySQL", "DRDS")
 
 
 class Reject(Exception):
@@ -66,7 +79,10 @@ def _datetime_text(d: dict) -> tuple[str, str]:
     """(text, column type) from the DateTime segments that are present."""
     y, mo, day, h, mi, s, us = (d.get(k) for k in ("year", "month", "day", "hour", "minute", "second", "millis"))
     if y is None and h is not None:
-        return f"{h:02d}:{mi or 0:02d}:{s or 0:02d}{_micros(us)}", "time"
+        parts = (h, mi or 0, s or 0, us or 0)
+        sign = "-" if any(p < 0 for p in parts) else ""
+        h, mi, s, us = (abs(p) for p in parts)
+        return f"{sign}{h:02d}:{mi:02d}:{s:02d}{_micros(us)}", "time"
     if y is not None and mo is None:
         return f"{y:04d}", "year"
     if day is None or (h is not None and (mi is None or s is None)):
@@ -83,11 +99,20 @@ def _utc_text(moment: datetime) -> str:
 
 
 def _zone(name: str):
-    if name[:1] in "+-":
-        sign = -1 if name[0] == "-" else 1
-        hh, _, mm = name[1:].partition(":")
-        return timezone(sign * timedelta(hours=int(hh), minutes=int(mm or 0)))
-    return ZoneInfo(name)
+    """A TimestampWithTimeZone's zone: an offset (`+08:00`, `+0800`, `+8`, `08:00`,
+    `GMT+08:00`, `UTC+8`, seconds allowed) or an IANA name."""
+    text = name.strip()
+    m = _OFFSET_RE.fullmatch(text)
+    try:
+        if text.upper() in ("Z", "UTC", "GMT"):
+            return timezone.utc
+        if m is not None:
+            sign, hh, mm, ss = m.groups()
+            return timezone((-1 if sign == "-" else 1) * timedelta(hours=int(hh), minutes=int(mm or 0),
+                                                                   seconds=int(ss or 0)))
+        return ZoneInfo(text)
+    except (ValueError, KeyError):  # an offset of a day or more, an unknown name
+        raise Reject("invalid_timestamp_value", f"unknown time zone {name!r}") from None
 
 
 def _float_text(v: float, code: int) -> str:
@@ -100,6 +125,15 @@ def _float_text(v: float, code: int) -> str:
 
         return str(np.float32(struct.unpack("f", struct.pack("f", v))[0]))
     return repr(v)
+
+
+def _mysql_latin1_undefined(error: UnicodeDecodeError) -> tuple[str, int]:
+    """MySQL's latin1 maps the bytes cp1252 leaves undefined (0x81 0x8D 0x8F 0x90 0x9D) to the
+    C1 controls of the same number, and stores them."""
+    return "".join(chr(b) for b in error.object[error.start:error.end]), error.end
+
+
+codecs.register_error("cdc-mysql-latin1", _mysql_latin1_undefined)
 
 
 def _charset(name: str) -> str:
@@ -122,14 +156,15 @@ def render(value, code: int) -> tuple[str | None, str]:
     if kind == "Integer":
         return v["value"], default_type
     if kind == "Decimal":
-        return v["value"], f"decimal({v['precision']},{v['scale']})" if v["precision"] > 0 else "decimal"
+        return v["value"], "decimal"  # see the module docstring: the value's precision is not the column's
     if kind == "Float":
         return _float_text(v["value"], code), "float" if code == 4 else "double"
     if kind == "Character":
         if v["charset"].lower() == "binary":
             return base64.b64encode(v["value"]).decode(), _BINARY_BY_CODE.get(code, "varbinary")
         try:
-            return v["value"].decode(_charset(v["charset"])), default_type
+            charset = _charset(v["charset"])
+            return v["value"].decode(charset, "cdc-mysql-latin1" if charset == "cp1252" else "strict"), default_type
         except UnicodeDecodeError as e:
             raise Reject("invalid_character_value", f"not {v['charset']} text: {e}") from None
     if kind in ("BinaryObject", "BinaryGeometry"):
@@ -234,6 +269,10 @@ def decode_value(value: bytes | None, schema: dict, key_option: KeyOption = NO_K
     except Exception as e:  # any malformed Avro: truncated, bad union index, bad UTF-8...
         raise Reject("invalid_avro", f"{type(e).__name__}: {e}"[:500]) from None
     op = rec["operation"]
+    source_type = (rec.get("source") or {}).get("sourceType")
+    if (op == "DDL" or op in DML_OPERATIONS) and source_type not in MYSQL_FAMILY_SOURCES:
+        raise Reject("unsupported_source_type", f"{op} from a {source_type} source: its type codes and values are "
+                     f"not MySQL's (this decoder reads {', '.join(MYSQL_FAMILY_SOURCES)})")
     database, table = split_object_name(rec["objectName"])
     out = {
         "operation": op, "database": database, "table": table, "record_id": rec["id"],

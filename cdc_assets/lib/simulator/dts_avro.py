@@ -62,8 +62,9 @@ def _zero_date(text: str) -> tuple[str, dict]:
 
 
 def _time_value(v: timedelta) -> tuple[str, dict]:
-    """TIME as DateTime hour/minute/second segments; the sign rides on the hour, so a
-    negative TIME above -1 h cannot be told from a positive one (not simulated)."""
+    """TIME as DateTime hour/minute/second segments; the sign rides on the hour (any negative
+    segment makes a TIME negative), so a negative TIME above -1 h cannot be told from a
+    positive one (not simulated)."""
     us = abs(v) // timedelta(microseconds=1)
     seconds, micro = divmod(us, 1_000_000)
     hour = seconds // 3600 * (-1 if v < timedelta(0) else 1)

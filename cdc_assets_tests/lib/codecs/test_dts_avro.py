@@ -41,7 +41,7 @@ def v(name, **fields):
 EVERY_TYPE = [
     ("id", 8, v("Integer", precision=20, value="18446744073709551615"), "18446744073709551615", "decimal(20,0)"),
     ("i", 3, v("Integer", precision=11, value="-2147483648"), "-2147483648", "bigint"),
-    ("dec", 246, v("Decimal", value="-12345.678", precision=10, scale=3), "-12345.678", "decimal(10,3)"),
+    ("dec", 246, v("Decimal", value="-12345.678", precision=10, scale=3), "-12345.678", "decimal"),
     ("f", 4, v("Float", value=9.899999618530273, precision=12, scale=-1), "9.9", "float"),
     ("d", 5, v("Float", value=9.00000000009, precision=22, scale=-1), "9.00000000009", "double"),
     ("s", 253, v("Character", charset="utf8mb4", value="héllo 😀".encode()), "héllo 😀", "varchar"),
@@ -151,14 +151,14 @@ def test_simulator_records_decode_to_snapshot(spark):
         "ddl", "DDL", "CREATE TABLE items (...)", "items")
     assert ins_a["after"] == {"id": str(big), "name": "a", "amount": "1.50", "raw": "/wA=",
                               "at": "2024-02-29 01:02:03.000004"}
-    assert ins_a["column_types"] == {"id": "decimal(20,0)", "name": "varchar", "amount": "decimal(12,2)",
+    assert ins_a["column_types"] == {"id": "decimal(20,0)", "name": "varchar", "amount": "decimal",
                                      "raw": "varbinary", "at": "datetime"}
     assert (ins_a["commit_ts"], ins_a["source_position"], ins_a["pk_values"]) == (sec << 18, t0 + 1, [str(big)])
     assert ins_a["event_time"].timestamp() == sec / 1000
     assert upd["before"]["name"] == "a" and upd["after"]["name"] == "a2"
     assert dele["after"] is None and dele["before"]["id"] == "2" and dele["op"] == "DELETE"
     # NULLs take the type the column's values show elsewhere in the input
-    assert (dele["column_types"]["raw"], dele["column_types"]["amount"]) == ("varbinary", "decimal(12,2)")
+    assert (dele["column_types"]["raw"], dele["column_types"]["amount"]) == ("varbinary", "decimal")
     assert (hb["event_kind"], hb["watermark_ts"], hb["commit_ts"]) == ("watermark", sec << 18, None)
 
     changes = get_decoder("dts-avro").decode(raw_frame(spark, values[:6])).where(F.col("_reject_reason").isNull())
@@ -278,3 +278,56 @@ def test_a_row_image_without_a_logged_value_is_quarantined(spark):
         ("INSERT", None, {"id": big, "i": "-2147483648"}),
         ("DELETE", {"id": big}, None),
         ("DELETE", {"id": big, "i": None}, None)]
+
+
+@pytest.mark.parametrize("segments, text", [
+    ({"hour": -1, "minute": 2, "second": 3}, "-01:02:03"),  # the sign on the hour
+    ({"hour": -1, "minute": -2, "second": -3, "millis": -500000}, "-01:02:03.500000"),  # on every segment
+    ({"hour": 0, "minute": 0, "second": -1}, "-00:00:01"),  # the SDK: any negative segment
+    ({"hour": 838, "minute": 59, "second": 59}, "838:59:59"),
+])
+def test_a_time_is_negative_when_any_segment_is(segments, text):
+    from cdc_assets.lib.codecs.dts_avro_records import render
+
+    value = v("DateTime", **{"year": None, "month": None, "day": None, "hour": None, "minute": None, "second": None,
+                             "millis": None, **segments})
+    assert render(value, 19) == (text, "time")
+
+
+def test_latin1_is_mysqls_and_decimals_take_no_type_from_one_value():
+    from cdc_assets.lib.codecs.dts_avro_records import render
+
+    undefined_in_cp1252 = bytes([0x81, 0x8D, 0x8F, 0x90, 0x9D])
+    assert render(v("Character", charset="latin1", value=undefined_in_cp1252 + b" caf\xe9 \x80"), 253) == (
+        "\x81\x8d\x8f\x90\x9d café €", "varchar")
+    with pytest.raises(Reject):  # other charsets stay strict
+        render(v("Character", charset="utf8mb4", value=b"\x81"), 253)
+    # DTS gives each value its own precision: 1.11 is (3,2) in a DECIMAL(8,2) column
+    assert render(v("Decimal", value="1.11", precision=3, scale=2), 246) == ("1.11", "decimal")
+
+
+@pytest.mark.parametrize("zone, text", [
+    ("+08:00", "2022-02-15 08:16:56.350000"), ("+0800", "2022-02-15 08:16:56.350000"),
+    ("+8", "2022-02-15 08:16:56.350000"), ("GMT+08:00", "2022-02-15 08:16:56.350000"),
+    ("UTC+8", "2022-02-15 08:16:56.350000"), ("Asia/Shanghai", "2022-02-15 08:16:56.350000"),
+    ("-05:30", "2022-02-15 21:46:56.350000"), ("UTC", "2022-02-15 16:16:56.350000"),
+])
+def test_timestamp_with_time_zone_reads_the_sdks_zone_forms(zone, text):
+    from cdc_assets.lib.codecs.dts_avro_records import render
+
+    local = {"year": 2022, "month": 2, "day": 15, "hour": 16, "minute": 16, "second": 56, "millis": 350000}
+    assert render(v("TimestampWithTimeZone", value=local, timezone=zone), 18) == (text, "timestamp")
+
+
+def test_an_unknown_zone_or_a_source_that_is_not_mysql_is_quarantined(spark):
+    local = {"year": 2022, "month": 2, "day": 15, "hour": 16, "minute": 16, "second": 56, "millis": None}
+    tz_field = [f for f in FIELDS if f["name"] == "tz"]
+    bad_zone = record("INSERT", TS, "1@1", object_name="shop.items", tags=PK, fields=FIELDS[:1] + tz_field,
+                      after=AFTER[:1] + [v("TimestampWithTimeZone", value=local, timezone="Mars/Olympus")])
+    oracle = record("INSERT", TS, "1@1", object_name="shop.items", tags=PK, fields=FIELDS[:1], after=AFTER[:1])
+    oracle["source"] = {"sourceType": "Oracle", "version": "19c"}
+    drds = {**oracle, "source": {"sourceType": "DRDS", "version": "5.4"}}
+    good, bad = decode(spark, [encode_record(r) for r in (bad_zone, oracle, drds)], protocol="dts-avro")
+    assert reasons(bad) == ["invalid_timestamp_value", "unsupported_source_type"]
+    assert "Oracle" in bad[1]["_reject_detail"]
+    assert [g["after"] for g in good] == [{"id": "18446744073709551615"}]  # DRDS is MySQL-family

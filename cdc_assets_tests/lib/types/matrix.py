@@ -142,7 +142,8 @@ MATRIX: tuple[Column, ...] = (
         Value(timedelta(hours=838, minutes=59, seconds=59), "838:59:59"),
         Value(timedelta(0), "00:00:00"),
         Value(timedelta(seconds=-1), "-00:00:01", {"dts-avro": "00:00:01"},
-              "DTS's DateTime carries the sign on the hour: -00:00:01 has none"),
+              "DTS's DateTime has no sign of its own: a negative segment makes a TIME negative, "
+              "and -00:00:01 with its sign on the hour (-0) has none"),
     )),
     Column("time(6)", (
         Value(timedelta(hours=12, minutes=34, seconds=56, microseconds=123456), "12:34:56.123456"),
