@@ -18,7 +18,8 @@ Runs inside `mapInArrow` (see `dts_avro.py`). Value rules (SDK `DefaultValueDese
 - Timestamp {timestamp s, millis}: an instant, UTC text. DateTime: date / time / datetime /
   year text from the segments present; a TIME is negative when any segment is (the SDK's
   `DateTime` setters), printed once with one sign. TimestampWithTimeZone: converted to UTC
-  text; its zone may be `+08:00`, `+0800`, `+8`, `GMT+08:00`, `UTC+8` or an IANA name.
+  text; its zone is a signed offset in Java's `ZoneOffset` forms (`+8`, `+08`, `+08:00`,
+  `+0800`, `+08:00:00`), optionally after `GMT` / `UTC`, or an IANA name.
 - Decimal's precision / scale follow each value, not the column (`1.11` comes as (3,2) in a
   DECIMAL(8,2)), so the column type is a plain `decimal`, typed from the data.
   The SDK treats the `millis` field of both as MICROseconds (`setMicro(millis)`,
@@ -37,6 +38,7 @@ import math
 import re
 import struct
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal, InvalidOperation
 from zoneinfo import ZoneInfo
 
 from cdc_assets.lib.codecs.dts_avro_schema import OPERATIONS
@@ -58,9 +60,11 @@ _BINARY_BY_CODE = {15: "varbinary", 253: "varbinary", 254: "binary", 249: "tinyb
 # MySQL charset names Python does not know under that name.
 _CHARSETS = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "cp1252", "ucs2": "utf-16-be",
              "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be", "ujis": "euc_jp",
-             "sjis": "shift_jis", "euckr": "euc_kr", "koi8r": "koi8_r", "koi8u": "koi8_u", "eucjpms": "euc_jp",
-             "macce": "mac_latin2", "": "utf-8"}
-_OFFSET_RE = re.compile(r"(?:(?:GMT|UTC)(?=[+-]))?([+-])?(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?", re.A | re.I)
+             "sjis": "shift_jis", "euckr": "euc_kr", "koi8r": "koi8_r", "koi8u": "koi8_u", "macce": "mac_latin2",
+             "": "utf-8"}
+# Java's ZoneOffset forms (one-digit hours only alone), after an optional GMT / UTC.
+_OFFSET_RE = re.compile(r"(?:GMT|UTC)?([+-])(?:(\d)|(\d{2})(?::?(\d{2})(?::?(\d{2}))?)?)", re.A | re.I)
+_MAX_OFFSET = timedelta(hours=18)
 # Sources whose records carry MySQL's type codes and value forms.
 MYSQL_FAMILY_SOURCES = ("MySQL", "DRDS")
 
@@ -93,26 +97,43 @@ def _datetime_text(d: dict) -> tuple[str, str]:
     return f"{y:04d}-{mo:02d}-{day:02d} {h:02d}:{mi:02d}:{s:02d}{_micros(us)}", "datetime"
 
 
+def _plain_decimal(text: str) -> str:
+    """Decimal text without an exponent (`1.000E-7` -> `0.0000001000`, the scale kept): the
+    column is typed from the digits of its values."""
+    if "e" not in text and "E" not in text:
+        return text
+    try:
+        plain = format(Decimal(text), "f")
+    except InvalidOperation:
+        raise Reject("invalid_value", f"not a decimal: {text[:100]!r}") from None
+    if not plain.lstrip("-").replace(".", "", 1).isdigit():  # NaN, Infinity
+        raise Reject("invalid_value", f"not a decimal: {text[:100]!r}")
+    return plain
+
+
 def _utc_text(moment: datetime) -> str:
     u = moment.astimezone(timezone.utc)
     return u.strftime("%Y-%m-%d %H:%M:%S") + _micros(u.microsecond)
 
 
 def _zone(name: str):
-    """A TimestampWithTimeZone's zone: an offset (`+08:00`, `+0800`, `+8`, `08:00`,
-    `GMT+08:00`, `UTC+8`, seconds allowed) or an IANA name."""
+    """A TimestampWithTimeZone's zone (see the module docstring)."""
     text = name.strip()
+    if text.upper() in ("Z", "UTC", "GMT"):
+        return timezone.utc
     m = _OFFSET_RE.fullmatch(text)
-    try:
-        if text.upper() in ("Z", "UTC", "GMT"):
-            return timezone.utc
-        if m is not None:
-            sign, hh, mm, ss = m.groups()
-            return timezone((-1 if sign == "-" else 1) * timedelta(hours=int(hh), minutes=int(mm or 0),
-                                                                   seconds=int(ss or 0)))
-        return ZoneInfo(text)
-    except (ValueError, KeyError):  # an offset of a day or more, an unknown name
-        raise Reject("invalid_timestamp_value", f"unknown time zone {name!r}") from None
+    if m is not None:
+        sign, h1, hh, mm, ss = m.groups()
+        minutes, seconds = int(mm or 0), int(ss or 0)
+        offset = timedelta(hours=int(h1 or hh), minutes=minutes, seconds=seconds)
+        if minutes < 60 and seconds < 60 and offset <= _MAX_OFFSET:
+            return timezone(-offset if sign == "-" else offset)
+    else:
+        try:
+            return ZoneInfo(text)
+        except (ValueError, KeyError, OSError):  # an unknown name, or one naming a folder of the zone files
+            pass
+    raise Reject("invalid_timestamp_value", f"unknown time zone {name!r}")
 
 
 def _float_text(v: float, code: int) -> str:
@@ -156,7 +177,7 @@ def render(value, code: int) -> tuple[str | None, str]:
     if kind == "Integer":
         return v["value"], default_type
     if kind == "Decimal":
-        return v["value"], "decimal"  # see the module docstring: the value's precision is not the column's
+        return _plain_decimal(v["value"]), "decimal"  # the value's precision is not the column's (docstring)
     if kind == "Float":
         return _float_text(v["value"], code), "float" if code == 4 else "double"
     if kind == "Character":

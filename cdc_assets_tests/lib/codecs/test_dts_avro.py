@@ -310,6 +310,7 @@ def test_latin1_is_mysqls_and_decimals_take_no_type_from_one_value():
     ("+08:00", "2022-02-15 08:16:56.350000"), ("+0800", "2022-02-15 08:16:56.350000"),
     ("+8", "2022-02-15 08:16:56.350000"), ("GMT+08:00", "2022-02-15 08:16:56.350000"),
     ("UTC+8", "2022-02-15 08:16:56.350000"), ("Asia/Shanghai", "2022-02-15 08:16:56.350000"),
+    ("+08", "2022-02-15 08:16:56.350000"), ("+08:00:30", "2022-02-15 08:16:26.350000"),
     ("-05:30", "2022-02-15 21:46:56.350000"), ("UTC", "2022-02-15 16:16:56.350000"),
 ])
 def test_timestamp_with_time_zone_reads_the_sdks_zone_forms(zone, text):
@@ -317,6 +318,25 @@ def test_timestamp_with_time_zone_reads_the_sdks_zone_forms(zone, text):
 
     local = {"year": 2022, "month": 2, "day": 15, "hour": 16, "minute": 16, "second": 56, "millis": 350000}
     assert render(v("TimestampWithTimeZone", value=local, timezone=zone), 18) == (text, "timestamp")
+
+
+@pytest.mark.parametrize("zone", ["Asia", "Mars/Olympus", "x" * 300, "28800", "-18000", "+08:99", "+123", "+19:00",
+                                  "0800", "CST"])
+def test_zones_that_are_no_offset_or_zone_are_rejected(zone):
+    """Seconds or minutes without a sign would silently move the time: not read as offsets."""
+    from cdc_assets.lib.codecs.dts_avro_records import _zone
+
+    with pytest.raises(Reject) as raised:
+        _zone(zone)
+    assert raised.value.reason == "invalid_timestamp_value"
+
+
+@pytest.mark.parametrize("written, text", [("1.000E-7", "0.0000001000"), ("0E-10", "0.0000000000"),
+                                           ("-1.5e3", "-1500"), ("12.50", "12.50")])
+def test_decimal_text_is_plain_digits_with_its_scale(written, text):
+    from cdc_assets.lib.codecs.dts_avro_records import render
+
+    assert render(v("Decimal", value=written, precision=0, scale=0), 246) == (text, "decimal")
 
 
 def test_an_unknown_zone_or_a_source_that_is_not_mysql_is_quarantined(spark):
