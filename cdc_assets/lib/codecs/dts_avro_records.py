@@ -38,9 +38,9 @@ import math
 import re
 import struct
 from datetime import datetime, timedelta, timezone
-from decimal import Decimal, InvalidOperation
 from zoneinfo import ZoneInfo
 
+from cdc_assets.lib.codecs.debezium_values import plain_number_text
 from cdc_assets.lib.codecs.dts_avro_schema import OPERATIONS
 from cdc_assets.lib.codecs.key_option import NO_KEYS, KeyOption
 
@@ -95,20 +95,6 @@ def _datetime_text(d: dict) -> tuple[str, str]:
     if h is None:
         return f"{y:04d}-{mo:02d}-{day:02d}", "date"
     return f"{y:04d}-{mo:02d}-{day:02d} {h:02d}:{mi:02d}:{s:02d}{_micros(us)}", "datetime"
-
-
-def _plain_decimal(text: str) -> str:
-    """Decimal text without an exponent (`1.000E-7` -> `0.0000001000`, the scale kept): the
-    column is typed from the digits of its values."""
-    if "e" not in text and "E" not in text:
-        return text
-    try:
-        plain = format(Decimal(text), "f")
-    except InvalidOperation:
-        raise Reject("invalid_value", f"not a decimal: {text[:100]!r}") from None
-    if not plain.lstrip("-").replace(".", "", 1).isdigit():  # NaN, Infinity
-        raise Reject("invalid_value", f"not a decimal: {text[:100]!r}")
-    return plain
 
 
 def _utc_text(moment: datetime) -> str:
@@ -177,7 +163,9 @@ def render(value, code: int) -> tuple[str | None, str]:
     if kind == "Integer":
         return v["value"], default_type
     if kind == "Decimal":
-        return _plain_decimal(v["value"]), "decimal"  # the value's precision is not the column's (docstring)
+        # the value's precision is not the column's (docstring); the column is typed from the
+        # digits, so an exponent (`1.000E-7`) is written out with its scale (`0.0000001000`)
+        return plain_number_text(v["value"]), "decimal"
     if kind == "Float":
         return _float_text(v["value"], code), "float" if code == 4 else "double"
     if kind == "Character":
