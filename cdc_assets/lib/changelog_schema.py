@@ -78,6 +78,12 @@ QUARANTINE_COLUMNS = [f.name for f in QUARANTINE_SCHEMA.fields]
 REJECT_REASON, REJECT_DETAIL = "_reject_reason", "_reject_detail"
 DECODED_COLUMNS = [*CHANGE_LOG_COLUMNS, "key", "value", REJECT_REASON, REJECT_DETAIL]
 
+# Records that carry no change by design (Kafka tombstones; Debezium's transaction metadata
+# and heartbeats, Canal's rows-query and XA records): kept in the quarantine with their
+# lineage and counted, but they are not bad input, so the quarantine's checks leave them out.
+TOMBSTONE, CONTROL_RECORD = "tombstone", "control_record"
+NO_CHANGE_REASONS = (TOMBSTONE, CONTROL_RECORD)
+
 
 def conform(df: DataFrame, schema: T.StructType) -> DataFrame:
     """Select exactly `schema`'s columns with its types (the contract every decoder's

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, functions as F
 
-from cdc_assets.lib.changelog_schema import DDL
+from cdc_assets.lib.changelog_schema import DDL, READ
 from cdc_assets.lib.ddl import RenameTable, SchemaChange, TableName, parse_ddl
 
 SEGMENT = "_cdc_segment"
@@ -45,6 +45,8 @@ class Barrier:
     # The table after the DDL, when the protocol carries it as structure (Debezium tableChanges).
     declared_columns: dict[str, str] | None = None
     declared_primary_key: tuple[str, ...] = ()
+    # READ: the DDL was read from a snapshot (Debezium's initial snapshot writes its schema first)
+    op: str | None = None
 
 
 def window_barriers(changes: DataFrame) -> list[Barrier]:
@@ -52,7 +54,7 @@ def window_barriers(changes: DataFrame) -> list[Barrier]:
     rows = (
         changes.where(F.col("event_kind") == DDL)
         .select("database", "table", "commit_ts", "source_position", "topic", "kafka_partition", "kafka_offset",
-                "event_index", "ddl_type", "ddl_sql", "column_types", "pk_names")
+                "event_index", "ddl_type", "ddl_sql", "column_types", "pk_names", "op")
         .orderBy("commit_ts", F.asc_nulls_last("source_position"), "topic", "kafka_partition", "kafka_offset",
                  "event_index")
         .collect()
@@ -61,7 +63,7 @@ def window_barriers(changes: DataFrame) -> list[Barrier]:
         Barrier(i, r.database or "", r.table or "", int(r.commit_ts), r.source_position, r.topic,
                 int(r.kafka_partition), int(r.kafka_offset), int(r.event_index), r.ddl_type, r.ddl_sql or "",
                 tuple(parse_ddl(r.ddl_sql or "", r.database or "")),
-                dict(r.column_types) if r.column_types else None, tuple(r.pk_names or ()))
+                dict(r.column_types) if r.column_types else None, tuple(r.pk_names or ()), r.op)
         for i, r in enumerate(rows)
     ]
 
@@ -74,7 +76,7 @@ def with_segments(rows: DataFrame, barriers: list[Barrier]) -> DataFrame:
         F.struct(F.lit(b.commit_ts).cast("long").alias("ts"), F.lit(b.source_position).cast("long").alias("pos"),
                  F.lit(b.topic).cast("string").alias("t"), F.lit(b.kafka_partition).alias("p"),
                  F.lit(b.kafka_offset).cast("long").alias("o"),
-                 F.lit(b.event_index).alias("i"))
+                 F.lit(b.event_index).alias("i"), F.lit(b.op == READ).alias("snapshot"))
         for b in barriers
     ])
     return rows.withColumn(SEGMENT, F.size(F.filter(marks, _row_is_after)))
@@ -86,10 +88,14 @@ def _row_is_after(b: Column) -> Column:
     same_partition = (F.col("topic") == b["t"]) & (F.col("kafka_partition") == b["p"])
     kafka_after = (F.col("kafka_offset") > b["o"]) | (
         (F.col("kafka_offset") == b["o"]) & (F.col("event_index") > b["i"]))
-    tie = (F.when(both_positions, pos > b["pos"])
+    # Equal positions (a Canal batch id shared by a whole batch) leave it to Kafka's order.
+    tie = (F.when(both_positions & (pos != b["pos"]), pos > b["pos"])
            .when(same_partition, kafka_after)
            .otherwise(F.lit(True)))
-    return (ts > b["ts"]) | ((ts == b["ts"]) & tie)
+    # A snapshot's rows follow its schema, at the snapshot's position whatever their clocks say
+    # (Debezium stamps its schema with the connector's clock, the rows with the database's).
+    snapshot_row = b["snapshot"] & (F.col("op") == READ) & pos.eqNullSafe(b["pos"]) & pos.isNotNull()
+    return (ts > b["ts"]) | ((ts == b["ts"]) & tie) | snapshot_row
 
 
 def is_single_rename(b: Barrier) -> bool:

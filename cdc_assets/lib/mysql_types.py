@@ -103,7 +103,9 @@ def spark_type(mtype: MysqlType, inferred_scale: int = 0, inferred_integer_digit
             return T.StringType()
         return T.DecimalType(MAX_SPARK_PRECISION, scale)
     if b == "float":
-        return T.FloatType()
+        # FLOAT(p) with p in 25..53 is MySQL's DOUBLE (FLOAT(M,D) stays single precision)
+        p = mtype.params
+        return T.DoubleType() if len(p) == 1 and _DIGITS_RE.match(p[0]) and int(p[0]) > 24 else T.FloatType()
     if b in ("double", "real"):
         return T.DoubleType()
     if b in BINARY_BASES:

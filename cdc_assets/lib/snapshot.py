@@ -101,8 +101,14 @@ class TableResult:
 
 
 def _oldest_first() -> list[Column]:
-    return [F.asc("commit_ts"), F.asc_nulls_first("source_position"), F.asc("order"),
-            F.asc("kafka_partition"), F.asc("kafka_offset"), F.asc("event_index")]
+    # At one commit_ts, TiCDC's events (no source position) are one transaction's net changes:
+    # a key's DELETE applies before its INSERT (a split update), whatever their partitions.
+    # A binlog source's events (a position) keep the order they were sent in: its clock can
+    # give several transactions one timestamp (Canal's `es` in seconds), and an INSERT then a
+    # DELETE of one key in that second must leave it deleted.
+    transaction_order = F.when(F.col("source_position").isNull(), F.col("order"))
+    return [F.asc("commit_ts"), F.asc_nulls_first("source_position"), transaction_order.asc(),
+            F.asc("kafka_partition"), F.asc("kafka_offset"), F.asc("event_index"), F.asc("order")]
 
 
 def key_actions(changes: DataFrame) -> DataFrame:

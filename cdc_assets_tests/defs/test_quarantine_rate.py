@@ -38,6 +38,23 @@ def test_quarantine_above_the_rate_fails_the_error_check(tmp_path):
     assert lenient.quarantined == 2 and lenient.checks_failed == [] and lenient.ok
 
 
+def test_records_without_a_change_are_quarantined_but_fail_no_check(tmp_path):
+    """Canal's rows-query records (one per row event on MariaDB or with
+    binlog_rows_query_log_events) are kept in the quarantine and counted, but they are not bad
+    input: neither quarantine check fails on them, whatever the rate."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    query = b'{"id": 3, "database": "db", "table": "t", "isDdl": false, "type": "QUERY", ' \
+            b'"es": 1767225601000, "sql": "INSERT INTO t VALUES (1)", "data": null}'
+    good = [row("INSERT", ms_to_tso(T0 + i * 1000), values(i, f"n{i}")) for i in range(1, 3)]
+    (dump / "topic.txt").write_bytes(b"\n".join([query, *good, query, watermark(ms_to_tso(T0 + 3_600_000))]) + b"\n")
+    settings = settings_for(tmp_path / "home", dump, layout="lines")
+    instance = DagsterInstance.ephemeral()
+    summary = replay(settings, "src", instance, progress=lambda _m: None)
+    assert (summary.quarantined, summary.rows, summary.checks_failed, summary.checks_warned, summary.ok) == (
+        2, 2, [], [], True)
+
+
 def test_quarantine_rows_keep_the_raw_bytes_of_their_message(tmp_path):
     """Rejected by the decoder or by the value conversion after it: either way the
     quarantine row holds the exact message (the decode step keeps raw bytes for rejects only)."""

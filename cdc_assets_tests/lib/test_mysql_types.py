@@ -46,6 +46,9 @@ CASES = [
     ("decimal unsigned", T.DecimalType(38, 0)),
     ("float", T.FloatType()),
     ("float(10,2) unsigned", T.FloatType()),
+    ("float(24)", T.FloatType()),
+    ("float(25)", T.DoubleType()),  # MySQL: FLOAT(p) with p > 24 is a DOUBLE
+    ("float(53)", T.DoubleType()),
     ("double", T.DoubleType()),
     ("double precision", T.DoubleType()),
     ("real", T.DoubleType()),

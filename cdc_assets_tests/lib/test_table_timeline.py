@@ -204,3 +204,51 @@ def test_a_rename_onto_a_table_the_snapshot_has_is_reported_not_applied(spark):
     ])
     assert {n[1]: rows for n, (_, rows) in out.items()} == {"a": [(1,)], "b": [(2,)]}
     assert [u["error"] for u in unparsed] == ["RENAME TABLE to db.b: that table exists in the snapshot"]
+
+
+def test_rows_of_a_binlog_batch_keep_kafka_order_at_one_position(spark):
+    """Official Canal: a batch shares its `es` second and its id (the source position). An
+    INSERT after a TRUNCATE of that batch survives it; a DELETE after an INSERT of one key
+    leaves it deleted (TiCDC's DELETE-first tie is for one transaction's net changes only)."""
+    types = {"id": "int"}
+    out, _ = _apply(spark, [
+        _insert(0, TS, {"id": "1"}, types) | {"source_position": 5},
+        _ddl(1, TS, "TRUNCATE TABLE t") | {"source_position": 5},
+        _insert(2, TS, {"id": "2"}, types) | {"source_position": 5},
+        _insert(3, TS, {"id": "3"}, types) | {"source_position": 5},
+        _event(4, TS, op="DELETE", pk_names=["id"], pk_values=["3"], before={"id": "3"}, column_types=types,
+               source_position=5),
+    ])
+    assert out[("db", "t")][1] == [(2,)]
+
+
+def test_without_a_position_a_delete_still_applies_before_an_insert_at_one_commit_ts(spark):
+    types = {"id": "int", "a": "varchar(5)"}
+    out, _ = _apply(spark, [
+        _insert(0, TS, {"id": "1", "a": "new"}, types),
+        _event(1, TS, op="DELETE", pk_names=["id"], pk_values=["1"], before={"id": "1", "a": "old"},
+               column_types=types),
+    ])
+    assert out[("db", "t")][1] == [(1, "new")]
+
+
+def test_a_snapshots_rows_come_after_its_schema_whatever_their_clocks(spark):
+    """Debezium's initial snapshot writes DROP / CREATE of each table at the snapshot's binlog
+    position, stamped with the connector's clock; its rows (op READ, the same position) carry
+    the database's clock, often earlier. A streamed DROP at that position still drops them."""
+    types = {"id": "int"}
+    snapshot_ddl = {"op": "READ", "source_position": 157}
+    read = lambda offset, i: _insert(offset, TS, {"id": i}, types) | {"op": "READ", "source_position": 157}  # noqa: E731
+    out, _ = _apply(spark, [
+        _ddl(0, TS + 750, "DROP TABLE IF EXISTS t") | snapshot_ddl,
+        _ddl(1, TS + 755, "CREATE TABLE t (id INT PRIMARY KEY)") | snapshot_ddl,
+        read(2, "1"), read(3, "2"),
+    ])
+    assert out[("db", "t")][1] == [(1,), (2,)]
+
+    out, _ = _apply(spark, [
+        _ddl(0, TS + 750, "CREATE TABLE t (id INT PRIMARY KEY)") | snapshot_ddl,
+        read(1, "1"),
+        _ddl(2, TS + 900, "DROP TABLE t") | {"source_position": 157},  # streamed: not from the snapshot
+    ])
+    assert ("db", "t") not in out

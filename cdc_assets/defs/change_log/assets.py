@@ -19,6 +19,7 @@ from cdc_assets.defs.check_results import contract_check
 from cdc_assets.defs.source_build import CHANGE_LOG, QUARANTINE, RAW, SourceBuild
 from cdc_assets.lib.changelog_schema import (
     CHANGE_LOG_SCHEMA,
+    NO_CHANGE_REASONS,
     QUARANTINE_COLUMNS,
     REJECT_DETAIL,
     REJECT_REASON,
@@ -58,7 +59,8 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             AssetCheckSpec(SCHEMA_CHECK, asset=log_key, partitions_def=b.partitions_def,
                            description="pandera ChangeLogModel + row invariants, failing counts in metadata"),
             AssetCheckSpec(QUARANTINE_CHECK, asset=quarantine_key, partitions_def=b.partitions_def,
-                           description="warns when the window quarantined anything"),
+                           description="warns when the window quarantined anything but records that carry "
+                           "no change by design (tombstones, control records)"),
             AssetCheckSpec(QUARANTINE_RATE_CHECK, asset=quarantine_key, partitions_def=b.partitions_def,
                            description="errors when the share of quarantined messages exceeds the "
                            f"source's max_quarantine_rate ({b.source.max_quarantine_rate:g})"),
@@ -91,8 +93,11 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             reasons = {k.split(":", 1)[1]: v for k, v in by_kind.items() if k.startswith("quarantined:")}
             kinds = {k: v for k, v in by_kind.items() if not k.startswith("quarantined:")}
             quarantined = sum(reasons.values())
+            no_change = sum(n for r, n in reasons.items() if r in NO_CHANGE_REASONS)
             messages = raw_messages.count()
-            bad_messages = rejected.select(*MESSAGE_KEY).distinct().count() if quarantined else 0  # no job when clean
+            # The checks judge bad input: records that carry no change by design are left out.
+            bad_messages = rejected.where(~F.col("reason").isin(*NO_CHANGE_REASONS)).select(
+                *MESSAGE_KEY).distinct().count() if quarantined > no_change else 0  # no job when clean
             if reasons.get(INVALID_VALUE):
                 rejected = refill_raw_bytes(rejected, raw_messages, [INVALID_VALUE])
             rate = bad_messages / messages if messages else 0.0
@@ -111,14 +116,15 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             yield Output(
                 rejected, output_name="quarantine",
                 metadata={"quarantined": quarantined, "quarantined_messages": bad_messages,
-                          "messages_in": messages,
+                          "no_change_records": no_change, "messages_in": messages,
                           "by_reason": MetadataValue.md(counts_table(reasons, ("reason", "messages")))},
             )
             yield contract_check(log_key, SCHEMA_CHECK, outcome)
             yield AssetCheckResult(
-                asset_key=quarantine_key, check_name=QUARANTINE_CHECK, passed=quarantined == 0,
+                asset_key=quarantine_key, check_name=QUARANTINE_CHECK, passed=quarantined == no_change,
                 severity=AssetCheckSeverity.WARN,
-                metadata={"quarantined": quarantined, "by_reason": MetadataValue.json(reasons)},
+                metadata={"quarantined": quarantined, "no_change_records": no_change,
+                          "by_reason": MetadataValue.json(reasons)},
             )
             yield AssetCheckResult(
                 asset_key=quarantine_key, check_name=QUARANTINE_RATE_CHECK,

@@ -14,7 +14,7 @@ from datetime import tzinfo
 
 import pyarrow as pa
 
-from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
+from cdc_assets.lib.changelog_schema import CONTROL_RECORD, DDL, ROW, WATERMARK
 from cdc_assets.lib.codecs.arrow_events import as_text, event
 from cdc_assets.lib.codecs.canal_values import canonical, key_and_reject, type_flags
 from cdc_assets.lib.codecs.json_fields import (
@@ -25,6 +25,9 @@ from cdc_assets.lib.codecs.large_messages import key_only_reject
 from cdc_assets.lib.tso import ms_to_commit_ts
 
 _DML_TYPES = frozenset(("INSERT", "UPDATE", "DELETE"))
+# Official Canal's non-DDL QUERY (a rows-query or MariaDB annotate event: the statement's text)
+# and XA COMMIT / ROLLBACK records: informational, the rows come in their own messages.
+_CONTROL_TYPES = frozenset(("QUERY", "XACOMMIT", "XAROLLBACK"))
 
 
 def _large_message_reject(tidb: dict, op: str | None) -> tuple[str, str] | None:
@@ -66,7 +69,8 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     op = None if kind_text is None else kind_text.upper()
     has_binary, changes = type_flags(types, tz) if types else (False, False)
     message_reason = _large_message_reject(tidb, op) or (
-        ("unknown_event_type", f"unknown canal-json type {kind_text if kind_text is not None else 'null'}")
+        (CONTROL_RECORD, f"Canal {op} record (isDdl false): no change") if op in _CONTROL_TYPES
+        else ("unknown_event_type", f"unknown canal-json type {kind_text if kind_text is not None else 'null'}")
         if op not in _DML_TYPES
         else ("missing_row_data", "DML message without data rows") if not data
         else ("missing_commit_ts", "no usable _tidb.commitTs or es") if commit_ts is None

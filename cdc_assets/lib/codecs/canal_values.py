@@ -9,7 +9,6 @@ import re
 from datetime import timezone, tzinfo
 
 from cdc_assets.lib.codecs.arrow_events import as_text, timestamp_to_utc
-from cdc_assets.lib.codecs.json_fields import INT64_MAX, INT64_MIN
 from cdc_assets.lib.codecs.key_option import key_values
 
 _BINARY_TYPE_RE = re.compile(
@@ -44,10 +43,9 @@ def _enum_or_set_name(v: str, members: list[str], is_enum: bool, names_written: 
     if (names_written and v in members) or not _INTEGER_RE.fullmatch(v):
         return None
     number = int(v)
-    if not INT64_MIN <= number <= INT64_MAX:
-        return None
     if is_enum:
         return "" if number == 0 else members[number - 1] if 0 < number <= len(members) else None
+    # a SET's mask is unsigned: its 64th member is bit 63 (Canal and TiCDC write a uint64)
     if number < 0 or number >> len(members):
         return None
     return ",".join(m for i, m in enumerate(members) if (number >> i) & 1)

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 import orjson
 import pyarrow as pa
 
-from cdc_assets.lib.changelog_schema import DDL, DELETE, INSERT, READ, ROW, UPDATE, WATERMARK
+from cdc_assets.lib.changelog_schema import (
+    CONTROL_RECORD, DDL, DELETE, INSERT, READ, ROW, TOMBSTONE, UPDATE, WATERMARK,
+)
 from cdc_assets.lib.codecs.arrow_events import EventRows, Reject, event, gc_paused
 from cdc_assets.lib.codecs.debezium_envelope import EnvelopeReader, RowSchema
 from cdc_assets.lib.codecs.debezium_values import canonical_values, loads_exact, text_of, to_long, value_kind_type
@@ -136,7 +138,7 @@ def _parse(value: bytes | None, key: bytes | None, reader: EnvelopeReader) -> tu
     if not value:
         # a null value is Kafka's tombstone; a table without a key gets one with a null key too
         if key or value is None:
-            raise Reject("tombstone", "Kafka tombstone (null value after a delete, for log compaction): nothing to apply")
+            raise Reject(TOMBSTONE, "Kafka tombstone (null value after a delete, for log compaction): nothing to apply")
         raise Reject("empty_message", "the Kafka message has no value")
     try:
         text = value.decode("utf-8")
@@ -170,7 +172,7 @@ def _event(payload, row_schema: RowSchema, key: bytes | None, options: Options) 
     source = _obj(payload.get("source"))
     source_commit_ts, source_ms = to_long(source.get("commit_ts")), to_long(source.get("ts_ms"))
     if op is None and ddl is None:
-        raise Reject("unexpected_shape", _NOT_AN_EVENT)
+        raise Reject(*_control_record(payload) or ("unexpected_shape", _NOT_AN_EVENT))
     kind = DDL if op == DDL_OP or op is None else WATERMARK if op == WATERMARK_OP else ROW
     commit_ts = source_commit_ts
     if options.derive_commit_ts and commit_ts is None:
@@ -189,12 +191,24 @@ def _event(payload, row_schema: RowSchema, key: bytes | None, options: Options) 
     return _row_event(payload, row_schema, source, op, key, common, options)
 
 
+def _control_record(payload: dict) -> tuple[str, str] | None:
+    """Debezium's transaction-metadata (BEGIN / END) and heartbeat records, when their topics
+    are landed with the tables': no change, by design (docs/reliability.md)."""
+    if _text(payload.get("status")) in ("BEGIN", "END") and payload.get("id") is not None:
+        return CONTROL_RECORD, f"Debezium transaction metadata ({payload['status']}): no change"
+    if payload.keys() == {"ts_ms"}:
+        return CONTROL_RECORD, "Debezium heartbeat: no change"
+    return None
+
+
 def _ddl_event(payload: dict, source: dict, ddl: str | None, common: dict, options: Options) -> tuple:
     change = _table_change(payload)
     database = _text(payload.get("databaseName"))
     database = _blank_to_none(database if database is not None else _text(source.get("db")))
     table_from_id = _TABLE_FROM_ID.search(_text(change.get("id")) or "")
-    table = _blank_to_none(_text(source.get("table"))) or (table_from_id and _blank_to_none(table_from_id.group(1)))
+    # tableChanges' id names the event's table; `source.table` lists every table of the
+    # statement ("_t_del,t" for both events of a two-table RENAME)
+    table = (table_from_id and _blank_to_none(table_from_id.group(1))) or _blank_to_none(_text(source.get("table")))
     ddl_type = _text(change.get("type"))
     if ddl_type is None and ddl is not None:
         first = _FIRST_WORD.search(ddl)
@@ -204,9 +218,16 @@ def _ddl_event(payload: dict, source: dict, ddl: str | None, common: dict, optio
         else ("missing_commit_ts", _commit_hint(options)) if common["commit_ts"] is None
         else (None, None)
     )
-    return event(0, DDL, *reason, database=database, table=table,
+    return event(0, DDL, *reason, op=READ if _from_snapshot(source) else None, database=database, table=table,
                  pk_names=_texts(_obj(change.get("table")).get("primaryKeyColumnNames")),
                  column_types=_declared_columns(change), ddl_type=ddl_type, ddl_sql=ddl, **common)
+
+
+def _from_snapshot(source: dict) -> bool:
+    """An initial snapshot's schema event (`source.snapshot` true, first, last, ...): its rows,
+    at the same binlog position, come after it (ddl_barriers)."""
+    flag = source.get("snapshot")
+    return flag is True or (type(flag) is str and flag.lower() not in ("", "false", "incremental"))
 
 
 def _truncate_event(source: dict, common: dict, options: Options) -> tuple:

@@ -109,6 +109,10 @@ def test_a_message_too_deep_to_read_its_numbers_exactly_is_invalid_json():
     (_row(_tidb={"commitTs": 1 << 64}), "unexpected_shape"),
     (_row(data=["not an object"]), "unexpected_shape"),
     (_row(type="UPSERT"), "unknown_event_type"),
+    # official Canal's rows-query / MariaDB annotate and XA records: no change, by design
+    (_row(type="QUERY", _tidb=None, id=3, data=None, sql="UPDATE t SET b = 1"), "control_record"),
+    (_row(type="XACOMMIT", _tidb=None, id=3, data=None, table=""), "control_record"),
+    (_row(type="XAROLLBACK", _tidb=None, id=3, data=None), "control_record"),
     (_row(data=[]), "missing_row_data"),
     (_row(_tidb=None, es=None), "missing_commit_ts"),
     (_row(_tidb=None, es=0), "missing_commit_ts"),
@@ -200,3 +204,15 @@ def test_enum_and_set_values_are_always_codes_even_when_members_are_numbers():
     beyond = _decode(_row(type="INSERT", old=None, mysqlType=types, data=[{"id": "5", "e": "-1", "s": "4"},
                                                                          {"id": "6", "e": "1", "s": "-1"}]))
     assert [(dict(e["after"])["e"], dict(e["after"])["s"]) for e in beyond] == [("-1", "4"), ("0", "-1")]
+
+
+def test_a_set_of_64_members_reads_its_top_bit():
+    """A SET mask is a uint64: bit 63 is the 64th member (Canal and TiCDC write it unsigned)."""
+    members = ",".join(f"'m{i}'" for i in range(1, 65))
+    msg = _row(type="INSERT", old=None, mysqlType={"id": "int", "s": f"set({members})"},
+               data=[{"id": "1", "s": str((1 << 63) | 1)}])
+    (ev,) = _decode(msg)
+    assert (ev[REJECT_REASON], dict(ev["after"])["s"]) == (None, "m1,m64")
+    (beyond,) = _decode(_row(type="INSERT", old=None, mysqlType={"id": "int", "s": "set('a','b')"},
+                             data=[{"id": "1", "s": "4"}]))
+    assert dict(beyond["after"])["s"] == "4"  # a mask beyond the members keeps its text

@@ -299,3 +299,53 @@ def test_binary_handling_mode_hex_with_propagated_source_types(spark):
     assert as_base64["after"]["b"] == "00ff10ab"  # valid base64 of other bytes: why the option exists
     with pytest.raises(ValueError, match="binary-handling-mode"):
         get_decoder("debezium-json", {"binary-handling-mode": "base32"})
+
+
+def _source(**over) -> dict:
+    return {"ts_ms": 1709251141000, "db": "shop", "table": "t", "file": "binlog.000003", "pos": 157,
+            "snapshot": "false", **over}
+
+
+def test_control_records_snapshot_schema_and_multi_table_renames(spark):
+    """Records of Debezium's other topics carry no change (`control_record`); the initial
+    snapshot's schema events are marked READ (their rows follow them: ddl_barriers); each event
+    of a two-table RENAME names its own table (`source.table` lists both)."""
+    rename = {"source": _source(table="_t_del,t"), "ts_ms": 1709251142000, "databaseName": "shop",
+              "ddl": "RENAME TABLE `t` TO `_t_del`, `_t_gho` TO `t`",
+              "tableChanges": [{"type": "ALTER", "id": '"shop"."_t_del"', "table": {"columns": []}}]}
+    snapshot_ddl = {"source": _source(snapshot="true"), "ts_ms": 1709251141750, "databaseName": "shop",
+                    "ddl": "DROP TABLE IF EXISTS `shop`.`t`",
+                    "tableChanges": [{"type": "DROP", "id": '"shop"."t"', "table": {"columns": []}}]}
+    messages = [
+        {"status": "BEGIN", "id": "571:53195829", "ts_ms": 1709251141000, "event_count": None,
+         "data_collections": None},
+        {"schema": {"type": "struct", "fields": [{"type": "int64", "field": "ts_ms"}],
+                    "name": "io.debezium.connector.common.Heartbeat"}, "payload": {"ts_ms": 1709251141000}},
+        {"status": "END", "id": "571:53195829", "ts_ms": 1709251141000, "event_count": 2,
+         "data_collections": [{"data_collection": "shop.t", "event_count": 2}]},
+        snapshot_ddl, {**snapshot_ddl, "source": _source(snapshot="false")}, rename,
+    ]
+    events = [r.asDict(recursive=True) for r in
+              decode(spark, [json.dumps(m).encode() for m in messages]).orderBy("kafka_offset").collect()]
+    assert [(e[REJECT_REASON], e["_reject_detail"]) for e in events[:3]] == [
+        ("control_record", "Debezium transaction metadata (BEGIN): no change"),
+        ("control_record", "Debezium heartbeat: no change"),
+        ("control_record", "Debezium transaction metadata (END): no change")]
+    assert [(e[REJECT_REASON], e["event_kind"], e["op"], e["table"]) for e in events[3:]] == [
+        (None, "ddl", "READ", "t"), (None, "ddl", None, "t"), (None, "ddl", None, "_t_del")]
+
+
+def test_float_53_with_propagated_source_type_is_a_double(spark):
+    """MySQL's FLOAT(p) for p > 24 is a DOUBLE (Debezium sends float64 and the type FLOAT(53))."""
+    fields = [{"type": "int32", "optional": False, "field": "id"},
+              {"type": "double", "optional": True, "field": "f",
+               "parameters": {"__debezium.source.column.type": "FLOAT", "__debezium.source.column.length": "53"}}]
+    schema = {"type": "struct", "fields": [{"type": "struct", "fields": fields, "optional": True, "field": f}
+                                           for f in ("before", "after")]}
+    payload = {"before": None, "after": {"id": 1, "f": 1.2345678901234567}, "op": "c", "ts_ms": 1709251141000,
+               "source": _source(pos=4)}
+    changes = decode(spark, [json.dumps({"schema": schema, "payload": payload}).encode()],
+                     **{"primary-key": "shop.t:id"})
+    assert changes.first()["column_types"]["f"] == "float(53)"
+    (frame, _), rows = replay(changes)
+    assert frame.schema["f"].dataType.simpleString() == "double" and rows[(1,)]["f"] == 1.2345678901234567
