@@ -79,9 +79,9 @@ def replay(
     landing_root = settings.warehouse / source.name / "landing"
     state = load_state(landing_root)
     summary.messages = sum(p["messages"] for p in state.partitions.values())
-    last = state.last_complete_window(settings.window_ms, build.completeness())
-    summary.incomplete_windows = len([w for w in state.windows if last is None or w > last])
-    if last is None:
+    complete = state.complete_windows(settings.window_ms, build.completeness())
+    summary.incomplete_windows = len([w for w in state.windows if w not in complete])
+    if not complete:
         progress(f"[{source.name}] no complete window yet: nothing to materialize")
         return summary
 
@@ -95,7 +95,7 @@ def replay(
     job = defs.resolve_job_def(window_job_name(build))
     keys = [
         k for k in build.partitions_def.get_partition_keys()
-        if _key_start_ms(build, k) <= last
+        if _key_start_ms(build, k) <= complete[-1]
     ]
     for i, key in enumerate(keys, start=1):
         started = time.perf_counter()

@@ -5,9 +5,11 @@ Barriers are the window's DDL events in commit order, each parsed into schema ch
 rows of segment s happened after barrier s-1 and before barrier s.
 
 Order between a row and a DDL: commit_ts first. At the same commit_ts (sources whose
-commit_ts is a millisecond), the source's own position decides when both have one; else
-Kafka order when both are in the same partition of the same topic; else the row counts as
-after the DDL (a CREATE TABLE never empties a table, so a row that raced it is kept).
+commit_ts is a millisecond), the source's own position decides when both have different ones;
+else Kafka order when both are in the same partition of the same topic; else a row with the
+DDL's position counts as before it, and a row without one as after it (a CREATE TABLE never
+empties a table, so a row that raced it is kept). A snapshot's rows (op READ) come after the
+snapshot's own DDL (op READ) at the same position, whatever their clocks (Debezium).
 
 Renames that share a commit_ts are applied in an order MySQL could have run them
 (`rename_order`): TiCDC splits `RENAME TABLE a TO c, b TO a, c TO b` into one event per
@@ -88,10 +90,11 @@ def _row_is_after(b: Column) -> Column:
     same_partition = (F.col("topic") == b["t"]) & (F.col("kafka_partition") == b["p"])
     kafka_after = (F.col("kafka_offset") > b["o"]) | (
         (F.col("kafka_offset") == b["o"]) & (F.col("event_index") > b["i"]))
-    # Equal positions (a Canal batch id shared by a whole batch) leave it to Kafka's order.
+    # Equal positions (a Canal batch id shared by a whole batch) leave it to Kafka's order in
+    # one partition; across partitions the row counts as before the DDL, as its position says.
     tie = (F.when(both_positions & (pos != b["pos"]), pos > b["pos"])
            .when(same_partition, kafka_after)
-           .otherwise(F.lit(True)))
+           .otherwise(~both_positions))
     # A snapshot's rows follow its schema, at the snapshot's position whatever their clocks say
     # (Debezium stamps its schema with the connector's clock, the rows with the database's).
     snapshot_row = b["snapshot"] & (F.col("op") == READ) & pos.eqNullSafe(b["pos"]) & pos.isNotNull()

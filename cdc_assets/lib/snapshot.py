@@ -1,9 +1,11 @@
 """Layer 4: each table's state at a window end = previous window's state + this window's changes.
 
-Per primary key the latest change wins, ordered by (commit_ts, action order, Kafka
-partition, offset, index); at the same key and commit_ts a DELETE applies before an
-INSERT (a primary-key-changing update arrives as DELETE old key + INSERT new key in one
-transaction). An UPDATE whose before image has another key also deletes the old key.
+Per primary key the latest change wins, ordered by (commit_ts, source position, action
+order, Kafka partition, offset, index). At the same key and commit_ts a DELETE applies before
+an INSERT for TiCDC (no position: a primary-key-changing update arrives as DELETE old key +
+INSERT new key in one transaction); a binlog source's events keep Kafka order, but for the
+old key's DELETE of a key-changing UPDATE (`_oldest_first`). An UPDATE whose before image
+has another key also deletes the old key.
 Deleted keys disappear. Tables without changes are carried over by reference.
 
 Keys. `reconstruct_table` types each action's key BY NAME against the table's current
@@ -103,11 +105,13 @@ class TableResult:
 def _oldest_first() -> list[Column]:
     # At one commit_ts, TiCDC's events (no source position) are one transaction's net changes:
     # a key's DELETE applies before its INSERT (a split update), whatever their partitions.
-    # A binlog source's events (a position) keep the order they were sent in: its clock can
-    # give several transactions one timestamp (Canal's `es` in seconds), and an INSERT then a
-    # DELETE of one key in that second must leave it deleted.
-    transaction_order = F.when(F.col("source_position").isNull(), F.col("order"))
-    return [F.asc("commit_ts"), F.asc_nulls_first("source_position"), transaction_order.asc(),
+    # A binlog source's events (a position) can share one (commit_ts, position) over several
+    # transactions (Canal: `es` in seconds, one id per batch). A key's own events are in its
+    # partition, in Kafka order: an INSERT then a DELETE of it in one second leaves it deleted.
+    # Only the old key's DELETE of a key-changing UPDATE travels with the new key, maybe in
+    # another partition: it still comes first (a key is freed before it is taken again).
+    first_at_a_tie = F.when(F.col("source_position").isNull() | (F.col("op") == UPDATE), F.col("order"))
+    return [F.asc("commit_ts"), F.asc_nulls_first("source_position"), F.coalesce(first_at_a_tie, F.lit(1)).asc(),
             F.asc("kafka_partition"), F.asc("kafka_offset"), F.asc("event_index"), F.asc("order")]
 
 

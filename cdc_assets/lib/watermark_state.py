@@ -156,20 +156,6 @@ class LandingState:
         wm = self.global_watermark_ts(policy)
         return wm is not None and wm >= ms_to_tso(window_end_ms)
 
-    def last_complete_window(self, window_ms: int, policy: Completeness = Completeness()) -> int | None:
-        """Start of the last window the global watermark has completed, counting the quiet
-        windows after the last one with data (a changefeed that only sends resolved ts); in
-        batch mode, the last window with data. None before the first window completes."""
-        if not self.windows or not self.kafka_partitions():
-            return None
-        if policy.mode == BATCH_MODE:
-            return max(self.windows)
-        wm = self.global_watermark_ts(policy)
-        if wm is None:
-            return None
-        start = tso_to_ms(wm) // window_ms * window_ms - window_ms  # its end is at or below wm
-        return start if start >= min(self.windows) else None
-
     def complete_windows(self, window_ms: int, policy: Completeness = Completeness()) -> list[int]:
         """Window starts (with data) whose end the global watermark has passed."""
         return sorted(w for w in self.windows if self.is_complete(w + window_ms, policy))

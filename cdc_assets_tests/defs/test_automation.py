@@ -49,15 +49,6 @@ def test_plan_includes_quiet_windows_and_skips_materialized_ones():
     assert windows_to_materialize(_state(W0 + H // 2), Completeness(), H, W0, set()) == []
 
 
-def test_plan_includes_quiet_windows_the_watermark_completed_after_the_last_data():
-    """A changefeed that only sends resolved ts completes the hours after its last row: they
-    are materialized now, not when a later hour with data completes."""
-    plan = windows_to_materialize(_state(W0 + 5 * H + 1), Completeness(), H, W0, materialized={W0})
-    assert plan == [W0 + H, W0 + 2 * H, W0 + 3 * H, W0 + 4 * H]
-    batch = windows_to_materialize(_state(W0 + 5 * H), Completeness(mode="batch"), H, W0, materialized=set())
-    assert batch == [W0, W0 + H, W0 + 2 * H]  # a finished dump: up to its last window with data
-
-
 def test_schedule_requests_pending_windows_oldest_first(tmp_path):
     settings = load_settings({"CDC_ASSETS_HOME": str(tmp_path)})
     landing = settings.warehouse / "sample" / "landing"

@@ -222,6 +222,31 @@ def test_rows_of_a_binlog_batch_keep_kafka_order_at_one_position(spark):
     assert out[("db", "t")][1] == [(2,)]
 
 
+def test_a_binlog_batch_across_partitions(spark):
+    """Official Canal hashing rows by key: the DDL goes to partition 0, the rows elsewhere. A
+    batch's rows count as before its DDL (a DROP leaves them dropped), and a key-changing
+    UPDATE's old-key DELETE, sent with the new key, frees the key before the next row takes it
+    (`UPDATE t SET id = id + 1 ORDER BY id DESC` over ids 2 and 3)."""
+    types = {"id": "int", "v": "int"}
+    at = {"source_position": 5}
+
+    def move(offset, partition, old, new):
+        return _event(offset, TS, partition=partition, op="UPDATE", pk_names=["id"], pk_values=[new],
+                      before={"id": old, "v": old}, after={"id": new, "v": old}, column_types=types) | at
+
+    out, _ = _apply(spark, [
+        _insert(0, TS - 10, {"id": "2", "v": "2"}, types), _insert(1, TS - 10, {"id": "3", "v": "3"}, types),
+        move(0, 1, "3", "4"), move(2, 0, "2", "3"),
+    ])
+    assert out[("db", "t")][1] == [(3, 2), (4, 3)]
+
+    out, _ = _apply(spark, [
+        _insert(0, TS, {"id": "1", "v": "1"}, types, partition=1) | at,
+        _ddl(0, TS, "DROP TABLE t") | at,
+    ])
+    assert ("db", "t") not in out
+
+
 def test_without_a_position_a_delete_still_applies_before_an_insert_at_one_commit_ts(spark):
     types = {"id": "int", "a": "varchar(5)"}
     out, _ = _apply(spark, [

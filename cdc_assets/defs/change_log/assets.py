@@ -100,7 +100,10 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
                 *MESSAGE_KEY).distinct().count() if quarantined > no_change else 0  # no job when clean
             if reasons.get(INVALID_VALUE):
                 rejected = refill_raw_bytes(rejected, raw_messages, [INVALID_VALUE])
-            rate = bad_messages / messages if messages else 0.0
+            without_change = rejected.where(F.col("reason").isin(*NO_CHANGE_REASONS)).select(
+                *MESSAGE_KEY).distinct().count() if no_change else 0
+            judged = messages - without_change  # the rate is a share of the messages that could change rows
+            rate = bad_messages / judged if judged > 0 else 0.0
             outcome = validate(ChangeLogModel, events)
             yield Output(
                 events, output_name="change_log",
@@ -129,7 +132,8 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             yield AssetCheckResult(
                 asset_key=quarantine_key, check_name=QUARANTINE_RATE_CHECK,
                 passed=rate <= b.source.max_quarantine_rate, severity=AssetCheckSeverity.ERROR,
-                metadata={"messages": messages, "quarantined_messages": bad_messages,
+                metadata={"messages": messages, "no_change_messages": without_change,
+                          "quarantined_messages": bad_messages,
                           "rate": MetadataValue.float(round(rate, 6)),
                           "max_rate": MetadataValue.float(b.source.max_quarantine_rate)},
             )

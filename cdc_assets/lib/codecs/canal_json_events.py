@@ -25,9 +25,17 @@ from cdc_assets.lib.codecs.large_messages import key_only_reject
 from cdc_assets.lib.tso import ms_to_commit_ts
 
 _DML_TYPES = frozenset(("INSERT", "UPDATE", "DELETE"))
-# Official Canal's non-DDL QUERY (a rows-query or MariaDB annotate event: the statement's text)
-# and XA COMMIT / ROLLBACK records: informational, the rows come in their own messages.
-_CONTROL_TYPES = frozenset(("QUERY", "XACOMMIT", "XAROLLBACK"))
+# Official Canal's records that are not row events (docs/reliability.md). XA COMMIT: the rows
+# came at XA PREPARE. A non-DDL QUERY is a statement's text: a rows-query or MariaDB annotate
+# event beside its rows, or the only trace of DML in a STATEMENT / MIXED binlog; XA ROLLBACK
+# takes back rows already sent. Those two count against the quarantine checks.
+_NOT_ROW_EVENTS = {
+    "XACOMMIT": (CONTROL_RECORD, "Canal XACOMMIT record: no change (the rows came at XA PREPARE)"),
+    "QUERY": ("query_event", "Canal QUERY record (isDdl false): a statement without row images "
+                             "(binlog_format must be ROW; canal.instance.filter.query.dml skips them)"),
+    "XAROLLBACK": ("xa_rollback", "Canal XAROLLBACK record: the XA transaction's rows, sent at XA "
+                                  "PREPARE, were rolled back and cannot be taken back"),
+}
 
 
 def _large_message_reject(tidb: dict, op: str | None) -> tuple[str, str] | None:
@@ -69,7 +77,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     op = None if kind_text is None else kind_text.upper()
     has_binary, changes = type_flags(types, tz) if types else (False, False)
     message_reason = _large_message_reject(tidb, op) or (
-        (CONTROL_RECORD, f"Canal {op} record (isDdl false): no change") if op in _CONTROL_TYPES
+        _NOT_ROW_EVENTS[op] if op in _NOT_ROW_EVENTS
         else ("unknown_event_type", f"unknown canal-json type {kind_text if kind_text is not None else 'null'}")
         if op not in _DML_TYPES
         else ("missing_row_data", "DML message without data rows") if not data

@@ -206,9 +206,12 @@ def _ddl_event(payload: dict, source: dict, ddl: str | None, common: dict, optio
     database = _text(payload.get("databaseName"))
     database = _blank_to_none(database if database is not None else _text(source.get("db")))
     table_from_id = _TABLE_FROM_ID.search(_text(change.get("id")) or "")
-    # tableChanges' id names the event's table; `source.table` lists every table of the
-    # statement ("_t_del,t" for both events of a two-table RENAME)
-    table = (table_from_id and _blank_to_none(table_from_id.group(1))) or _blank_to_none(_text(source.get("table")))
+    table = _blank_to_none(_text(source.get("table"))) or (table_from_id and _blank_to_none(table_from_id.group(1)))
+    if table is not None and "," in table:
+        # one event per table of a multi-table statement (`RENAME TABLE t TO _t_del, _t_gho TO
+        # t`), each listing them all: the statement's text names the tables, and the events,
+        # without their structure, stay copies of one DDL (alignment keeps one)
+        table, change = None, {}
     ddl_type = _text(change.get("type"))
     if ddl_type is None and ddl is not None:
         first = _FIRST_WORD.search(ddl)

@@ -244,8 +244,10 @@ def _column_type(type_, name, tidb_type, source_type, source_length, source_scal
         base = source_type.strip(" ").lower()
         if source_length is not None and _SOURCE_DECIMAL_RE.fullmatch(base):
             return f"decimal({source_length},{source_scale if source_scale is not None else '0'})"
-        if base == "float" and source_length is not None and source_scale is None:
-            return f"float({source_length})"  # FLOAT(53) is a double (mysql_types.spark_type)
+        word, _, rest = base.partition(" ")
+        if word == "float" and source_length is not None and source_scale is None:
+            # FLOAT(53) [UNSIGNED] is a double (mysql_types.spark_type)
+            return f"float({source_length}){' ' + rest if rest else ''}"
         return base
     if name == CONNECT_DECIMAL:
         return f"decimal({precision},{scale if scale is not None else '0'})" if precision is not None else "decimal"

@@ -109,10 +109,11 @@ def test_a_message_too_deep_to_read_its_numbers_exactly_is_invalid_json():
     (_row(_tidb={"commitTs": 1 << 64}), "unexpected_shape"),
     (_row(data=["not an object"]), "unexpected_shape"),
     (_row(type="UPSERT"), "unknown_event_type"),
-    # official Canal's rows-query / MariaDB annotate and XA records: no change, by design
-    (_row(type="QUERY", _tidb=None, id=3, data=None, sql="UPDATE t SET b = 1"), "control_record"),
+    # official Canal's records that are not row events: XA COMMIT changes nothing (its rows
+    # came at XA PREPARE); a QUERY may be the only trace of DML, a rollback takes rows back
     (_row(type="XACOMMIT", _tidb=None, id=3, data=None, table=""), "control_record"),
-    (_row(type="XAROLLBACK", _tidb=None, id=3, data=None), "control_record"),
+    (_row(type="QUERY", _tidb=None, id=3, data=None, sql="UPDATE t SET b = 1"), "query_event"),
+    (_row(type="XAROLLBACK", _tidb=None, id=3, data=None), "xa_rollback"),
     (_row(data=[]), "missing_row_data"),
     (_row(_tidb=None, es=None), "missing_commit_ts"),
     (_row(_tidb=None, es=0), "missing_commit_ts"),

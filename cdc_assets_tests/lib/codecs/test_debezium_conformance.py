@@ -274,7 +274,8 @@ UNUSABLE = [
     (None, b"\xff\xfe{}", "invalid_utf8"),
     (None, b"{not json", "invalid_json"),
     (None, b"[1, 2]", "unexpected_shape"),
-    (None, _bare({"status": "BEGIN", "id": "571"}), "unexpected_shape"),
+    (None, _bare({"status": "BEGIN", "id": "571"}), "control_record"),  # transaction metadata: no change
+    (None, _bare({"status": "BEGUN", "id": "571"}), "unexpected_shape"),
     (b'{"id":1}', _bare({**ROW, "op": "x"}), "unknown_event_type"),
     (None, _bare({"source": {"commit_ts": None}, "op": "m"}), "missing_watermark_ts"),
     (None, _bare({"source": {"db": "d", "commit_ts": 5}, "op": "a"}), "missing_ddl_sql"),
