@@ -8,8 +8,9 @@ Order between a row and a DDL: commit_ts first. At the same commit_ts (sources w
 commit_ts is a millisecond), the source's own position decides when both have different ones;
 else Kafka order when both are in the same partition of the same topic; else a row with the
 DDL's position counts as before it, and a row without one as after it (a CREATE TABLE never
-empties a table, so a row that raced it is kept). A snapshot's rows (op READ) come after the
-snapshot's own DDL (op READ) at the same position, whatever their clocks (Debezium).
+empties a table, so a row that raced it is kept). Against a snapshot's own DDL (op READ:
+Debezium's schema events of an initial snapshot) binlog positions decide, whatever the clocks:
+the snapshot's rows, at its position, and the changes streamed after it come after it.
 
 Renames that share a commit_ts are applied in an order MySQL could have run them
 (`rename_order`): TiCDC splits `RENAME TABLE a TO c, b TO a, c TO b` into one event per
@@ -95,10 +96,11 @@ def _row_is_after(b: Column) -> Column:
     tie = (F.when(both_positions & (pos != b["pos"]), pos > b["pos"])
            .when(same_partition, kafka_after)
            .otherwise(~both_positions))
-    # A snapshot's rows follow its schema, at the snapshot's position whatever their clocks say
-    # (Debezium stamps its schema with the connector's clock, the rows with the database's).
-    snapshot_row = b["snapshot"] & (F.col("op") == READ) & pos.eqNullSafe(b["pos"]) & pos.isNotNull()
-    return (ts > b["ts"]) | ((ts == b["ts"]) & tie) | snapshot_row
+    by_clock = (ts > b["ts"]) | ((ts == b["ts"]) & tie)
+    # A snapshot's schema (Debezium stamps it with the connector's clock, in ms) stands at the
+    # snapshot's binlog position: its rows (the database's clock, whole seconds, often earlier)
+    # and the changes streamed after it are at or after that position, whatever their clocks.
+    return F.when(b["snapshot"] & both_positions, pos >= b["pos"]).otherwise(by_clock)
 
 
 def is_single_rename(b: Barrier) -> bool:

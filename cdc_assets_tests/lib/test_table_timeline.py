@@ -271,6 +271,17 @@ def test_a_snapshots_rows_come_after_its_schema_whatever_their_clocks(spark):
     ])
     assert out[("db", "t")][1] == [(1,), (2,)]
 
+    # A change streamed after the snapshot's position, stamped in whole seconds before the
+    # schema's milliseconds, still applies after it.
+    streamed = _event(4, TS, op="UPDATE", pk_names=["id"], pk_values=["2"], before={"id": "2"},
+                      after={"id": "2"}, column_types=types, source_position=200)
+    out, _ = _apply(spark, [
+        _ddl(0, TS + 750, "DROP TABLE IF EXISTS t") | snapshot_ddl,
+        _ddl(1, TS + 755, "CREATE TABLE t (id INT PRIMARY KEY)") | snapshot_ddl,
+        read(2, "1"), streamed,
+    ])
+    assert out[("db", "t")][1] == [(1,), (2,)]
+
     out, _ = _apply(spark, [
         _ddl(0, TS + 750, "CREATE TABLE t (id INT PRIMARY KEY)") | snapshot_ddl,
         read(1, "1"),

@@ -51,9 +51,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     if not is_ddl and entry_type is not None and entry_type.upper() == _TRANSACTION_END:
         return [event(0, WATERMARK, *(missing_ts or (None, None)), database=database, table=table,
                       event_ms=exec_ts, watermark_ts=commit_ts)]
-    # A binlog's order, not a TiDB transaction's (snapshot._oldest_first): never null; the
-    # vendor's examples write bid 0, and Kafka's order then decides ties on execTs.
-    position = bid if bid is not None and bid > 0 else 0
+    position = bid if bid is not None and bid > 0 else None
     if is_ddl:
         sql = as_text(m.get("sql"))
         reject = missing_ts or (("missing_ddl_sql", "DDL message without sql") if not (sql or "").strip(" ") else None)
