@@ -79,7 +79,7 @@ REJECT_REASON, REJECT_DETAIL = "_reject_reason", "_reject_detail"
 DECODED_COLUMNS = [*CHANGE_LOG_COLUMNS, "key", "value", REJECT_REASON, REJECT_DETAIL]
 
 # Records that carry no change by design (Kafka tombstones; Debezium's transaction metadata
-# and heartbeats, Canal's rows-query and XA records): kept in the quarantine with their
+# and heartbeats, Canal's XA COMMIT records): kept in the quarantine with their
 # lineage and counted, but they are not bad input, so the quarantine's checks leave them out.
 TOMBSTONE, CONTROL_RECORD = "tombstone", "control_record"
 NO_CHANGE_REASONS = (TOMBSTONE, CONTROL_RECORD)

@@ -95,13 +95,9 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             quarantined = sum(reasons.values())
             no_change = sum(n for r, n in reasons.items() if r in NO_CHANGE_REASONS)
             messages = raw_messages.count()
-            # The checks judge bad input: records that carry no change by design are left out.
-            bad_messages = rejected.where(~F.col("reason").isin(*NO_CHANGE_REASONS)).select(
-                *MESSAGE_KEY).distinct().count() if quarantined > no_change else 0  # no job when clean
+            bad_messages, without_change = _message_counts(rejected) if quarantined else (0, 0)  # no job when clean
             if reasons.get(INVALID_VALUE):
                 rejected = refill_raw_bytes(rejected, raw_messages, [INVALID_VALUE])
-            without_change = rejected.where(F.col("reason").isin(*NO_CHANGE_REASONS)).select(
-                *MESSAGE_KEY).distinct().count() if no_change else 0
             judged = messages - without_change  # the rate is a share of the messages that could change rows
             rate = bad_messages / judged if judged > 0 else 0.0
             outcome = validate(ChangeLogModel, events)
@@ -142,6 +138,15 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             cached.unpersist()
 
     return decode
+
+
+def _message_counts(rejected: DataFrame) -> tuple[int, int]:
+    """Messages with a reject that is bad input, and messages with a record that carries no
+    change by design (the checks leave those out), in one job."""
+    no_change = F.col("reason").isin(*NO_CHANGE_REASONS)
+    r = (rejected.groupBy(*MESSAGE_KEY).agg(F.max(~no_change).alias("bad"), F.max(no_change).alias("none"))
+         .agg(F.count_if("bad").alias("bad"), F.count_if("none").alias("none")).first())
+    return int(r.bad or 0), int(r.none or 0)
 
 
 def _raw_bytes_of_rejects_only(decoded: DataFrame) -> DataFrame:
