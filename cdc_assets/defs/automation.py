@@ -73,8 +73,8 @@ def build_jobs(b: SourceBuild):
     windows = define_asset_job(
         window_job_name(b),
         tags=tags,
+        # Partitioned by the selected assets' windows (Dagster infers it).
         selection=AssetSelection.assets(*[b.key(k) for k in (RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY)]),
-        partitions_def=b.partitions_def,
         description="Every layer of one commitTs window, with its checks.",
     )
     land = define_asset_job(
