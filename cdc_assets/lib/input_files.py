@@ -49,11 +49,13 @@ def resolved_layout(source: SourceConfig, root: Path) -> str | None:
 
 def wanted_object(layout: str) -> Callable[[PurePath], bool]:
     """Which paths below an S3 prefix to mirror: data of the layout (of any layout with
-    `auto`), and the storage sink's checkpoint file."""
+    `auto`), data it cannot read (so the landing names them), and the storage sink's
+    checkpoint file."""
     layouts = list(LAYOUT_CLASSES.values()) if layout == "auto" else [get_layout(layout)]
 
     def wanted(relative: PurePath) -> bool:
-        return str(relative) == CHECKPOINT_FILE or any(lay.is_data_file(relative) for lay in layouts)
+        return str(relative) == CHECKPOINT_FILE or any(
+            lay.is_data_file(relative) or lay.unsupported(relative) for lay in layouts)
 
     return wanted
 
@@ -102,7 +104,10 @@ def _local_data_files(source: SourceConfig, root: Path) -> list[Path]:
     if not root.is_dir():
         return []
     layout = resolved_layout(source, root)
-    return get_layout(layout).list_files(root) if layout else []
+    if not layout:
+        return []
+    # Files the layout cannot read count as new too: their landing stops with the reason.
+    return get_layout(layout).list_files(root) + list(get_layout(layout).unsupported_files(root))
 
 
 def _local_file(path: Path, root: Path) -> InputFile:

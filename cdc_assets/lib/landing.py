@@ -4,7 +4,9 @@ Landing reads only files it has not landed before (by content hash), places ever
 message in the window of its routing time, and keeps the only cross-window state the
 pipeline needs: per Kafka partition the highest offset and highest watermark seen, and
 an index of watermark messages (for the late-event rule). Landing the same files again
-changes nothing.
+changes nothing. A new file still being written (a Parquet file without its footer, a line
+file whose last line has no LF yet) makes the landing wait: it lands nothing, reports the
+file, and the next landing tries again.
 
 Layout under `<landing root>`:
   messages/window_start_ms=<ms>/batch=<id>/part-*.parquet   raw messages of a window (+ landing_seq
@@ -47,6 +49,9 @@ class LandingResult:
     # Watermarks ignored in this landing, per "topic/partition" (see lib/watermark_audit.py).
     regressed_watermarks: dict[str, int] = field(default_factory=dict)
     implausible_watermarks: dict[str, int] = field(default_factory=dict)
+    # New files still being written (no Parquet footer, a last line without its LF): while
+    # there are any, nothing is landed (module docstring).
+    waiting_files: list[str] = field(default_factory=list)
 
 
 def file_digest(path: Path) -> str:
@@ -103,8 +108,20 @@ def land(
         state.check_window_ms(window_ms)
         # Read the layout's checkpoint before listing: a file written after the listing is
         # then not covered by a checkpoint we record now.
-        checkpoint = get_layout(layout).checkpoint_ts(dump_root)
+        dump_layout = get_layout(layout)
+        checkpoint = dump_layout.checkpoint_ts(dump_root)
+        refused = dump_layout.unsupported_files(dump_root)
+        if refused:
+            raise ValueError(f"{len(refused)} file(s) under {dump_root} cannot be read as {layout}: "
+                             + "; ".join(f"{path.relative_to(dump_root)}: {reason}"
+                                         for path, reason in list(refused.items())[:5]))
         files = list_dump_files(dump_root, layout)
+        waiting = [p for p in files if state.known_digest(p) is None and not dump_layout.is_complete(p)]
+        if waiting:
+            # Landing the others could move a partition's watermark past messages of a
+            # waiting file, which would then arrive late: wait for the whole set.
+            return LandingResult(0, 0, 0, None, state,
+                                 waiting_files=[str(p.relative_to(dump_root)) for p in waiting])
         new: dict[str, Path] = {}
         for path in files:
             digest = state.known_digest(path)

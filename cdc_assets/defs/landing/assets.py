@@ -23,6 +23,8 @@ from cdc_assets.lib.metadata import watermark_lag_chart, watermark_table
 from cdc_assets.lib.tso import tso_to_datetime
 
 WATERMARK_CHECK = "watermarks_trusted"
+FILES_COMPLETE_CHECK = "files_complete"
+_LISTED_WAITING_FILES = 20
 
 
 def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
@@ -35,6 +37,11 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
             WATERMARK_CHECK, asset=b.key(LANDED),
             description="warns when this landing ignored watermarks that moved backwards (a replayed "
             "resolved ts) or had an implausible time; they are never trusted",
+        ), AssetCheckSpec(
+            FILES_COMPLETE_CHECK, asset=b.key(LANDED),
+            description="warns when new dump files were still being written (a Parquet file without its "
+            "footer, a line file whose last line has no LF): nothing was landed, the next landing "
+            "tries again. A file left so by a crashed writer holds the landing until it is removed",
         )],
         description=(
             f"New files of the `{b.source.protocol}` dump at {b.source.input_path}, landed into "
@@ -75,14 +82,23 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
         regressed, implausible = result.regressed_watermarks, result.implausible_watermarks
         if regressed or implausible:
             context.log.warning(f"ignored watermarks: moved backwards {regressed}, implausible {implausible}")
+        waiting = result.waiting_files
+        if waiting:
+            context.log.warning(f"landed nothing: {len(waiting)} new file(s) still being written, e.g. "
+                                f"{', '.join(waiting[:3])}")
         return MaterializeResult(
             check_results=[AssetCheckResult(
                 check_name=WATERMARK_CHECK, passed=not regressed and not implausible,
                 severity=AssetCheckSeverity.WARN,
                 metadata={"regressed_watermarks": MetadataValue.json(regressed),
                           "implausible_watermarks": MetadataValue.json(implausible)},
+            ), AssetCheckResult(
+                check_name=FILES_COMPLETE_CHECK, passed=not waiting, severity=AssetCheckSeverity.WARN,
+                metadata={"waiting_files": len(waiting),
+                          "first_waiting_files": MetadataValue.json(waiting[:_LISTED_WAITING_FILES])},
             )],
             metadata={
+                "waiting_files": len(waiting),
                 "regressed_watermarks": sum(regressed.values()),
                 "implausible_watermarks": sum(implausible.values()),
                 "new_files": result.new_files,

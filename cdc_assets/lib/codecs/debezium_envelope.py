@@ -36,7 +36,7 @@ class RowSchema:
     """What the envelope's `schema` says about the row images."""
 
     has_fields: bool  # the schema lists the row's fields (`after`, else `before`)
-    bad: bool  # ... but some are unnamed or named twice
+    bad: bool  # ... but some are unnamed, or named twice with different schemas
     rules: dict  # column -> (conversion rule, scale, MySQL type), see `field_facts`
     column_types: dict | None  # column -> MySQL type; None: type the values by their JSON kind
 
@@ -65,8 +65,17 @@ def row_schema(schema, binary_mode: str = "bytes") -> RowSchema:
     if fields is None:
         return NO_SCHEMA
     names = [text_of(f.get("field")) if type(f) is dict else None for f in fields]
-    if None in names or len(set(names)) != len(names):
+    if None in names:
         return RowSchema(True, True, {}, None)
+    if len(set(names)) != len(names):
+        # TiCDC (pingcap/ticdc, 2025) lists a table's VIRTUAL generated columns twice, with
+        # the same schema (their values are never sent): one copy is kept. Two different
+        # schemas for one name leave the row's types unknown.
+        first: dict[str, dict] = {}
+        for n, f in zip(names, fields):
+            if first.setdefault(n, f) != f:
+                return RowSchema(True, True, {}, None)
+        names, fields = list(first), list(first.values())
     rules = {n: field_facts(f, binary_mode) for n, f in zip(names, fields)}
     return RowSchema(True, False, rules, {n: r[2] for n, r in rules.items()})
 

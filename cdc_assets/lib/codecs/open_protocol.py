@@ -310,7 +310,7 @@ def _fill_row(ev: dict, k: dict, value: bytes, tz: tzinfo, key_option: KeyOption
         ev.update(after=after, column_types=types)
         if p is not None:
             # `p` may hold only the changed columns (only-output-updated-columns).
-            old, old_types, _ = decode_image(p, tz)
+            old, old_types, _ = decode_image(_without_unwrapped_columns(p), tz)
             ev.update(before={**after, **old}, column_types={**old_types, **types})
     else:
         ev["op"] = DELETE
@@ -331,6 +331,19 @@ def _fill_row(ev: dict, k: dict, value: bytes, tz: tzinfo, key_option: KeyOption
     ev["pk_values"] = [image.get(n) for n in pk_names]
     if any(x is None for x in ev["pk_values"]):
         raise Reject("null_primary_key", "a primary key column is null: " + ",".join(pk_names))
+
+
+def _without_unwrapped_columns(p):
+    """`p` without the bare `t` / `f` / `v` members pingcap/ticdc writes (since 2025, with
+    only-output-updated-columns) for a column set from a value to NULL: the column's fields
+    without its name. The UPDATE is complete without them (`u` holds every column); only
+    that column's old value is lost, and the before image shows it as in `u` (docs/protocols.md)."""
+    if isinstance(p, dict) and any(n in _BARE_COLUMN_FIELDS and not isinstance(c, dict) for n, c in p.items()):
+        return {n: c for n, c in p.items() if not (n in _BARE_COLUMN_FIELDS and not isinstance(c, dict))}
+    return p
+
+
+_BARE_COLUMN_FIELDS = frozenset({"t", "f", "v"})
 
 
 def decode_message(key: bytes | None, value: bytes | None, tz: tzinfo, key_option: KeyOption = NO_KEYS,

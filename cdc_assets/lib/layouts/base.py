@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from abc import ABC, abstractmethod
 from pathlib import Path, PurePath
 from typing import ClassVar
@@ -13,18 +14,21 @@ from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 # (partition -1) so they are quarantined downstream instead of being dropped.
 UNPARSED_TOPIC = "__unparsed__"
 
-# Spark / Hadoop bookkeeping next to data files. Any other name starting with `_` is data
-# (e.g. a `_prisma_migrations` table in a storage-sink dump).
+# Spark / Hadoop bookkeeping next to data files (and Databricks' `_committed_<txn>` /
+# `_started_<txn>` markers). Any other name starting with `_` is data (e.g. a
+# `_prisma_migrations` or `_started_jobs` table in a storage-sink dump).
 _BOOKKEEPING_NAMES = frozenset({"_SUCCESS", "_temporary", "_spark_metadata"})
-_BOOKKEEPING_PREFIXES = ("_committed", "_started")
+_BOOKKEEPING_NAME = re.compile(r"_(?:committed|started)_\d+")
+
+
+def is_hidden_name(part: str) -> bool:
+    """A hidden file or folder name (`.name`), or Spark's bookkeeping."""
+    return part.startswith(".") or part in _BOOKKEEPING_NAMES or _BOOKKEEPING_NAME.fullmatch(part) is not None
 
 
 def _hidden(relative: PurePath) -> bool:
-    """Hidden files / folders (`.name`) and Spark's bookkeeping in a path below the root."""
-    return any(
-        part.startswith(".") or part in _BOOKKEEPING_NAMES or part.startswith(_BOOKKEEPING_PREFIXES)
-        for part in relative.parts
-    )
+    """Hidden files / folders and Spark's bookkeeping in a path below the root."""
+    return any(is_hidden_name(part) for part in relative.parts)
 
 
 def percent_decoded(text: Column) -> Column:
@@ -57,6 +61,18 @@ class DumpLayout(ABC):
 
     def list_files(self, root: Path) -> list[Path]:
         return sorted(p for p in root.rglob("*") if p.is_file() and self.is_data_file(p.relative_to(root)))
+
+    def unsupported(self, relative: PurePath) -> str | None:
+        """Why a file at this path is data of a form this layout cannot read (the landing
+        stops with the reason rather than leave it out), or None."""
+        return None
+
+    def unsupported_files(self, root: Path) -> dict[Path, str]:
+        return {}
+
+    def is_complete(self, path: Path) -> bool:
+        """Whether a data file is whole, not still being written (the landing waits for it)."""
+        return True
 
     @abstractmethod
     def read(self, spark: SparkSession, files: list[Path], root: Path) -> DataFrame:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 
 from cdc_assets.lib.layouts.base import DumpLayout, absolute_path, percent_decoded
@@ -23,8 +24,19 @@ class KafkaParquetLayout(DumpLayout):
     name = "kafka-parquet"
     extensions = (".parquet",)
 
+    def is_complete(self, path: Path) -> bool:
+        """A Parquet file is whole once its footer is written. Spark's streaming file sink
+        writes its files in place, so a landing may see one mid-write (or left by a crash)."""
+        try:
+            pq.read_metadata(path)
+        except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
+            return False
+        return True
+
     def read(self, spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
-        df = spark.read.parquet(*[str(p) for p in files])
+        # Merged: files written with and without some columns (`key`, `partition`) keep each
+        # file's own values; one file's schema would null or ignore the others'.
+        df = spark.read.option("mergeSchema", "true").parquet(*[str(p) for p in files])
         missing = [c for c in ("value", "offset") if c not in df.columns]
         if missing:
             raise ValueError(f"kafka-parquet files under {root} have no {' or '.join(missing)} column "

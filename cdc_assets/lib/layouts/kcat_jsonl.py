@@ -1,8 +1,9 @@
 """`kcat -C -J` output: one JSON record per line with topic, partition, offset, ts, key, payload.
 
-kcat prints the payload as text, so only text protocols survive it (binary Open
-Protocol frames or Avro need the Parquet layout). A line that is not a kcat record is
-kept (value = the line's exact bytes) under partition -1 and quarantined downstream.
+kcat writes the key and payload bytes as they are, escaping only `"`, `\` and bytes below
+0x20, so binary messages (Open Protocol frames, Avro) survive it too: a line that is not
+valid UTF-8 is read one character per byte. A line that is not a kcat record is kept
+(value = the line's exact bytes) under partition -1 and quarantined downstream.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 from cdc_assets.lib.layouts.base import UNPARSED_TOPIC, DumpLayout
-from cdc_assets.lib.layouts.line_files import file_lines
+from cdc_assets.lib.layouts.line_files import BYTES_AS_TEXT, file_lines, last_line_is_whole
 
 _KCAT_SCHEMA = T.StructType(
     [
@@ -37,14 +38,25 @@ class KcatJsonlLayout(DumpLayout):
     name = "kcat-jsonl"
     extensions = (".jsonl", ".json")
 
+    def is_complete(self, path: Path) -> bool:
+        return last_line_is_whole(path)  # kcat ends every record with its delimiter, LF
+
     def read(self, spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
-        # Binary -> string keeps the bytes; the JSON parser would replace invalid UTF-8 with
-        # U+FFFD, so such a line is not a (text) kcat record: it is kept as is, unparsed.
-        text = F.col("line").cast("string")
-        parsed = file_lines(spark, files).select("*", F.from_json(text, _KCAT_SCHEMA).alias("r"))
-        r = F.col("r")
-        ok = (F.is_valid_utf8(text) & r.isNotNull() & r["topic"].isNotNull() & r["partition"].isNotNull()
-              & r["offset"].isNotNull())
+        # kcat writes key and payload bytes as they are (yajl escapes only `"`, `\` and bytes
+        # below 0x20), so a binary message makes its line invalid UTF-8. Such a line is read
+        # one character per byte and its key and payload turned back into those bytes.
+        utf8 = F.is_valid_utf8(F.col("line").cast("string"))
+        text = F.when(utf8, F.col("line").cast("string")).otherwise(F.decode("line", BYTES_AS_TEXT))
+        parsed = file_lines(spark, files).select("*", utf8.alias("utf8"), F.from_json(text, _KCAT_SCHEMA).alias("r"))
+        r, utf8 = F.col("r"), F.col("utf8")
+
+        def as_bytes(field: str):
+            return F.when(utf8, F.encode(r[field], "UTF-8")).otherwise(F.encode(r[field], BYTES_AS_TEXT))
+
+        # In a line read per byte, an escape beyond U+00FF cannot come from kcat.
+        one_byte_chars = ~F.coalesce(F.concat_ws("", r["key"], r["payload"]).rlike(r"[^\x00-\xFF]"), F.lit(False))
+        ok = (r.isNotNull() & r["topic"].isNotNull() & r["partition"].isNotNull() & r["offset"].isNotNull()
+              & (utf8 | one_byte_chars))
         ts_ok = ok & (r["ts"] >= _MIN_TS_MS) & (r["ts"] < _END_TS_MS)
         return parsed.select(
             F.when(ok, r["topic"]).otherwise(F.lit(UNPARSED_TOPIC)).alias("topic"),
@@ -53,7 +65,7 @@ class KcatJsonlLayout(DumpLayout):
             # includes its position, so identical garbage lines are not taken for redeliveries.
             F.when(ok, r["offset"]).otherwise(F.xxhash64("source_file", "line_no", "line")).alias("kafka_offset"),
             F.when(ts_ok, F.timestamp_millis(r["ts"])).alias("kafka_timestamp"),
-            F.when(ok, F.encode(r["key"], "UTF-8")).alias("key"),
-            F.when(ok, F.encode(r["payload"], "UTF-8")).otherwise(F.col("line")).alias("value"),
+            F.when(ok, as_bytes("key")).alias("key"),
+            F.when(ok, as_bytes("payload")).otherwise(F.col("line")).alias("value"),
             "source_file",
         ).select(*[f.name for f in RAW_MESSAGE_SCHEMA.fields])

@@ -39,7 +39,7 @@ from pathlib import Path, PurePath
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
-from cdc_assets.lib.layouts.base import DumpLayout, relative_path
+from cdc_assets.lib.layouts.base import DumpLayout, is_hidden_name, relative_path
 from cdc_assets.lib.layouts.line_files import read_line_files, whole_files
 from cdc_assets.lib.tidb_ddl_actions import DDL_ACTIONS
 from cdc_assets.lib.tso import tso_ms_col
@@ -48,6 +48,8 @@ from cdc_assets.lib.tso import tso_ms_col
 # (TiCDC's `enable-table-across-nodes`): each dispatcher's files are a stream of their own.
 _DATA_FILE = r"^CDC(?:_(.+)_)?(\d+)\.json$"
 _DATA_FILE_NAME = re.compile(_DATA_FILE)
+# The same name with the extension of another protocol (TiCDC: `.csv` for protocol=csv).
+_ANY_DATA_FILE_NAME = re.compile(r"^CDC(?:_(.+)_)?(\d+)\.([^./]+)$")
 # TiCDC's own test of a schema file's name (pkg/sink/cloudstorage: `meta/schema_\d+_\d{10}\.json$`).
 _SCHEMA_FILE_NAME = re.compile(r"schema_\d+_\d{10}\.json")
 _OLD_SCHEMA_FILE_NAME = "schema.json"  # in the table version's folder, up to TiCDC v6.5.2
@@ -69,6 +71,13 @@ def _is_schema_file(relative: PurePath) -> bool:
     return len(parts) in (3, 4) and parts[-2] == "meta" and _SCHEMA_FILE_NAME.fullmatch(parts[-1]) is not None
 
 
+def _is_row_file(relative: PurePath, name: re.Pattern) -> bool:
+    """A data file's name below `<schema>/<table>/<version>`, not in the version's index folder."""
+    parts = relative.parts
+    in_version_meta = len(parts) > 4 and parts[3] == "meta"  # <schema>/<table>/<version>/meta/...
+    return name.fullmatch(relative.name) is not None and not in_version_meta
+
+
 def _below(path: Path, root: Path) -> PurePath:
     try:
         return Path(path).relative_to(root)
@@ -81,15 +90,32 @@ class StorageSinkLayout(DumpLayout):
     extensions = (".json",)
 
     def is_present(self, root: Path) -> bool:
-        return (root / "metadata").is_file()
+        """The `metadata` file, or (a database's folders copied without it) a schema file."""
+        if (root / "metadata").is_file():
+            return True
+        candidates = (p for pattern in ("*/meta/schema_*.json", "*/*/meta/schema_*.json") for p in root.glob(pattern))
+        return any(p.is_file() and _is_schema_file(p.relative_to(root)) for p in candidates)
 
     def is_data_file(self, relative: PurePath) -> bool:
-        if not super().is_data_file(relative):
+        # Only below <schema>/<table>: a database or table may have any name (`_temporary`).
+        if relative.suffix not in self.extensions or any(is_hidden_name(p) for p in relative.parts[2:]):
             return False
-        parts = relative.parts
-        in_version_meta = len(parts) > 4 and parts[3] == "meta"  # <schema>/<table>/<version>/meta/...
-        return _is_schema_file(relative) or (
-            _DATA_FILE_NAME.fullmatch(relative.name) is not None and not in_version_meta)
+        return _is_schema_file(relative) or _is_row_file(relative, _DATA_FILE_NAME)
+
+    def unsupported(self, relative: PurePath) -> str | None:
+        """A data file of another protocol: TiCDC names them after it (`CDC000001.csv`)."""
+        match = _ANY_DATA_FILE_NAME.fullmatch(relative.name)
+        if (match is None or match.group(3) == "json" or not _is_row_file(relative, _ANY_DATA_FILE_NAME)
+                or any(is_hidden_name(p) for p in relative.parts[2:])):
+            return None
+        if match.group(3) == "csv":
+            return ("a TiCDC storage-sink CSV data file (protocol=csv): cdc_assets reads the storage sink's "
+                    "canal-json files only (protocol=canal-json&enable-tidb-extension=true)")
+        return f"a TiCDC storage-sink data file named .{match.group(3)}: only canal-json `.json` data files are read"
+
+    def unsupported_files(self, root: Path) -> dict[Path, str]:
+        found = {p: self.unsupported(p.relative_to(root)) for p in root.rglob("CDC*") if p.is_file()}
+        return {p: reason for p, reason in sorted(found.items()) if reason}
 
     def read(self, spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
         is_schema = {f: _is_schema_file(_below(f, root)) for f in files}

@@ -72,3 +72,22 @@ def test_a_schema_is_interpreted_once_per_distinct_text(monkeypatch):
             got_payload, schema = reader.read(text)
             assert got_payload["after"]["id"] == i and schema.column_types == {"id": "int", "amount": "decimal(10,2)"}
         assert len(calls) <= 1, order
+
+
+def _schema_with_after(fields: list[dict]) -> dict:
+    return {"type": "struct", "fields": [{"field": "after", "type": "struct", "fields": fields}]}
+
+
+def test_a_column_listed_twice_with_one_schema_is_one_column():
+    """pingcap/ticdc's Debezium encoder lists a VIRTUAL generated column twice (the loop over
+    every column, then the virtual ones again); its rows must not lose their types."""
+    col = {"field": "b", "type": "int32", "optional": True, "tidb_type": "int"}
+    twice = row_schema(_schema_with_after([{"field": "id", "type": "int32", "tidb_type": "int"}, col, dict(col)]))
+    once = row_schema(_schema_with_after([{"field": "id", "type": "int32", "tidb_type": "int"}, col]))
+    assert twice == once
+    assert not twice.bad and list(twice.column_types) == ["id", "b"]
+
+
+def test_a_column_listed_twice_with_two_schemas_leaves_the_row_untyped():
+    fields = [{"field": "id", "type": "int32"}, {"field": "id", "type": "string"}]
+    assert row_schema(_schema_with_after(fields)).bad

@@ -174,6 +174,23 @@ def test_update_with_only_changed_old_columns_overlays_them_on_the_new_row():
     assert ev["after"] == {"id": "1", "a": "new", "b": "same"}
 
 
+def test_update_with_a_column_set_to_null_written_without_its_name_is_applied():
+    """pingcap/ticdc (only-output-updated-columns) writes a column that became NULL into `p`
+    as its bare fields: the UPDATE (complete in `u`) still applies; the old value is lost."""
+    value = (b'{"u":{"id":{"t":3,"h":true,"f":11,"v":1},"c":{"t":15,"f":64,"v":null},"a":{"t":15,"f":0,"v":"new"}},'
+             b'"p":{"t":15,"f":64,"v":"old","a":{"t":15,"f":0,"v":"was"}}}')
+    (ev,) = decode_message(*msg((ROW_KEY, value)), UTC)
+    assert ev.get(REJECT_REASON) is None
+    assert ev["op"] == "UPDATE"
+    assert ev["after"] == {"id": "1", "c": None, "a": "new"}
+    assert ev["before"] == {"id": "1", "c": None, "a": "was"}
+
+
+def test_a_bare_scalar_that_is_not_a_column_field_is_still_rejected():
+    value = {"u": {"id": col(3, 1, h=True)}, "p": {"x": 5}}
+    assert outcome(*msg((ROW_KEY, value))) == ["unexpected_shape"]
+
+
 def test_primary_key_from_flag_bits_alone():
     value = {"u": {"a": col(3, 1, f=0x08), "b": col(3, 2, f=0x02), "c": col(3, 3, f=0x10)}}
     (ev,) = decode_message(*msg((ROW_KEY, value)), UTC)

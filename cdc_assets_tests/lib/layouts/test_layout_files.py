@@ -11,7 +11,7 @@ import pytest
 
 from cdc_assets.lib.changelog_schema import REJECT_REASON
 from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.layouts import UNPARSED_TOPIC, list_dump_files, read_dump
+from cdc_assets.lib.layouts import UNPARSED_TOPIC, detect_layout, get_layout, list_dump_files, read_dump
 
 
 def _write(root: Path, rel: str, data: bytes = b"x\n") -> Path:
@@ -51,6 +51,42 @@ def test_storage_sink_lists_cdc_files_outside_the_version_meta_folder(odd_root):
         "_prisma/_prisma_migrations/1/CDC000001.json", "db/t/3/7/2026-01-01/CDC000003.json",
         "db/t/3/CDC_7f2a-01_000005.json", "meta/meta/2/CDC000002.json",
     ]
+
+
+def test_storage_sink_databases_and_tables_may_have_bookkeeping_names(odd_root):
+    """Spark's bookkeeping names (`_temporary`, Databricks' `_started_<txn>`) are skipped
+    below a table only: `_started_jobs` or even `_temporary` may be a table's name."""
+    _write(odd_root, "metadata", b'{"checkpoint-ts": 1}')
+    for rel in ("app/_temporary/1/CDC000001.json", "app/_started_jobs/1/CDC000001.json",
+                "_committed_db/t/1/CDC000001.json", "app/t/1/_temporary/CDC000001.json",
+                "app/t/1/_started_5/CDC000001.json"):
+        _write(odd_root, rel)
+    assert _listed(odd_root, "storage-sink") == [
+        "_committed_db/t/1/CDC000001.json", "app/_started_jobs/1/CDC000001.json", "app/_temporary/1/CDC000001.json"]
+
+
+def test_storage_sink_names_the_data_files_it_does_not_read(odd_root):
+    _write(odd_root, "metadata", b'{"checkpoint-ts": 1}')
+    for rel in ("db/t/3/CDC000001.csv", "db/t/3/2026-01-01/CDC_a-1_000002.log", "db/t/3/CDC000003.json",
+                "db/t/3/meta/CDC.index", "db/t/3/meta/CDC000004.csv", "db/t/3/.CDC000005.csv", "db/t/3/notes.csv"):
+        _write(odd_root, rel)
+    layout = get_layout("storage-sink")
+    refused = {p.relative_to(odd_root).as_posix(): reason for p, reason in layout.unsupported_files(odd_root).items()}
+    assert list(refused) == ["db/t/3/2026-01-01/CDC_a-1_000002.log", "db/t/3/CDC000001.csv"]
+    assert "protocol=csv" in refused["db/t/3/CDC000001.csv"]
+    assert ".log" in refused["db/t/3/2026-01-01/CDC_a-1_000002.log"]
+
+
+def test_storage_sink_without_its_metadata_file_is_detected_by_its_schema_files(tmp_path):
+    """One database's folder copied on its own: its lines must not be read as kcat records."""
+    _write(tmp_path / "a", "db/t/446266425463046145/CDC000001.json", b'{"id":0}\r\n')
+    _write(tmp_path / "a", "db/t/meta/schema_446266425463046145_0123456789.json", b"{}")
+    assert detect_layout(tmp_path / "a") == "storage-sink"
+    _write(tmp_path / "b", "db/meta/schema_446266425463046145_0123456789.json", b"{}")
+    assert detect_layout(tmp_path / "b") == "storage-sink"
+    _write(tmp_path / "c", "topic/dump.json", b'{"topic":"t"}\n')
+    _write(tmp_path / "c", "topic/meta/schema.json", b"{}")
+    assert detect_layout(tmp_path / "c") == "kcat-jsonl"
 
 
 def test_lines_topics_are_relative_paths_and_values_exact_bytes(odd_root, spark):
@@ -94,19 +130,53 @@ def test_kcat_guards_timestamps_and_keeps_garbage_lines_apart(odd_root, spark):
                            "payload": "p"}).encode()
 
     lines = [rec(10, 1767225600001), rec(11, 10**17), rec(12, 10**13), rec(13, -5), rec(14, "abc"),
-             b"garbage", b"garbage", b"", b"\xff{", rec(15, 1).replace(b'"p"', b'"\xff"')]
+             b"garbage", b"garbage", b"", b"\xff{", rec(15, 1).replace(b'"p"', b'"\xff"'),
+             rec(16, 1).replace(b'"p"', b'"\xff\\u0100"')]
     f = _write(odd_root, "x/dump.jsonl", b"\n".join(lines) + b"\n")
     rows = read_dump(spark, [f], "kcat-jsonl", odd_root).collect()
     good = sorted((r.kafka_offset, r.kafka_timestamp and r.kafka_timestamp.year, bytes(r.key), bytes(r.value))
                   for r in rows if r.topic == "t")
     assert good == [(10, 2026, b"k", b"p"), (11, None, b"k", b"p"), (12, None, b"k", b"p"),
-                    (13, None, b"k", b"p"), (14, None, b"k", b"p")]
+                    (13, None, b"k", b"p"), (14, None, b"k", b"p"), (15, 1970, b"k", b"\xff")]
     bad = [r for r in rows if r.topic == UNPARSED_TOPIC]
-    # Invalid UTF-8 would be replaced by the JSON parser: that record is kept byte for byte, unparsed.
+    # A line read one character per byte (not UTF-8) cannot hold an escape beyond \u00ff.
     assert sorted(bytes(r.value) for r in bad) == sorted([b"garbage", b"garbage", b"\xff{", lines[-1]])
     assert {r.kafka_partition for r in bad} == {-1} and len({r.kafka_offset for r in bad}) == 4
     again = read_dump(spark, [f], "kcat-jsonl", odd_root).where(f"topic = '{UNPARSED_TOPIC}'").collect()
     assert {r.kafka_offset for r in again} == {r.kafka_offset for r in bad}
+
+
+def test_kcat_keeps_binary_keys_and_payloads_byte_for_byte(odd_root, spark):
+    """kcat -J copies key and payload bytes into its JSON string as they are (yajl escapes `"`,
+    `\\` and bytes below 0x20), so binary frames (Open Protocol, Avro) come through."""
+    payload, key = bytes(range(256)), b"\x00\x01k\xc3\x28\xff"
+
+    def escaped(data: bytes) -> bytes:
+        out = bytearray()
+        for b in data:
+            out += (b"\\" + bytes([b]) if b in b'"\\' else b"\\u%04x" % b if b < 0x20 else bytes([b]))
+        return bytes(out)
+
+    line = (b'{"topic":"t","partition":2,"offset":9,"tstype":"create","ts":1767225600001,"broker":1,'
+            b'"key":"' + escaped(key) + b'","payload":"' + escaped(payload) + b'"}')
+    text = b'{"topic":"t","partition":2,"offset":10,"ts":1767225600001,"key":"\xc3\xa9","payload":"\xe2\x82\xac"}'
+    f = _write(odd_root, "x/binary.jsonl", line + b"\n" + text + b"\n")
+    rows = read_dump(spark, [f], "kcat-jsonl", odd_root).orderBy("kafka_offset").collect()
+    assert [(r.topic, r.kafka_partition, r.kafka_offset, bytes(r.key), bytes(r.value)) for r in rows] == [
+        ("t", 2, 9, key, payload), ("t", 2, 10, "é".encode(), "€".encode())]
+
+
+def test_kafka_parquet_files_with_different_columns_keep_their_own_values(odd_root, spark):
+    """A file under `partition=0/` without a partition column next to a backfill file with
+    one: each file's own columns count (merged schemas), not the first file's."""
+    files = [
+        _kafka_parquet(odd_root / "partition=0/part-0.parquet", value=[b"a"], offset=pa.array([5], pa.int64())),
+        _kafka_parquet(odd_root / "backfill/part-1.parquet", value=[b"b", b"c"], offset=pa.array([5, 6], pa.int64()),
+                       partition=pa.array([1, 1], pa.int32()), key=[b"k", None]),
+    ]
+    rows = read_dump(spark, files, "kafka-parquet", odd_root).orderBy("kafka_partition", "kafka_offset").collect()
+    assert [(r.kafka_partition, r.kafka_offset, r.key and bytes(r.key), bytes(r.value)) for r in rows] == [
+        (0, 5, None, b"a"), (1, 5, b"k", b"b"), (1, 6, None, b"c")]
 
 
 def _kafka_parquet(path: Path, **columns) -> Path:

@@ -1,0 +1,97 @@
+"""Files a landing must not read as they are: files still being written (it waits for them)
+and data files of a form the layout does not read (it stops with the reason)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cdc_assets.cli import main as cli_main
+from cdc_assets.lib.codecs import get_decoder
+from cdc_assets.lib.landing import land
+from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets_tests.canal_messages import row, values, watermark
+
+HOUR = 3_600_000
+T0 = 1_767_225_600_000  # 2026-01-01T00:00Z
+
+
+def _land(spark, dump: Path, landing: Path, layout: str):
+    return land(spark, dump_root=dump, layout=layout, decoder=get_decoder("canal-json"),
+                landing_root=landing, window_ms=HOUR)
+
+
+def _kafka_parquet(path: Path, offsets: list[int], payloads: list[bytes]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"topic": ["cdc"] * len(offsets), "partition": pa.array([0] * len(offsets), pa.int32()),
+                             "offset": pa.array(offsets, pa.int64()), "value": payloads}), path)
+    return path
+
+
+def test_a_parquet_file_without_its_footer_holds_the_landing_until_it_is_whole(spark, tmp_path):
+    """Spark's streaming file sink writes its part files in place: a landing can see one
+    mid-write. Landing the other files could move the watermark past its messages."""
+    dump, landing = tmp_path / "dump", tmp_path / "landing"
+    _kafka_parquet(dump / "part-0.parquet", [0, 1], [row("INSERT", ms_to_tso(T0 + 10), values(1, "a")),
+                                                    watermark(ms_to_tso(T0 + 2 * HOUR))])
+    whole = _kafka_parquet(tmp_path / "whole.parquet", [2], [row("INSERT", ms_to_tso(T0 + 20), values(2, "b"))])
+    partial = dump / "part-1.parquet"
+    partial.write_bytes(whole.read_bytes()[:-20])  # no footer yet
+
+    waiting = _land(spark, dump, landing, "kafka-parquet")
+    assert waiting.waiting_files == ["part-1.parquet"]
+    assert (waiting.new_files, waiting.messages, waiting.state.partitions) == (0, 0, {})
+
+    partial.write_bytes(whole.read_bytes())
+    landed = _land(spark, dump, landing, "kafka-parquet")
+    assert (landed.waiting_files, landed.new_files, landed.messages) == ([], 2, 3)
+    assert landed.state.partitions["cdc/0"]["max_offset"] == 2
+
+
+def test_a_line_file_whose_last_line_has_no_lf_yet_is_waited_for(spark, tmp_path):
+    dump, landing = tmp_path / "dump", tmp_path / "landing"
+    record = json.dumps({"topic": "cdc", "partition": 0, "offset": 0, "ts": T0, "key": None,
+                         "payload": row("INSERT", ms_to_tso(T0 + 10), values(1, "a")).decode()})
+    growing = dump / "dump.jsonl"
+    growing.parent.mkdir(parents=True)
+    growing.write_text(record + "\n" + record[:30])  # kcat's buffered output, cut mid-record
+    assert _land(spark, dump, landing, "kcat-jsonl").waiting_files == ["dump.jsonl"]
+    growing.write_text(record + "\n" + record.replace('"offset": 0', '"offset": 1') + "\n")
+    landed = _land(spark, dump, landing, "kcat-jsonl")
+    assert (landed.waiting_files, landed.new_files, landed.messages) == ([], 1, 2)
+
+
+def test_storage_sink_csv_files_stop_the_landing_with_the_reason(spark, tmp_path):
+    """TiCDC names its data files after the protocol (`.csv` for protocol=csv): leaving them
+    out would complete windows without their rows."""
+    dump, landing = tmp_path / "dump", tmp_path / "landing"
+    tv = ms_to_tso(T0)
+    (dump / "hr/employee/meta").mkdir(parents=True)
+    (dump / "metadata").write_text(json.dumps({"checkpoint-ts": ms_to_tso(T0 + 3 * HOUR)}))
+    (dump / f"hr/employee/meta/schema_{tv}_0123456789.json").write_text(json.dumps(
+        {"Table": "employee", "Schema": "hr", "TableVersion": tv, "Type": 3,
+         "Query": "CREATE TABLE `employee` (`Id` INT PRIMARY KEY)"}))
+    (dump / f"hr/employee/{tv}/meta").mkdir(parents=True)
+    (dump / f"hr/employee/{tv}/CDC000001.csv").write_text(f'"I","employee","hr",{tv + 1},101\r\n')
+    (dump / f"hr/employee/{tv}/meta/CDC.index").write_text("CDC000001.csv\n")
+    with pytest.raises(ValueError, match=r"CDC000001\.csv: a TiCDC storage-sink CSV data file \(protocol=csv\)"):
+        _land(spark, dump, landing, "storage-sink")
+    assert not (landing / "state.json").exists()
+
+
+def test_a_replay_of_a_dump_with_a_broken_parquet_file_fails_and_names_the_check(spark, tmp_path, capsys):
+    """A replay reads a finished dump: a file without its footer will not become whole."""
+    dump = tmp_path / "dump"
+    _kafka_parquet(dump / "part-0.parquet", [0], [row("INSERT", ms_to_tso(T0 + 10), values(1, "a"))])
+    (dump / "part-1.parquet").write_bytes(b"PAR1 cut short")
+    code = cli_main(["replay", "--protocol", "canal-json", "--input", str(dump), "--warehouse", str(tmp_path / "wh"),
+                     "--source", "src", "--completeness", "batch"])
+    out, err = capsys.readouterr()
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert code == 1 and not summary["ok"] and summary["files_landed"] == 0 and summary["windows"] == 0
+    assert [c.split("@")[0] for c in summary["checks_warned"]] == ["src/landed_dump:files_complete"]
+    assert "1 dump file(s) are not whole" in err
