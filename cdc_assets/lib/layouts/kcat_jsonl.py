@@ -28,6 +28,9 @@ _KCAT_SCHEMA = T.StructType(
     ]
 )
 
+_GLUED = '}{"topic":'
+_RECORD_START = r'(?<=\})(?=\{"topic":)'
+
 # A Kafka timestamp outside 1970..2200 is garbage (and a huge one overflows Spark's
 # timestamp): the message is kept with a null timestamp.
 _MIN_TS_MS = 0
@@ -47,11 +50,18 @@ class KcatJsonlLayout(DumpLayout):
         # one character per byte and its key and payload turned back into those bytes.
         utf8 = F.is_valid_utf8(F.col("line").cast("string"))
         text = F.when(utf8, F.col("line").cast("string")).otherwise(F.decode("line", BYTES_AS_TEXT))
-        parsed = file_lines(spark, files).select("*", utf8.alias("utf8"), F.from_json(text, _KCAT_SCHEMA).alias("r"))
+        # Records run together on one line (a file joined to one that lacked its last LF, or
+        # kcat -D ''): JSON would read the first and drop the rest. Inside a JSON string every
+        # `"` is escaped, so an unescaped `{"topic":` after a `}` starts a record.
+        glued = text.contains(_GLUED)
+        pieces = F.when(glued, F.split(text, _RECORD_START)).otherwise(F.array(text))
+        parsed = file_lines(spark, files).select(
+            "*", utf8.alias("utf8"), glued.alias("glued"), F.posexplode(pieces).alias("piece", "text"),
+        ).withColumn("r", F.from_json("text", _KCAT_SCHEMA))
         r, utf8 = F.col("r"), F.col("utf8")
 
-        def as_bytes(field: str):
-            return F.when(utf8, F.encode(r[field], "UTF-8")).otherwise(F.encode(r[field], BYTES_AS_TEXT))
+        def as_bytes(column):
+            return F.when(utf8, F.encode(column, "UTF-8")).otherwise(F.encode(column, BYTES_AS_TEXT))
 
         # In a line read per byte, an escape beyond U+00FF cannot come from kcat.
         one_byte_chars = ~F.coalesce(F.concat_ws("", r["key"], r["payload"]).rlike(r"[^\x00-\xFF]"), F.lit(False))
@@ -63,9 +73,11 @@ class KcatJsonlLayout(DumpLayout):
             F.when(ok, r["partition"]).otherwise(F.lit(-1)).alias("kafka_partition"),
             # An unparsable line gets a stable pseudo-offset (re-landing stays idempotent) that
             # includes its position, so identical garbage lines are not taken for redeliveries.
-            F.when(ok, r["offset"]).otherwise(F.xxhash64("source_file", "line_no", "line")).alias("kafka_offset"),
+            F.when(ok, r["offset"]).when(F.col("glued"), F.xxhash64("source_file", "line_no", "line", "piece"))
+            .otherwise(F.xxhash64("source_file", "line_no", "line")).alias("kafka_offset"),
             F.when(ts_ok, F.timestamp_millis(r["ts"])).alias("kafka_timestamp"),
-            F.when(ok, as_bytes("key")).alias("key"),
-            F.when(ok, as_bytes("payload")).otherwise(F.col("line")).alias("value"),
+            F.when(ok, as_bytes(r["key"])).alias("key"),
+            # not a record: the exact bytes of its line (or of its piece of a line)
+            F.when(ok, as_bytes(r["payload"])).otherwise(as_bytes(F.col("text"))).alias("value"),
             "source_file",
         ).select(*[f.name for f in RAW_MESSAGE_SCHEMA.fields])

@@ -166,6 +166,22 @@ def test_kcat_keeps_binary_keys_and_payloads_byte_for_byte(odd_root, spark):
         ("t", 2, 9, key, payload), ("t", 2, 10, "é".encode(), "€".encode())]
 
 
+def test_kcat_records_run_together_on_one_line_are_each_read(odd_root, spark):
+    """`cat a.jsonl b.jsonl` where a lacks its last LF, or kcat -D '': JSON would read the
+    first record of the line and drop the others."""
+    def rec(offset, payload):
+        return json.dumps({"topic": "t", "partition": 0, "offset": offset, "ts": 1767225600001,
+                           "key": None, "payload": payload}, separators=(",", ":")).encode()
+
+    tricky = 'a}{"topic":1 inside a string'  # escaped quotes: not a record's start
+    f = _write(odd_root, "x/glued.jsonl", rec(1, "p1") + rec(2, tricky) + rec(3, "p3") + b'{"topic":\n'
+               + rec(4, "p4") + b"\n")
+    rows = read_dump(spark, [f], "kcat-jsonl", odd_root).collect()
+    good = sorted((r.kafka_offset, bytes(r.value)) for r in rows if r.topic == "t")
+    assert good == [(1, b"p1"), (2, tricky.encode()), (3, b"p3"), (4, b"p4")]
+    assert [bytes(r.value) for r in rows if r.topic == UNPARSED_TOPIC] == [b'{"topic":']
+
+
 def test_kafka_parquet_files_with_different_columns_keep_their_own_values(odd_root, spark):
     """A file under `partition=0/` without a partition column next to a backfill file with
     one: each file's own columns count (merged schemas), not the first file's."""
