@@ -4,7 +4,8 @@ Spark here has no s3a connector (no hadoop-aws jar), so landing reads a local mi
 prefix: `mirror_prefix` downloads only the objects whose ETag or size is not the one it
 mirrored before, then landing proceeds as for a local folder (and skips content it has
 already landed, by digest). A downloaded file gets the object's LastModified as its mtime,
-the closest thing to a local file's mtime (the line layouts use it as the Kafka timestamp).
+the closest thing to a local file's mtime (the landing's size-and-mtime fingerprint, which
+saves re-hashing a file it has seen).
 
 The client is any boto3 S3 client (dagster-aws `S3Resource.get_client()` in the assets).
 Credentials never pass through here: boto3 reads them from the environment.
