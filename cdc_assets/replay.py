@@ -76,13 +76,15 @@ def replay(
         summary.ignored_watermarks += int(_metadata_value(meta, "regressed_watermarks")) + int(
             _metadata_value(meta, "implausible_watermarks"))
     _record_checks(land, summary, "landing")
-    waiting = sum(int(_metadata_value(m.materialization.metadata, "waiting_files"))
-                  for m in land.get_asset_materialization_events())
-    if waiting:  # a replay reads a finished dump: a file that is not whole will not become so
-        progress(f"[{source.name}] {waiting} dump file(s) are not whole (a Parquet file without its footer, "
-                 "a last line cut mid-record): nothing was landed; see the landing's files_complete check")
+    landed_meta = [m.materialization.metadata for m in land.get_asset_materialization_events()]
+    waiting = sum(int(_metadata_value(meta, "waiting_files")) for meta in landed_meta)
+    unreadable = sum(int(_metadata_value(meta, "unreadable_files")) for meta in landed_meta)
+    if waiting or unreadable:  # a replay reads a finished dump: its files should be whole
+        progress(f"[{source.name}] dump files cut short (see the landing's files_complete check): "
+                 f"{waiting} still being written, so nothing was landed; {unreadable} unreadable, left out")
         summary.ok = False
-        return summary
+        if waiting:
+            return summary
     landing_root = settings.warehouse / source.name / "landing"
     state = load_state(landing_root)
     summary.messages = sum(p["messages"] for p in state.partitions.values())

@@ -107,7 +107,8 @@ def _local_data_files(source: SourceConfig, root: Path) -> list[Path]:
     if not layout:
         return []
     # Files the layout cannot read count as new too: their landing stops with the reason.
-    return get_layout(layout).list_files(root) + list(get_layout(layout).unsupported_files(root))
+    data, refused = get_layout(layout).scan(root)
+    return data + list(refused)
 
 
 def _local_file(path: Path, root: Path) -> InputFile:

@@ -4,9 +4,11 @@ Landing reads only files it has not landed before (by content hash), places ever
 message in the window of its routing time, and keeps the only cross-window state the
 pipeline needs: per Kafka partition the highest offset and highest watermark seen, and
 an index of watermark messages (for the late-event rule). Landing the same files again
-changes nothing. A new file still being written (a Parquet file without its footer, a line
-file whose last line has no LF yet) makes the landing wait: it lands nothing, reports the
-file, and the next landing tries again.
+changes nothing. A new file cut short (a Parquet file without its footer, a kcat file
+ending in part of a record) that changed in the last SETTLE_SECONDS is still being written:
+the landing waits, landing nothing, and the next landing tries again. One cut short longer
+ago was left so by a writer that died: a line file is landed as it is (the cut record is
+quarantined), a Parquet file is left out and reported on every landing.
 
 Layout under `<landing root>`:
   messages/window_start_ms=<ms>/batch=<id>/part-*.parquet   raw messages of a window (+ landing_seq
@@ -20,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,13 +30,16 @@ from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 from cdc_assets.lib.codecs import Decoder
-from cdc_assets.lib.layouts import get_layout, list_dump_files, read_dump
+from cdc_assets.lib.layouts import get_layout, read_dump
 from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.storage import exclusive, read_json, remove_path, replace_dir, temp_sibling, window_dir, write_json_atomic
 from cdc_assets.lib.tso import plausible_ms
 from cdc_assets.lib.watermark_audit import plausible_watermark, regressions_by_partition
 from cdc_assets.lib.watermark_state import LandingState
 
+
+# A file cut short that has not changed for this long is no longer being written.
+SETTLE_SECONDS = 600
 
 # Landed messages carry the landing sequence number next to the raw message columns.
 LANDED_SCHEMA = T.StructType(RAW_MESSAGE_SCHEMA.fields + [T.StructField("landing_seq", T.IntegerType(), True)])
@@ -49,9 +55,11 @@ class LandingResult:
     # Watermarks ignored in this landing, per "topic/partition" (see lib/watermark_audit.py).
     regressed_watermarks: dict[str, int] = field(default_factory=dict)
     implausible_watermarks: dict[str, int] = field(default_factory=dict)
-    # New files still being written (no Parquet footer, a last line without its LF): while
-    # there are any, nothing is landed (module docstring).
+    # New files cut short (no Parquet footer, a kcat record cut mid-line) and changed within
+    # SETTLE_SECONDS: still being written, so nothing is landed (module docstring).
     waiting_files: list[str] = field(default_factory=list)
+    # Files cut short longer ago that cannot be read (Parquet): left out, reported each time.
+    unreadable_files: list[str] = field(default_factory=list)
 
 
 def file_digest(path: Path) -> str:
@@ -110,18 +118,21 @@ def land(
         # then not covered by a checkpoint we record now.
         dump_layout = get_layout(layout)
         checkpoint = dump_layout.checkpoint_ts(dump_root)
-        refused = dump_layout.unsupported_files(dump_root)
+        files, refused = dump_layout.scan(dump_root)
         if refused:
             raise ValueError(f"{len(refused)} file(s) under {dump_root} cannot be read as {layout}: "
                              + "; ".join(f"{path.relative_to(dump_root)}: {reason}"
                                          for path, reason in list(refused.items())[:5]))
-        files = list_dump_files(dump_root, layout)
-        waiting = [p for p in files if state.known_digest(p) is None and not dump_layout.is_complete(p)]
+        cut = _cut_files(files, dump_layout, state)
+        waiting = [p for p in cut if time.time() - p.stat().st_mtime < SETTLE_SECONDS]
         if waiting:
             # Landing the others could move a partition's watermark past messages of a
             # waiting file, which would then arrive late: wait for the whole set.
-            return LandingResult(0, 0, 0, None, state,
-                                 waiting_files=[str(p.relative_to(dump_root)) for p in waiting])
+            return LandingResult(0, 0, 0, None, state, waiting_files=_names(waiting, dump_root))
+        # Cut files that stopped changing were left so by a writer that died: line files are
+        # landed as they are (the cut record is quarantined); others cannot be read at all.
+        unreadable = [] if dump_layout.cut_files_readable else cut
+        files = [p for p in files if p not in unreadable]
         new: dict[str, Path] = {}
         for path in files:
             digest = state.known_digest(path)
@@ -134,7 +145,7 @@ def land(
         if not new:
             state.apply_checkpoint(checkpoint)
             write_json_atomic(landing_root / "state.json", state.to_json())
-            return LandingResult(0, skipped, 0, None, state)
+            return LandingResult(0, skipped, 0, None, state, unreadable_files=_names(unreadable, dump_root))
 
         batch_id = hashlib.sha256("".join(sorted(new)).encode()).hexdigest()[:16]
         routed = decoder.route(read_dump(spark, list(new.values()), layout, dump_root)).withColumns({
@@ -167,7 +178,17 @@ def land(
         state.apply_checkpoint(checkpoint)
         write_json_atomic(landing_root / "state.json", state.to_json())
         return LandingResult(len(new), skipped, stats.messages, batch_id, state,
-                             regressed, stats.implausible_watermarks)
+                             regressed, stats.implausible_watermarks, unreadable_files=_names(unreadable, dump_root))
+
+
+def _cut_files(files: list[Path], layout, state: LandingState) -> list[Path]:
+    """New files the layout finds cut short (content already landed is not new)."""
+    return [p for p in files if state.known_digest(p) is None and not layout.is_complete(p)
+            and file_digest(p) not in state.landed_digests]
+
+
+def _names(paths: list[Path], root: Path) -> list[str]:
+    return [str(p.relative_to(root)) for p in paths]
 
 
 def _remove_uncommitted_batches(landing_root: Path, state: LandingState) -> None:

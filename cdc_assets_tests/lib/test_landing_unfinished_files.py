@@ -4,6 +4,8 @@ and data files of a form the layout does not read (it stops with the reason)."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,7 +14,7 @@ import pytest
 
 from cdc_assets.cli import main as cli_main
 from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.landing import land
+from cdc_assets.lib.landing import SETTLE_SECONDS, land
 from cdc_assets.lib.tso import ms_to_tso
 from cdc_assets_tests.canal_messages import row, values, watermark
 
@@ -52,17 +54,52 @@ def test_a_parquet_file_without_its_footer_holds_the_landing_until_it_is_whole(s
     assert landed.state.partitions["cdc/0"]["max_offset"] == 2
 
 
-def test_a_line_file_whose_last_line_has_no_lf_yet_is_waited_for(spark, tmp_path):
+def _age(path: Path, seconds: int = SETTLE_SECONDS + 60) -> None:
+    past = time.time() - seconds
+    os.utime(path, (past, past))
+
+
+def test_a_parquet_file_a_dead_writer_left_without_footer_is_left_out_and_reported(spark, tmp_path):
     dump, landing = tmp_path / "dump", tmp_path / "landing"
-    record = json.dumps({"topic": "cdc", "partition": 0, "offset": 0, "ts": T0, "key": None,
-                         "payload": row("INSERT", ms_to_tso(T0 + 10), values(1, "a")).decode()})
+    _kafka_parquet(dump / "part-0.parquet", [0], [row("INSERT", ms_to_tso(T0 + 10), values(1, "a"))])
+    dead = dump / "part-1.parquet"
+    dead.write_bytes(b"PAR1 cut short")
+    _age(dead)
+    first = _land(spark, dump, landing, "kafka-parquet")
+    assert (first.waiting_files, first.unreadable_files, first.new_files, first.messages) == (
+        [], ["part-1.parquet"], 1, 1)
+    again = _land(spark, dump, landing, "kafka-parquet")  # reported on every landing, never landed
+    assert (again.unreadable_files, again.new_files) == (["part-1.parquet"], 0)
+
+
+def _record(offset: int) -> str:
+    return json.dumps({"topic": "cdc", "partition": 0, "offset": offset, "ts": T0, "key": None,
+                       "payload": row("INSERT", ms_to_tso(T0 + 10 + offset), values(offset, "a")).decode()},
+                      separators=(",", ":"))
+
+
+def test_a_kcat_file_cut_mid_record_is_waited_for_then_landed_as_it_is_once_it_stops_changing(spark, tmp_path):
+    dump, landing = tmp_path / "dump", tmp_path / "landing"
     growing = dump / "dump.jsonl"
     growing.parent.mkdir(parents=True)
-    growing.write_text(record + "\n" + record[:30])  # kcat's buffered output, cut mid-record
+    growing.write_text(_record(0) + "\n" + _record(1)[:30])  # kcat's buffered output, cut mid-record
     assert _land(spark, dump, landing, "kcat-jsonl").waiting_files == ["dump.jsonl"]
-    growing.write_text(record + "\n" + record.replace('"offset": 0', '"offset": 1') + "\n")
+    _age(growing)  # kcat was killed: the cut record is quarantined, the rest lands
     landed = _land(spark, dump, landing, "kcat-jsonl")
     assert (landed.waiting_files, landed.new_files, landed.messages) == ([], 1, 2)
+    assert landed.state.partitions["__unparsed__/-1"]["messages"] == 1
+    os.utime(growing)  # touched (or the dump moved): its content is landed, nothing to wait for
+    assert _land(spark, dump, landing, "kcat-jsonl").waiting_files == []
+
+
+def test_kcat_records_glued_without_any_lf_are_whole(spark, tmp_path):
+    """kcat -D '': no delimiter at all, the file is one line of records."""
+    dump, landing = tmp_path / "dump", tmp_path / "landing"
+    (dump / "glued.jsonl").parent.mkdir(parents=True)
+    (dump / "glued.jsonl").write_text(_record(0) + _record(1) + _record(2))
+    landed = _land(spark, dump, landing, "kcat-jsonl")
+    assert (landed.waiting_files, landed.new_files, landed.messages) == ([], 1, 3)
+    assert landed.state.partitions["cdc/0"]["max_offset"] == 2
 
 
 def test_storage_sink_csv_files_stop_the_landing_with_the_reason(spark, tmp_path):
@@ -94,4 +131,4 @@ def test_a_replay_of_a_dump_with_a_broken_parquet_file_fails_and_names_the_check
     summary = json.loads(out.strip().splitlines()[-1])
     assert code == 1 and not summary["ok"] and summary["files_landed"] == 0 and summary["windows"] == 0
     assert [c.split("@")[0] for c in summary["checks_warned"]] == ["src/landed_dump:files_complete"]
-    assert "1 dump file(s) are not whole" in err
+    assert "1 still being written, so nothing was landed" in err

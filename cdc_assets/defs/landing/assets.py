@@ -24,7 +24,7 @@ from cdc_assets.lib.tso import tso_to_datetime
 
 WATERMARK_CHECK = "watermarks_trusted"
 FILES_COMPLETE_CHECK = "files_complete"
-_LISTED_WAITING_FILES = 20
+_LISTED_FILES = 20
 
 
 def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
@@ -39,9 +39,10 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
             "resolved ts) or had an implausible time; they are never trusted",
         ), AssetCheckSpec(
             FILES_COMPLETE_CHECK, asset=b.key(LANDED),
-            description="warns when new dump files were still being written (a Parquet file without its "
-            "footer, a line file whose last line has no LF): nothing was landed, the next landing "
-            "tries again. A file left so by a crashed writer holds the landing until it is removed",
+            description="warns when new dump files were cut short: still being written (a Parquet file "
+            "without its footer, a kcat file ending in part of a record, changed in the last 10 minutes), "
+            "so nothing was landed and the next landing tries again; or Parquet files left so longer "
+            "ago by a writer that died, which cannot be read and are left out",
         )],
         description=(
             f"New files of the `{b.source.protocol}` dump at {b.source.input_path}, landed into "
@@ -82,10 +83,13 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
         regressed, implausible = result.regressed_watermarks, result.implausible_watermarks
         if regressed or implausible:
             context.log.warning(f"ignored watermarks: moved backwards {regressed}, implausible {implausible}")
-        waiting = result.waiting_files
+        waiting, unreadable = result.waiting_files, result.unreadable_files
         if waiting:
             context.log.warning(f"landed nothing: {len(waiting)} new file(s) still being written, e.g. "
                                 f"{', '.join(waiting[:3])}")
+        if unreadable:
+            context.log.warning(f"left out {len(unreadable)} file(s) cut short by a writer that stopped, e.g. "
+                                f"{', '.join(unreadable[:3])}")
         return MaterializeResult(
             check_results=[AssetCheckResult(
                 check_name=WATERMARK_CHECK, passed=not regressed and not implausible,
@@ -93,12 +97,15 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
                 metadata={"regressed_watermarks": MetadataValue.json(regressed),
                           "implausible_watermarks": MetadataValue.json(implausible)},
             ), AssetCheckResult(
-                check_name=FILES_COMPLETE_CHECK, passed=not waiting, severity=AssetCheckSeverity.WARN,
-                metadata={"waiting_files": len(waiting),
-                          "first_waiting_files": MetadataValue.json(waiting[:_LISTED_WAITING_FILES])},
+                check_name=FILES_COMPLETE_CHECK, passed=not waiting and not unreadable,
+                severity=AssetCheckSeverity.WARN,
+                metadata={"waiting_files": len(waiting), "unreadable_files": len(unreadable),
+                          "first_waiting_files": MetadataValue.json(waiting[:_LISTED_FILES]),
+                          "first_unreadable_files": MetadataValue.json(unreadable[:_LISTED_FILES])},
             )],
             metadata={
                 "waiting_files": len(waiting),
+                "unreadable_files": len(unreadable),
                 "regressed_watermarks": sum(regressed.values()),
                 "implausible_watermarks": sum(implausible.values()),
                 "new_files": result.new_files,

@@ -2,7 +2,7 @@
 
 One module per layout behind `DumpLayout`; `LAYOUTS` maps names to layouts.
 - `kafka-parquet`: Parquet written by Spark's Kafka source.
-- `kcat-jsonl`: `kcat -C -J` lines (text payloads only: binary protocols need Parquet).
+- `kcat-jsonl`: `kcat -C -J` lines (binary payloads too: kcat copies their bytes).
 - `lines`: plain files with one message per line (LF or CRLF), e.g. exported samples.
 - `storage-sink`: TiCDC's storage sink folders (canal-json files per table version, the
   schema files whose statements are its only record of DDL, and the `metadata` file whose
@@ -40,7 +40,8 @@ def list_dump_files(root: Path, layout: str) -> list[Path]:
 
 
 def detect_layout(root: Path) -> str:
-    """The one layout whose files are present (storage-sink wins: it has a `metadata` file)."""
+    """The one layout whose files are present (storage-sink wins, known by its `metadata` file
+    or its schema files: its data files are `.json` lines, as kcat's may be)."""
     if StorageSinkLayout().is_present(root):
         return StorageSinkLayout.name
     counts = {name: len(layout.list_files(root)) for name, layout in LAYOUT_CLASSES.items()

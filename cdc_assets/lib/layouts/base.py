@@ -59,19 +59,33 @@ class DumpLayout(ABC):
         asked of S3 object keys, so it looks at the name only)."""
         return relative.suffix in self.extensions and not _hidden(relative)
 
+    #: Whether a file cut short by a writer that died can still be read (line files: the cut
+    #: record is quarantined) or not at all (Parquet without its footer).
+    cut_files_readable: ClassVar[bool] = True
+
+    def scan(self, root: Path) -> tuple[list[Path], dict[Path, str]]:
+        """One walk below `root`: (its data files, sorted; the files it cannot read -> why)."""
+        data, refused = [], {}
+        for path in root.rglob("*"):
+            if not path.is_file():
+                continue
+            relative = path.relative_to(root)
+            if self.is_data_file(relative):
+                data.append(path)
+            elif (reason := self.unsupported(relative)) is not None:
+                refused[path] = reason
+        return sorted(data), dict(sorted(refused.items()))
+
     def list_files(self, root: Path) -> list[Path]:
-        return sorted(p for p in root.rglob("*") if p.is_file() and self.is_data_file(p.relative_to(root)))
+        return self.scan(root)[0]
 
     def unsupported(self, relative: PurePath) -> str | None:
         """Why a file at this path is data of a form this layout cannot read (the landing
         stops with the reason rather than leave it out), or None."""
         return None
 
-    def unsupported_files(self, root: Path) -> dict[Path, str]:
-        return {}
-
     def is_complete(self, path: Path) -> bool:
-        """Whether a data file is whole, not still being written (the landing waits for it)."""
+        """Whether a data file is whole, not cut short (still being written, or left so)."""
         return True
 
     @abstractmethod

@@ -12,6 +12,7 @@ stops with that reason.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -23,6 +24,7 @@ from cdc_assets.lib.layouts.base import DumpLayout, absolute_path, percent_decod
 class KafkaParquetLayout(DumpLayout):
     name = "kafka-parquet"
     extensions = (".parquet",)
+    cut_files_readable = False
 
     def is_complete(self, path: Path) -> bool:
         """A Parquet file is whole once its footer is written. Spark's streaming file sink
@@ -34,9 +36,18 @@ class KafkaParquetLayout(DumpLayout):
         return True
 
     def read(self, spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
-        # Merged: files written with and without some columns (`key`, `partition`) keep each
-        # file's own values; one file's schema would null or ignore the others'.
-        df = spark.read.option("mergeSchema", "true").parquet(*[str(p) for p in files])
+        # Files with other columns (a backfill with `partition` next to files under
+        # `partition=0/`) or types (int64 partitions, string keys) are read apart, each with
+        # its own schema, and cast to one: one file's schema would null or ignore the others'
+        # columns, and Spark's schema merging fails on types it cannot widen.
+        groups: dict[tuple, list[Path]] = {}
+        for path in files:
+            schema = pq.read_schema(path)
+            groups.setdefault(tuple(zip(schema.names, map(str, schema.types))), []).append(path)
+        return functools.reduce(DataFrame.unionByName, [self._read_alike(spark, g, root) for g in groups.values()])
+
+    def _read_alike(self, spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
+        df = spark.read.parquet(*[str(p) for p in files])
         missing = [c for c in ("value", "offset") if c not in df.columns]
         if missing:
             raise ValueError(f"kafka-parquet files under {root} have no {' or '.join(missing)} column "

@@ -9,13 +9,15 @@ valid UTF-8 is read one character per byte. A line that is not a kcat record is 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 from cdc_assets.lib.layouts.base import UNPARSED_TOPIC, DumpLayout
-from cdc_assets.lib.layouts.line_files import BYTES_AS_TEXT, file_lines, last_line_is_whole
+from cdc_assets.lib.layouts.line_files import BYTES_AS_TEXT, file_lines
 
 _KCAT_SCHEMA = T.StructType(
     [
@@ -30,6 +32,23 @@ _KCAT_SCHEMA = T.StructType(
 
 _GLUED = '}{"topic":'
 _RECORD_START = r'(?<=\})(?=\{"topic":)'
+_TAIL_LIMIT = 64 << 20  # a record's end is looked for this far back (Kafka messages are smaller)
+
+
+def _last_record(path: Path) -> bytes:
+    """The bytes after the file's last LF or last record boundary (`}{"topic":`)."""
+    with path.open("rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        tail, pos = b"", end
+        while pos > 0 and len(tail) < _TAIL_LIMIT:
+            step = min(pos, 1 << 16)
+            pos -= step
+            f.seek(pos)
+            tail = f.read(step) + tail
+            cut = max(tail.rfind(b"\n"), tail.rfind(_GLUED.encode()))
+            if cut >= 0:
+                return tail[cut + 1:]
+        return tail
 
 # A Kafka timestamp outside 1970..2200 is garbage (and a huge one overflows Spark's
 # timestamp): the message is kept with a null timestamp.
@@ -42,7 +61,18 @@ class KcatJsonlLayout(DumpLayout):
     extensions = (".jsonl", ".json")
 
     def is_complete(self, path: Path) -> bool:
-        return last_line_is_whole(path)  # kcat ends every record with its delimiter, LF
+        """kcat ends every record with its delimiter (LF unless `-D`); its output is buffered,
+        so a file being written may end in part of a record: a `{` that does not parse yet.
+        No prefix of a JSON object is one, and anything else at the end is a line like any
+        other (quarantined if it is not a record)."""
+        text = _last_record(path).decode("utf-8", errors="replace").strip()  # binary payloads
+        if not text.startswith("{"):
+            return True
+        try:
+            json.loads(text)
+        except ValueError:
+            return False
+        return True
 
     def read(self, spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
         # kcat writes key and payload bytes as they are (yajl escapes only `"`, `\` and bytes
@@ -63,10 +93,11 @@ class KcatJsonlLayout(DumpLayout):
         def as_bytes(column):
             return F.when(utf8, F.encode(column, "UTF-8")).otherwise(F.encode(column, BYTES_AS_TEXT))
 
-        # In a line read per byte, an escape beyond U+00FF cannot come from kcat.
-        one_byte_chars = ~F.coalesce(F.concat_ws("", r["key"], r["payload"]).rlike(r"[^\x00-\xFF]"), F.lit(False))
+        # In a line read per byte, an escape beyond U+00FF (which kcat never writes) has no
+        # byte: such a line is not a record (and encoding it would fail).
+        beyond_a_byte = F.concat_ws("", r["key"], r["payload"]).rlike(r"[^\x00-\xFF]")
         ok = (r.isNotNull() & r["topic"].isNotNull() & r["partition"].isNotNull() & r["offset"].isNotNull()
-              & (utf8 | one_byte_chars))
+              & (utf8 | ~F.coalesce(beyond_a_byte, F.lit(False))))
         ts_ok = ok & (r["ts"] >= _MIN_TS_MS) & (r["ts"] < _END_TS_MS)
         return parsed.select(
             F.when(ok, r["topic"]).otherwise(F.lit(UNPARSED_TOPIC)).alias("topic"),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
@@ -17,36 +15,6 @@ LINE_BITS = 24
 # One character per byte and back: lines keep their exact bytes (invalid UTF-8 included,
 # which Spark's text source would silently replace with U+FFFD).
 BYTES_AS_TEXT = "ISO-8859-1"
-
-
-def last_line_is_whole(path: Path) -> bool:
-    """Whether a file of JSON-object lines is finished: empty, ending with LF, or its last
-    line is not the start of an object or is a whole JSON value (no prefix of an object is
-    one). A writer still appending (kcat's buffered output) may have stopped mid-record."""
-    with path.open("rb") as f:
-        end = f.seek(0, os.SEEK_END)
-        start = end
-        while start > 0:  # back to the last LF
-            step = min(start, 1 << 16)
-            f.seek(start - step)
-            chunk = f.read(step)
-            if start == end and chunk.endswith(b"\n"):
-                return True
-            cut = chunk.rfind(b"\n")
-            if cut >= 0:
-                start = start - step + cut + 1
-                break
-            start -= step
-        f.seek(start)
-        tail = f.read(end - start)
-    text = tail.decode("utf-8", errors="replace").strip()  # kcat's binary payloads are not UTF-8
-    if not text.startswith("{"):
-        return True  # no start of a record: a line like any other (quarantined if not one)
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
 
 
 def whole_files(spark: SparkSession, files: list[Path]) -> DataFrame:

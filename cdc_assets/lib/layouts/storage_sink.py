@@ -48,8 +48,8 @@ from cdc_assets.lib.tso import tso_ms_col
 # (TiCDC's `enable-table-across-nodes`): each dispatcher's files are a stream of their own.
 _DATA_FILE = r"^CDC(?:_(.+)_)?(\d+)\.json$"
 _DATA_FILE_NAME = re.compile(_DATA_FILE)
-# The same name with the extension of another protocol (TiCDC: `.csv` for protocol=csv).
-_ANY_DATA_FILE_NAME = re.compile(r"^CDC(?:_(.+)_)?(\d+)\.([^./]+)$")
+# The storage sink names its files after the protocol: `.csv` for protocol=csv.
+_CSV_DATA_FILE_NAME = re.compile(r"^CDC(?:_(.+)_)?(\d+)\.csv$")
 # TiCDC's own test of a schema file's name (pkg/sink/cloudstorage: `meta/schema_\d+_\d{10}\.json$`).
 _SCHEMA_FILE_NAME = re.compile(r"schema_\d+_\d{10}\.json")
 _OLD_SCHEMA_FILE_NAME = "schema.json"  # in the table version's folder, up to TiCDC v6.5.2
@@ -69,6 +69,13 @@ def _is_schema_file(relative: PurePath) -> bool:
     if len(parts) == 4 and parts[3] == _OLD_SCHEMA_FILE_NAME:
         return parts[2].isascii() and parts[2].isdigit()
     return len(parts) in (3, 4) and parts[-2] == "meta" and _SCHEMA_FILE_NAME.fullmatch(parts[-1]) is not None
+
+
+def _hidden_below_root(relative: PurePath) -> bool:
+    """Hidden names anywhere; Spark's `_` bookkeeping names only below <schema>/<table>,
+    since a database or table may have any name (`_temporary`, `_started_jobs`)."""
+    return (any(p.startswith(".") for p in relative.parts)
+            or any(is_hidden_name(p) for p in relative.parts[2:]))
 
 
 def _is_row_file(relative: PurePath, name: re.Pattern) -> bool:
@@ -93,29 +100,22 @@ class StorageSinkLayout(DumpLayout):
         """The `metadata` file, or (a database's folders copied without it) a schema file."""
         if (root / "metadata").is_file():
             return True
-        candidates = (p for pattern in ("*/meta/schema_*.json", "*/*/meta/schema_*.json") for p in root.glob(pattern))
+        patterns = ("*/meta/schema_*.json", "*/*/meta/schema_*.json", f"*/*/*/{_OLD_SCHEMA_FILE_NAME}")
+        candidates = (p for pattern in patterns for p in root.glob(pattern))
         return any(p.is_file() and _is_schema_file(p.relative_to(root)) for p in candidates)
 
     def is_data_file(self, relative: PurePath) -> bool:
-        # Only below <schema>/<table>: a database or table may have any name (`_temporary`).
-        if relative.suffix not in self.extensions or any(is_hidden_name(p) for p in relative.parts[2:]):
+        if relative.suffix not in self.extensions or _hidden_below_root(relative):
             return False
         return _is_schema_file(relative) or _is_row_file(relative, _DATA_FILE_NAME)
 
     def unsupported(self, relative: PurePath) -> str | None:
-        """A data file of another protocol: TiCDC names them after it (`CDC000001.csv`)."""
-        match = _ANY_DATA_FILE_NAME.fullmatch(relative.name)
-        if (match is None or match.group(3) == "json" or not _is_row_file(relative, _ANY_DATA_FILE_NAME)
-                or any(is_hidden_name(p) for p in relative.parts[2:])):
+        """A data file of TiCDC's other storage-sink protocol, csv (`CDC000001.csv`)."""
+        if (len(relative.parts) < 4 or _hidden_below_root(relative)
+                or not _is_row_file(relative, _CSV_DATA_FILE_NAME)):
             return None
-        if match.group(3) == "csv":
-            return ("a TiCDC storage-sink CSV data file (protocol=csv): cdc_assets reads the storage sink's "
-                    "canal-json files only (protocol=canal-json&enable-tidb-extension=true)")
-        return f"a TiCDC storage-sink data file named .{match.group(3)}: only canal-json `.json` data files are read"
-
-    def unsupported_files(self, root: Path) -> dict[Path, str]:
-        found = {p: self.unsupported(p.relative_to(root)) for p in root.rglob("CDC*") if p.is_file()}
-        return {p: reason for p, reason in sorted(found.items()) if reason}
+        return ("a TiCDC storage-sink CSV data file (protocol=csv): cdc_assets reads the storage sink's "
+                "canal-json files only (protocol=canal-json&enable-tidb-extension=true)")
 
     def read(self, spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
         is_schema = {f: _is_schema_file(_below(f, root)) for f in files}

@@ -55,11 +55,12 @@ def test_storage_sink_lists_cdc_files_outside_the_version_meta_folder(odd_root):
 
 def test_storage_sink_databases_and_tables_may_have_bookkeeping_names(odd_root):
     """Spark's bookkeeping names (`_temporary`, Databricks' `_started_<txn>`) are skipped
-    below a table only: `_started_jobs` or even `_temporary` may be a table's name."""
+    below a table only: `_started_jobs` or even `_temporary` may be a table's name. Hidden
+    names (`.snapshot`) are skipped everywhere."""
     _write(odd_root, "metadata", b'{"checkpoint-ts": 1}')
     for rel in ("app/_temporary/1/CDC000001.json", "app/_started_jobs/1/CDC000001.json",
                 "_committed_db/t/1/CDC000001.json", "app/t/1/_temporary/CDC000001.json",
-                "app/t/1/_started_5/CDC000001.json"):
+                "app/t/1/_started_5/CDC000001.json", ".snapshot/t/1/CDC000001.json", "app/.trash/1/CDC000001.json"):
         _write(odd_root, rel)
     assert _listed(odd_root, "storage-sink") == [
         "_committed_db/t/1/CDC000001.json", "app/_started_jobs/1/CDC000001.json", "app/_temporary/1/CDC000001.json"]
@@ -67,14 +68,15 @@ def test_storage_sink_databases_and_tables_may_have_bookkeeping_names(odd_root):
 
 def test_storage_sink_names_the_data_files_it_does_not_read(odd_root):
     _write(odd_root, "metadata", b'{"checkpoint-ts": 1}')
-    for rel in ("db/t/3/CDC000001.csv", "db/t/3/2026-01-01/CDC_a-1_000002.log", "db/t/3/CDC000003.json",
-                "db/t/3/meta/CDC.index", "db/t/3/meta/CDC000004.csv", "db/t/3/.CDC000005.csv", "db/t/3/notes.csv"):
+    for rel in ("db/t/3/CDC000001.csv", "db/t/3/2026-01-01/CDC_1_000002.csv", "db/t/3/CDC000003.json",
+                "db/t/3/meta/CDC.index", "db/t/3/meta/CDC000004.csv", "db/t/3/.CDC000005.csv", "db/t/3/notes.csv",
+                "db/t/3/CDC000006.json~", "CDC000007.csv", ".git/x/y/CDC000008.csv", "db/t/3/CDC000009.log"):
         _write(odd_root, rel)
-    layout = get_layout("storage-sink")
-    refused = {p.relative_to(odd_root).as_posix(): reason for p, reason in layout.unsupported_files(odd_root).items()}
-    assert list(refused) == ["db/t/3/2026-01-01/CDC_a-1_000002.log", "db/t/3/CDC000001.csv"]
-    assert "protocol=csv" in refused["db/t/3/CDC000001.csv"]
-    assert ".log" in refused["db/t/3/2026-01-01/CDC_a-1_000002.log"]
+    data, refused = get_layout("storage-sink").scan(odd_root)
+    assert [p.relative_to(odd_root).as_posix() for p in data] == ["db/t/3/CDC000003.json"]
+    assert [p.relative_to(odd_root).as_posix() for p in refused] == [
+        "db/t/3/2026-01-01/CDC_1_000002.csv", "db/t/3/CDC000001.csv"]
+    assert all("protocol=csv" in reason for reason in refused.values())
 
 
 def test_storage_sink_without_its_metadata_file_is_detected_by_its_schema_files(tmp_path):
@@ -184,15 +186,18 @@ def test_kcat_records_run_together_on_one_line_are_each_read(odd_root, spark):
 
 def test_kafka_parquet_files_with_different_columns_keep_their_own_values(odd_root, spark):
     """A file under `partition=0/` without a partition column next to a backfill file with
-    one: each file's own columns count (merged schemas), not the first file's."""
+    one, and a pandas export with int64 partitions and string keys: each file's own columns
+    and types count, not the first file's (nor does Spark's schema merging fail on them)."""
     files = [
         _kafka_parquet(odd_root / "partition=0/part-0.parquet", value=[b"a"], offset=pa.array([5], pa.int64())),
         _kafka_parquet(odd_root / "backfill/part-1.parquet", value=[b"b", b"c"], offset=pa.array([5, 6], pa.int64()),
                        partition=pa.array([1, 1], pa.int32()), key=[b"k", None]),
+        _kafka_parquet(odd_root / "export/part-2.parquet", value=[b"d"], offset=pa.array([7], pa.int64()),
+                       partition=pa.array([1], pa.int64()), key=["s"]),
     ]
     rows = read_dump(spark, files, "kafka-parquet", odd_root).orderBy("kafka_partition", "kafka_offset").collect()
     assert [(r.kafka_partition, r.kafka_offset, r.key and bytes(r.key), bytes(r.value)) for r in rows] == [
-        (0, 5, None, b"a"), (1, 5, b"k", b"b"), (1, 6, None, b"c")]
+        (0, 5, None, b"a"), (1, 5, b"k", b"b"), (1, 6, None, b"c"), (1, 7, b"s", b"d")]
 
 
 def _kafka_parquet(path: Path, **columns) -> Path:
