@@ -66,6 +66,8 @@ def replay(
 ) -> ReplaySummary:
     source = settings.source(source_name)
     summary = ReplaySummary(source=source.name, protocol=source.protocol)
+    # A finished dump: a file cut short stays so (no waiting for it), and is reported.
+    settings = settings.with_overrides(settle_seconds=0)
     defs = build_definitions(settings)
     build = next(b for b in source_builds(settings) if b.source.name == source_name)
     progress(f"[{source.name}] landing {source.input_path} ({source.protocol})")
@@ -80,11 +82,9 @@ def replay(
     waiting = sum(int(_metadata_value(meta, "waiting_files")) for meta in landed_meta)
     unreadable = sum(int(_metadata_value(meta, "unreadable_files")) for meta in landed_meta)
     if waiting or unreadable:  # a replay reads a finished dump: its files should be whole
-        progress(f"[{source.name}] dump files cut short (see the landing's files_complete check): "
-                 f"{waiting} still being written, so nothing was landed; {unreadable} unreadable, left out")
+        progress(f"[{source.name}] {unreadable} dump file(s) cut short and unreadable, left out "
+                 "(see the landing's files_complete check)")
         summary.ok = False
-        if waiting:
-            return summary
     landing_root = settings.warehouse / source.name / "landing"
     state = load_state(landing_root)
     summary.messages = sum(p["messages"] for p in state.partitions.values())

@@ -5,7 +5,7 @@ message in the window of its routing time, and keeps the only cross-window state
 pipeline needs: per Kafka partition the highest offset and highest watermark seen, and
 an index of watermark messages (for the late-event rule). Landing the same files again
 changes nothing. A new file cut short (a Parquet file without its footer, a kcat file
-ending in part of a record) that changed in the last SETTLE_SECONDS is still being written:
+ending in part of a record) that changed in the last `settle_seconds` is still being written:
 the landing waits, landing nothing, and the next landing tries again. One cut short longer
 ago was left so by a writer that died: a line file is landed as it is (the cut record is
 quarantined), a Parquet file is left out and reported on every landing.
@@ -38,7 +38,8 @@ from cdc_assets.lib.watermark_audit import plausible_watermark, regressions_by_p
 from cdc_assets.lib.watermark_state import LandingState
 
 
-# A file cut short that has not changed for this long is no longer being written.
+# A file cut short that has not changed for this long is no longer being written
+# (the default of `Settings.settle_seconds`).
 SETTLE_SECONDS = 600
 
 # Landed messages carry the landing sequence number next to the raw message columns.
@@ -56,7 +57,7 @@ class LandingResult:
     regressed_watermarks: dict[str, int] = field(default_factory=dict)
     implausible_watermarks: dict[str, int] = field(default_factory=dict)
     # New files cut short (no Parquet footer, a kcat record cut mid-line) and changed within
-    # SETTLE_SECONDS: still being written, so nothing is landed (module docstring).
+    # `settle_seconds`: still being written, so nothing is landed (module docstring).
     waiting_files: list[str] = field(default_factory=list)
     # Files cut short longer ago that cannot be read (Parquet): left out, reported each time.
     unreadable_files: list[str] = field(default_factory=list)
@@ -109,6 +110,7 @@ def land(
     decoder: Decoder,
     landing_root: Path,
     window_ms: int,
+    settle_seconds: int = SETTLE_SECONDS,
 ) -> LandingResult:
     with landing_lock(landing_root):
         state = load_state(landing_root)
@@ -124,7 +126,7 @@ def land(
                              + "; ".join(f"{path.relative_to(dump_root)}: {reason}"
                                          for path, reason in list(refused.items())[:5]))
         cut = _cut_files(files, dump_layout, state)
-        waiting = [p for p in cut if time.time() - p.stat().st_mtime < SETTLE_SECONDS]
+        waiting = [p for p in cut if time.time() - p.stat().st_mtime < settle_seconds]
         if waiting:
             # Landing the others could move a partition's watermark past messages of a
             # waiting file, which would then arrive late: wait for the whole set.

@@ -56,6 +56,9 @@ class Settings:
     # Class-data-sharing archive mapped by the local driver JVM when the file exists
     # (lib/jvm_archive.py); None: never.
     jvm_archive: str | None = None
+    # A dump file cut short is waited for while it changed this recently (lib/landing.py);
+    # a replay, which reads a finished dump, waits for none.
+    settle_seconds: int = 600
 
     @property
     def window_ms(self) -> int:

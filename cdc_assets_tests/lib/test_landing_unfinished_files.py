@@ -120,8 +120,9 @@ def test_storage_sink_csv_files_stop_the_landing_with_the_reason(spark, tmp_path
     assert not (landing / "state.json").exists()
 
 
-def test_a_replay_of_a_dump_with_a_broken_parquet_file_fails_and_names_the_check(spark, tmp_path, capsys):
-    """A replay reads a finished dump: a file without its footer will not become whole."""
+def test_a_replay_lands_around_a_broken_parquet_file_and_fails(spark, tmp_path, capsys):
+    """A replay reads a finished dump: a file without its footer will not become whole, so it
+    is left out at once and reported; the rest is materialized; the replay exits 1."""
     dump = tmp_path / "dump"
     _kafka_parquet(dump / "part-0.parquet", [0], [row("INSERT", ms_to_tso(T0 + 10), values(1, "a"))])
     (dump / "part-1.parquet").write_bytes(b"PAR1 cut short")
@@ -129,6 +130,7 @@ def test_a_replay_of_a_dump_with_a_broken_parquet_file_fails_and_names_the_check
                      "--source", "src", "--completeness", "batch"])
     out, err = capsys.readouterr()
     summary = json.loads(out.strip().splitlines()[-1])
-    assert code == 1 and not summary["ok"] and summary["files_landed"] == 0 and summary["windows"] == 0
+    assert code == 1 and not summary["ok"]
+    assert (summary["files_landed"], summary["windows"], summary["rows"]) == (1, 1, 1)
     assert [c.split("@")[0] for c in summary["checks_warned"]] == ["src/landed_dump:files_complete"]
-    assert "1 still being written, so nothing was landed" in err
+    assert "1 dump file(s) cut short and unreadable, left out" in err

@@ -71,6 +71,7 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
             decoder=b.decoder(),
             landing_root=warehouse.landing_root(b.source.name),
             window_ms=b.settings.window_ms,
+            settle_seconds=b.settings.settle_seconds,
         )
         state = result.state
         policy = b.completeness()
