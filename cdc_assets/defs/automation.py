@@ -23,7 +23,7 @@ from dagster_aws.s3 import S3Resource
 
 from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, HISTORY, LANDED, QUARANTINE, RAW, SNAPSHOTS, SourceBuild
-from cdc_assets.lib.input_files import InputFile, files_not_landed, list_input_files
+from cdc_assets.lib.input_files import InputFile, files_not_landed, list_input_files, settled
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.snapshot_store import list_manifests
 from cdc_assets.lib.window_plan import windows_to_materialize
@@ -138,7 +138,10 @@ def build_landing_sensor(b: SourceBuild, windows_job, land_job):
         requests = []
         if new:
             # One landing per distinct set of new files: the run key dedupes repeated ticks.
-            requests.append(RunRequest(run_key=f"land-{_listing_digest(new)}", job_name=land_job.name))
+            # One more once they have settled: a landing that waited for a file cut short
+            # lands it then, though it never changes again (a writer that died).
+            unsettled = "" if settled(b.source, landing_root, new, b.settings.settle_seconds) else "-unsettled"
+            requests.append(RunRequest(run_key=f"land-{_listing_digest(new)}{unsettled}", job_name=land_job.name))
         # A window's run key names the watermark that completed it: a failed window is
         # retried once the watermark moves again (or from the UI), never in a tight loop.
         requests += [RunRequest(run_key=f"window-{k}-wm{wm}", job_name=windows_job.name, partition_key=k)

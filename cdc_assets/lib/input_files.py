@@ -8,6 +8,7 @@ then the mirrored copy like a local file. Landing itself still decides by conten
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, Callable
@@ -98,6 +99,15 @@ def files_not_landed(source: SourceConfig, landing_root: Path, s3_client: Any = 
         if (digest is None or digest not in state.landed_digests) and _local_file(path, root).name not in seen:
             pending.append(_local_file(path, root))
     return pending
+
+
+def settled(source: SourceConfig, landing_root: Path, files: list[InputFile], settle_seconds: int) -> bool:
+    """Whether none of `files` changed in the last `settle_seconds`: the landing no longer
+    waits for any of them, even if one is cut short (lib/landing.py). S3 objects not yet
+    mirrored appear whole, so they count as settled."""
+    root, now = local_dump_root(source, landing_root), time.time()
+    return all(now - path.stat().st_mtime >= settle_seconds
+               for path in (root / f.name for f in files) if path.is_file())
 
 
 def _local_data_files(source: SourceConfig, root: Path) -> list[Path]:

@@ -126,14 +126,15 @@ def land(
                              + "; ".join(f"{path.relative_to(dump_root)}: {reason}"
                                          for path, reason in list(refused.items())[:5]))
         cut = _cut_files(files, dump_layout, state)
-        waiting = [p for p in cut if time.time() - p.stat().st_mtime < settle_seconds]
+        waiting = [p for p in cut if settle_seconds > 0 and time.time() - p.stat().st_mtime < settle_seconds]
+        # Cut files that stopped changing were left so by a writer that died: line files are
+        # landed as they are (the cut record is quarantined); others cannot be read at all.
+        unreadable = [] if dump_layout.cut_files_readable else [p for p in cut if p not in waiting]
         if waiting:
             # Landing the others could move a partition's watermark past messages of a
             # waiting file, which would then arrive late: wait for the whole set.
-            return LandingResult(0, 0, 0, None, state, waiting_files=_names(waiting, dump_root))
-        # Cut files that stopped changing were left so by a writer that died: line files are
-        # landed as they are (the cut record is quarantined); others cannot be read at all.
-        unreadable = [] if dump_layout.cut_files_readable else cut
+            return LandingResult(0, 0, 0, None, state, waiting_files=_names(waiting, dump_root),
+                                 unreadable_files=_names(unreadable, dump_root))
         files = [p for p in files if p not in unreadable]
         new: dict[str, Path] = {}
         for path in files:

@@ -135,7 +135,16 @@ def _common(env: Mapping[str, str], data: Mapping) -> dict:
             env.get("CDC_ASSETS_SNAPSHOT_RANGE_ROWS", data.get("snapshot_range_rows", 1_000_000)),
             "snapshot_range_rows"),
         "jvm_archive": configured_archive(env),
+        "settle_seconds": _not_negative(
+            env.get("CDC_ASSETS_SETTLE_SECONDS", data.get("settle_seconds", 600)), "settle_seconds"),
     }
+
+
+def _not_negative(value, name: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"{name} must be 0 or more seconds, got {value!r}")
+    return number
 
 
 def _positive(value, name: str) -> int:

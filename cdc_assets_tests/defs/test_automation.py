@@ -4,6 +4,8 @@ the landing sensor lands new files and requests the windows the watermark comple
 from __future__ import annotations
 
 import json
+import os
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -113,6 +115,20 @@ def test_sensor_lands_new_files_once_per_listing(tmp_path):
         write_json_atomic(landing / "state.json", state.to_json())
         quiet = _tick(defs, sensor, instance, first.cursor)
         assert quiet.run_requests == [] and "no new dump file" in quiet.skip_message
+
+
+def test_sensor_asks_once_more_when_the_new_files_have_settled(tmp_path):
+    """A landing waits for a file cut short while it still changes; if its writer died it never
+    changes again, so the listing (and its run key) stays the same: one more landing, with
+    another key, once the files are older than settle_seconds lands it as it is."""
+    _, defs, sensor, dump = _sensor_setup(tmp_path, W0 + H // 2)
+    with instance_for_test() as instance:
+        (fresh,) = _tick(defs, sensor, instance).run_requests
+        assert fresh.run_key.endswith("-unsettled")
+        past = time.time() - 601
+        os.utime(dump / "part-0.jsonl", (past, past))
+        (settled,) = _tick(defs, sensor, instance).run_requests
+        assert settled.run_key.startswith("land-") and not settled.run_key.endswith("-unsettled")
 
 
 def test_sensor_requests_windows_the_watermark_completed_except_done_or_running(tmp_path):

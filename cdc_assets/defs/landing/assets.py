@@ -40,7 +40,8 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
         ), AssetCheckSpec(
             FILES_COMPLETE_CHECK, asset=b.key(LANDED),
             description="warns when new dump files were cut short: still being written (a Parquet file "
-            "without its footer, a kcat file ending in part of a record, changed in the last 10 minutes), "
+            f"without its footer, a kcat file ending in part of a record, changed in the last "
+            f"{b.settings.settle_seconds} s), "
             "so nothing was landed and the next landing tries again; or Parquet files left so longer "
             "ago by a writer that died, which cannot be read and are left out",
         )],

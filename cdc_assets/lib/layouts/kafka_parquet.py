@@ -51,7 +51,8 @@ class KafkaParquetLayout(DumpLayout):
         missing = [c for c in ("value", "offset") if c not in df.columns]
         if missing:
             raise ValueError(f"kafka-parquet files under {root} have no {' or '.join(missing)} column "
-                             f"(columns: {', '.join(df.columns)}); expected Spark's Kafka source schema")
+                             f"(columns: {', '.join(df.columns)}; e.g. {', '.join(str(p) for p in files[:3])}); "
+                             "expected Spark's Kafka source schema")
         topic, partition = _column(df, "topic").cast("string"), _column(df, "partition").try_cast("int")
         # Only when a path has such folders: Spark computes the path's values for every row
         # (shared subexpressions), which cost a third of reading a dump in Spark's usual layout.

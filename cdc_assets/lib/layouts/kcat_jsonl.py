@@ -35,20 +35,25 @@ _RECORD_START = r'(?<=\})(?=\{"topic":)'
 _TAIL_LIMIT = 64 << 20  # a record's end is looked for this far back (Kafka messages are smaller)
 
 
-def _last_record(path: Path) -> bytes:
-    """The bytes after the file's last LF or last record boundary (`}{"topic":`)."""
+def _last_record(path: Path) -> bytes | None:
+    """The bytes after the file's last LF or last record boundary (`}{"topic":`); None when
+    there is none within _TAIL_LIMIT of the end (no record is that long)."""
+    glued = _GLUED.encode()
     with path.open("rb") as f:
         end = f.seek(0, os.SEEK_END)
-        tail, pos = b"", end
-        while pos > 0 and len(tail) < _TAIL_LIMIT:
+        chunks: list[bytes] = []  # read backwards; each searched with the start of the next
+        pos = end
+        while pos > 0 and end - pos < _TAIL_LIMIT:
             step = min(pos, 1 << 16)
             pos -= step
             f.seek(pos)
-            tail = f.read(step) + tail
-            cut = max(tail.rfind(b"\n"), tail.rfind(_GLUED.encode()))
+            chunk = f.read(step)
+            window = chunk + (chunks[-1][:len(glued) - 1] if chunks else b"")
+            cut = max(window.rfind(b"\n"), window.rfind(glued))
             if cut >= 0:
-                return tail[cut + 1:]
-        return tail
+                return (chunk + b"".join(reversed(chunks)))[cut + 1:]  # window is a prefix of this
+            chunks.append(chunk)
+        return b"".join(reversed(chunks)) if pos == 0 else None
 
 # A Kafka timestamp outside 1970..2200 is garbage (and a huge one overflows Spark's
 # timestamp): the message is kept with a null timestamp.
@@ -65,7 +70,10 @@ class KcatJsonlLayout(DumpLayout):
         so a file being written may end in part of a record: a `{` that does not parse yet.
         No prefix of a JSON object is one, and anything else at the end is a line like any
         other (quarantined if it is not a record)."""
-        text = _last_record(path).decode("utf-8", errors="replace").strip()  # binary payloads
+        tail = _last_record(path)
+        if tail is None:
+            return False
+        text = tail.decode("utf-8", errors="replace").strip()  # binary payloads
         if not text.startswith("{"):
             return True
         try:

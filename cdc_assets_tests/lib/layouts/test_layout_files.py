@@ -184,6 +184,18 @@ def test_kcat_records_run_together_on_one_line_are_each_read(odd_root, spark):
     assert [bytes(r.value) for r in rows if r.topic == UNPARSED_TOPIC] == [b'{"topic":']
 
 
+@pytest.mark.parametrize("tail, whole", [
+    (b"", True), (b"\r\n", True), (b'{"topic":"t","offset":3}', True),  # no final LF, still a whole record
+    (b'{"topic":"t","off', False), (b"{", False), (b'{"topic":"t","offset":3}{"topic":"t","of', False),
+    (b'{"topic":"t","offset":3}{"topic":"t","offset":4}', True),  # kcat -D '': glued, no LF at all
+    (b'{"topic":"t","payload":"a}{\\"topic\\":1"', False),  # an escaped boundary is not one
+    (b'{"topic":"t","payload":"\xff\xfe"}', True), (b"garbage", True), (b"[1, 2]", True),
+])
+def test_a_kcat_file_is_whole_unless_it_ends_in_part_of_a_record(tmp_path, tail, whole):
+    f = _write(tmp_path, "x.jsonl", b'{"topic":"t","offset":1}\n{"topic":"t","offset":2}\n' + tail)
+    assert get_layout("kcat-jsonl").is_complete(f) is whole
+
+
 def test_kafka_parquet_files_with_different_columns_keep_their_own_values(odd_root, spark):
     """A file under `partition=0/` without a partition column next to a backfill file with
     one, and a pandas export with int64 partitions and string keys: each file's own columns
