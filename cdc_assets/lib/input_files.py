@@ -8,12 +8,11 @@ then the mirrored copy like a local file. Landing itself still decides by conten
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, Callable
 
-from cdc_assets.lib.landing import load_state
+from cdc_assets.lib.landing import changed_within, load_state
 from cdc_assets.lib.layouts import LAYOUT_CLASSES, detect_layout, get_layout
 from cdc_assets.lib.s3_dump import MirrorResult, is_s3_uri, list_objects, mirror_prefix, not_mirrored
 from cdc_assets.lib.settings import SourceConfig
@@ -105,9 +104,8 @@ def settled(source: SourceConfig, landing_root: Path, files: list[InputFile], se
     """Whether none of `files` changed in the last `settle_seconds`: the landing no longer
     waits for any of them, even if one is cut short (lib/landing.py). S3 objects not yet
     mirrored appear whole, so they count as settled."""
-    root, now = local_dump_root(source, landing_root), time.time()
-    return all(now - path.stat().st_mtime >= settle_seconds
-               for path in (root / f.name for f in files) if path.is_file())
+    root = local_dump_root(source, landing_root)
+    return not any(changed_within(path, settle_seconds) for path in (root / f.name for f in files) if path.is_file())
 
 
 def _local_data_files(source: SourceConfig, root: Path) -> list[Path]:

@@ -126,7 +126,7 @@ def land(
                              + "; ".join(f"{path.relative_to(dump_root)}: {reason}"
                                          for path, reason in list(refused.items())[:5]))
         cut = _cut_files(files, dump_layout, state)
-        waiting = [p for p in cut if settle_seconds > 0 and time.time() - p.stat().st_mtime < settle_seconds]
+        waiting = [p for p in cut if changed_within(p, settle_seconds)]
         # Cut files that stopped changing were left so by a writer that died: line files are
         # landed as they are (the cut record is quarantined); others cannot be read at all.
         unreadable = [] if dump_layout.cut_files_readable else [p for p in cut if p not in waiting]
@@ -182,6 +182,11 @@ def land(
         write_json_atomic(landing_root / "state.json", state.to_json())
         return LandingResult(len(new), skipped, stats.messages, batch_id, state,
                              regressed, stats.implausible_watermarks, unreadable_files=_names(unreadable, dump_root))
+
+
+def changed_within(path: Path, seconds: int) -> bool:
+    """Whether a file changed in the last `seconds` (0: never), so its writer may not be done."""
+    return seconds > 0 and time.time() - path.stat().st_mtime < seconds
 
 
 def _cut_files(files: list[Path], layout, state: LandingState) -> list[Path]:

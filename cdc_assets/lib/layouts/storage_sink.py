@@ -49,7 +49,7 @@ from cdc_assets.lib.tso import tso_ms_col
 _DATA_FILE = r"^CDC(?:_(.+)_)?(\d+)\.json$"
 _DATA_FILE_NAME = re.compile(_DATA_FILE)
 # The storage sink names its files after the protocol: `.csv` for protocol=csv.
-_CSV_DATA_FILE_NAME = re.compile(r"^CDC(?:_(.+)_)?(\d+)\.csv$")
+_CSV_DATA_FILE_NAME = re.compile(_DATA_FILE.replace(r"\.json$", r"\.csv$"))
 # TiCDC's own test of a schema file's name (pkg/sink/cloudstorage: `meta/schema_\d+_\d{10}\.json$`).
 _SCHEMA_FILE_NAME = re.compile(r"schema_\d+_\d{10}\.json")
 _OLD_SCHEMA_FILE_NAME = "schema.json"  # in the table version's folder, up to TiCDC v6.5.2
