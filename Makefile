@@ -38,7 +38,8 @@ demo: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/cdc-assets demo
 
 # Test modules run on two processes (each its own local Spark); the daemon test's idle ticks and
-# the driver-side gaps overlap: 24.6 against 30.4 min on 2 cores. TEST_WORKERS=0 runs serially.
+# the driver-side gaps overlap: about a fifth faster on 2 cores (docs/architecture.md).
+# TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder

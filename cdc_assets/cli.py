@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -16,7 +17,7 @@ from cdc_assets import connect_server
 from cdc_assets.lib.codecs import DECODERS
 from cdc_assets.lib.layouts import LAYOUTS
 from cdc_assets.lib.s3_dump import is_s3_uri
-from cdc_assets.lib.settings import SourceConfig, load_settings
+from cdc_assets.lib.settings import SourceConfig, load_settings, quarantine_rate
 from cdc_assets.lib.watermark_state import COMPLETENESS_MODES
 
 
@@ -39,6 +40,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         input_path=args.input if is_s3_uri(args.input) else str(Path(args.input).absolute()),
         layout=args.layout, options=_options(args.option), time_zone=args.time_zone,
         completeness=args.completeness, allowed_lateness_seconds=args.allowed_lateness_seconds,
+        max_quarantine_rate=quarantine_rate(
+            os.environ.get("CDC_ASSETS_MAX_QUARANTINE_RATE", "0.01") if args.max_quarantine_rate is None
+            else args.max_quarantine_rate),
     )
     settings = base.with_overrides(
         warehouse=Path(args.warehouse).absolute(), sources=(source,), window_minutes=args.window_minutes,
@@ -113,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how a window is known complete: watermarks (TiCDC), event time minus the "
                         "allowed lateness (sources without watermarks), or batch (the dump is complete)")
     r.add_argument("--allowed-lateness-seconds", type=int, default=0)
+    r.add_argument("--max-quarantine-rate", type=float, default=None,
+                   help="share of a window's messages that may be quarantined before the ERROR check "
+                        "quarantine_rate_within_limit fails (default: CDC_ASSETS_MAX_QUARANTINE_RATE, else 0.01)")
     r.set_defaults(func=cmd_replay)
 
     e = sub.add_parser("export", help="write each table's snapshot as OUT/<database>.<table>.parquet")

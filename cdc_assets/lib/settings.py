@@ -158,6 +158,11 @@ def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig,
     """A YAML file declaring the sources (see docs/configuration.md); relative locations
     are relative to the file."""
     data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping with a `sources:` list, got {type(data).__name__}")
+    unknown = set(data) - _TOP_KEYS
+    if unknown:  # a typo (`window_minute:`) would silently keep the default
+        raise ValueError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(_TOP_KEYS)}")
     sources = []
     for raw in data.get("sources", []):
         unknown = set(raw) - _SOURCE_KEYS
@@ -171,7 +176,7 @@ def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig,
             time_zone=str(raw.get("time_zone", "UTC")),
             completeness=str(raw.get("completeness", "auto")),
             allowed_lateness_seconds=int(raw.get("allowed_lateness_seconds", 0)),
-            max_quarantine_rate=_rate(raw.get("max_quarantine_rate", 0.01)),
+            max_quarantine_rate=quarantine_rate(raw.get("max_quarantine_rate", 0.01)),
         ))
     names = [s.name for s in sources]
     if len(set(names)) != len(names) or not names:
@@ -179,11 +184,13 @@ def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig,
     return data, tuple(sources)
 
 
+_TOP_KEYS = {"sources", "warehouse", "start", "window_minutes", "spark_master", "spark_conf", "s3_endpoint_url",
+             "s3_region", "snapshot_range_rows", "settle_seconds"}
 _SOURCE_KEYS = {"name", "protocol", "location", "layout", "options", "time_zone", "completeness",
                 "allowed_lateness_seconds", "max_quarantine_rate"}
 
 
-def _rate(value) -> float:
+def quarantine_rate(value) -> float:
     rate = float(value)
     if not 0.0 <= rate <= 1.0:
         raise ValueError(f"max_quarantine_rate must be between 0 and 1, got {value!r}")
@@ -212,7 +219,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         time_zone=env.get("CDC_ASSETS_TIME_ZONE", "UTC"),
         completeness=env.get("CDC_ASSETS_COMPLETENESS", "auto"),
         allowed_lateness_seconds=int(env.get("CDC_ASSETS_ALLOWED_LATENESS_SECONDS", "0")),
-        max_quarantine_rate=_rate(env.get("CDC_ASSETS_MAX_QUARANTINE_RATE", "0.01")),
+        max_quarantine_rate=quarantine_rate(env.get("CDC_ASSETS_MAX_QUARANTINE_RATE", "0.01")),
     )
     return Settings(
         home=home,

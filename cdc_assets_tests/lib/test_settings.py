@@ -102,6 +102,24 @@ def test_unknown_keys_and_duplicate_names_are_rejected(tmp_path):
         load_settings({"CDC_ASSETS_SOURCES": str(path)})
 
 
+def test_unknown_top_level_keys_are_rejected(tmp_path):
+    # A typo of window_minutes would otherwise keep hourly windows without a word.
+    path = tmp_path / "sources.yaml"
+    path.write_text("window_minute: 30\nsources:\n  - {name: a, protocol: canal-json, location: x}\n")
+    with pytest.raises(ValueError, match=r"unknown keys \['window_minute'\]"):
+        load_settings({"CDC_ASSETS_SOURCES": str(path)})
+    path.write_text("- {name: a, protocol: canal-json, location: x}\n")
+    with pytest.raises(ValueError, match="expected a mapping"):
+        load_settings({"CDC_ASSETS_SOURCES": str(path)})
+    # Every documented key loads.
+    path.write_text("window_minutes: 30\nstart: 2026-02-01T00:00\nwarehouse: /tmp/wh\nspark_master: local[1]\n"
+                    "spark_conf: {spark.sql.shuffle.partitions: 4}\ns3_endpoint_url: http://minio:9000\n"
+                    "s3_region: eu-west-1\nsnapshot_range_rows: 5000\nsettle_seconds: 0\n"
+                    "sources:\n  - {name: a, protocol: canal-json, location: x}\n")
+    settings = load_settings({"CDC_ASSETS_SOURCES": str(path)})
+    assert (settings.window_minutes, settings.snapshot_range_rows, settings.settle_seconds) == (30, 5000, 0)
+
+
 def test_s3_locations_spark_and_endpoint_come_from_the_file_and_the_environment(tmp_path):
     path = tmp_path / "sources.yaml"
     path.write_text(
