@@ -183,7 +183,9 @@ def _changes(s: exp.Expression, sql: str, db: str) -> list[SchemaChange]:
             return [DropDatabase(t.name or (t.args["db"].name if t.args.get("db") else ""))
                     for t in s.args.get("tables") or [s.this]]
         if kind == "TABLE":
-            return [DropTable(_name(t, db)) for t in s.args.get("tables") or [s.this]]
+            tables = s.args.get("tables") or [s.this]
+            _one_database_rule([bool(t.args.get("db")) for t in tables], "DROP TABLE")
+            return [DropTable(_name(t, db)) for t in tables]
         return []
     if isinstance(s, exp.TruncateTable):
         if s.args.get("is_database"):
@@ -192,7 +194,7 @@ def _changes(s: exp.Expression, sql: str, db: str) -> list[SchemaChange]:
     if isinstance(s, exp.Alter):
         if (s.args.get("kind") or "").upper() != "TABLE":
             return []
-        return _alter_table(_name(s.this, db), s.args.get("actions") or [])
+        return _alter_table(_name(s.this, db), s.args.get("actions") or [], bool(s.this.args.get("db")))
     if isinstance(s, exp.Command) and s.name.upper() == "RENAME":
         return _rename_tables(_command_text(s), db)
     if isinstance(s, exp.Command) and changes_no_table(f"{s.name} {_command_text(s)}"):
@@ -254,7 +256,7 @@ def _key_part_name(e: exp.Expression) -> str:
     return e.name
 
 
-def _alter_table(table: TableName, actions: list[exp.Expression]) -> list[SchemaChange]:
+def _alter_table(table: TableName, actions: list[exp.Expression], table_qualified: bool = True) -> list[SchemaChange]:
     out: list[SchemaChange] = []
     for a in actions:
         if isinstance(a, exp.ColumnDef):
@@ -272,6 +274,7 @@ def _alter_table(table: TableName, actions: list[exp.Expression]) -> list[Schema
         elif isinstance(a, exp.RenameColumn):
             out.append(ChangeColumn(table, a.this.name, a.args["to"].name, None))
         elif isinstance(a, exp.AlterRename):
+            _one_database_rule([table_qualified, bool(a.this.args.get("db"))], "ALTER TABLE ... RENAME")
             out.append(RenameTable(table, _name(a.this, table[0])))
         elif isinstance(a, exp.Command):  # an action sqlglot kept as text: it may change columns
             raise ValueError(f"an ALTER TABLE action sqlglot could not read: {a.sql(dialect='mysql')[:120]}")
@@ -299,7 +302,19 @@ def _rename_tables(text: str, db: str) -> list[SchemaChange]:
         if len(pair) != 2 or not pair[0] or not pair[1]:
             raise ValueError("RENAME TABLE: expected `old TO new` pairs")
         out.append(RenameTable(_token_name(pair[0], db), _token_name(pair[1], db)))
+    _one_database_rule([any(t.token_type == TokenType.DOT for t in side) for pair in pairs for side in pair],
+                       "RENAME TABLE")
     return out
+
+
+def _one_database_rule(qualified: list[bool], statement: str) -> None:
+    """A statement naming some tables with their database and some without is not read: the
+    unqualified ones are in the session's database, which the message does not say (Canal and
+    TiCDC send the database of the renamed-to or first table: `RENAME TABLE orders TO
+    archive.orders_2023` comes with `archive`, so `orders` would be read as archive's)."""
+    if any(qualified) and not all(qualified):
+        raise ValueError(f"{statement} names tables with and without their database: the unqualified "
+                         "ones are in the session's database, which the message does not say")
 
 
 def _token_name(tokens, db: str) -> TableName:

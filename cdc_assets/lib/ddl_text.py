@@ -54,6 +54,28 @@ def changes_no_table(sql: str) -> bool:
             or len(rest) > 1 and rest[0] in _LAYOUT_ONLY and rest[1] == "PARTITION")
 
 
+def changes_rows_or_names(sql: str) -> bool:
+    """Whether a statement may remove or swap rows, or rename or drop a table: what a protocol's
+    description of the table after it (Debezium's and CloudCanal's `tableChanges`) cannot show,
+    so a statement of this kind that is not applied is reported even with one. By its words:
+    RENAME / DROP / TRUNCATE, or an ALTER TABLE that renames the table or drops, truncates or
+    exchanges partitions. Text it cannot tokenize counts as such a statement."""
+    tokens = _statement_tokens(sql)
+    if tokens is None:
+        return True
+    words = [t.text.upper() if t.token_type != TokenType.IDENTIFIER else "" for t in tokens]
+    if words[:1] in (["RENAME"], ["DROP"], ["TRUNCATE"]):
+        return True
+    if words[:2] != ["ALTER", "TABLE"]:
+        return False
+    return any(b == "PARTITION" and a in _ROW_PARTITION_ACTIONS or a == "RENAME" and b not in _RENAMED_PARTS
+               for a, b in zip(words, words[1:] + [""]))
+
+
+_ROW_PARTITION_ACTIONS = frozenset({"DROP", "TRUNCATE", "EXCHANGE"})
+_RENAMED_PARTS = frozenset({"COLUMN", "INDEX", "KEY"})  # `RENAME COLUMN a TO b` keeps the table's name
+
+
 def _statement_tokens(sql: str) -> list | None:
     """sqlglot's tokens of `sql` without its trailing semicolons; None if it cannot tokenize."""
     try:

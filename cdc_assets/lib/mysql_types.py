@@ -131,6 +131,9 @@ def typed_value(value: Column, dtype: T.DataType) -> Column:
     """
     if isinstance(dtype, T.BinaryType):
         return F.try_to_binary(value, F.lit("base64"))
+    if isinstance(dtype, T.BooleanType):
+        # BOOL is TINYINT(1): it stores 2 or -1 as well, and MySQL reads any non-zero as TRUE
+        return F.coalesce(value.try_cast(T.LongType()) != 0, value.try_cast(dtype))
     return value.try_cast(dtype)
 
 

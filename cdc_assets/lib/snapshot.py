@@ -204,6 +204,8 @@ def _retyped(value: Column, source: T.DataType, target: T.DataType) -> Column:
         return value.cast(target)  # every type has an exact text form; decimals print plainly
     if isinstance(source, _NUMERIC_OR_BOOL) and isinstance(target, _NUMERIC_OR_BOOL):
         return value.try_cast(target)
+    if isinstance(target, T.BooleanType):  # text as a change's value reads: `2` is true (typed_value)
+        return typed_value(value.cast(T.StringType()), target)
     return value.cast(T.StringType()).try_cast(target)  # always a valid cast, unlike e.g. date -> binary
 
 

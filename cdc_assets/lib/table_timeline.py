@@ -36,6 +36,7 @@ from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.ddl_barriers import (
     SEGMENT, Barrier, is_single_rename, order_unknown, rename_order, window_barriers, with_segments,
 )
+from cdc_assets.lib.ddl_text import changes_rows_or_names
 from cdc_assets.lib.mysql_types import typed_value
 from cdc_assets.lib.key_ranges import KeyRanges, range_index
 from cdc_assets.lib.snapshot import (
@@ -180,7 +181,7 @@ class _Run:
                 group, guessed = rename_order(group, existing)
                 for b in group if guessed else ():
                     self._unparsed(b, "applied, in a guessed order: renames at one commit ts move a table "
-                                      "the snapshot does not know, which may have existed")
+                                      "the snapshot does not know, which may have existed", structure_covers=False)
             yield from group
             i += len(group)
 
@@ -302,10 +303,11 @@ class _Run:
         else:
             self._alter(b, state, change)
 
-    def _unparsed(self, b: Barrier, error: str) -> None:
+    def _unparsed(self, b: Barrier, error: str, structure_covers: bool = True) -> None:
         """A statement not applied: listed in the manifest, and the `ddl_applied` check warns;
-        unless the protocol's structure (`declared_columns`) says what the statement did."""
-        if b.declared_columns:
+        unless the protocol's structure (`declared_columns`) says what the statement did: the
+        columns after it, never rows it removed or a table it renamed or dropped."""
+        if b.declared_columns and structure_covers and not changes_rows_or_names(b.sql or ""):
             return
         self.unparsed.append({"commit_ts": b.commit_ts, "table": f"{b.database}.{b.table}", "sql": b.sql[:500],
                               "error": error})
@@ -393,7 +395,8 @@ class _Run:
     def _rename(self, b: Barrier, state: TableState, new: Name) -> None:
         old = (state.schema.database, state.schema.table)
         if new in self.states:  # MySQL refuses this: the snapshot missed a DROP, or the order is wrong
-            self._unparsed(b, f"RENAME TABLE to {new[0]}.{new[1]}: that table exists in the snapshot")
+            self._unparsed(b, f"RENAME TABLE to {new[0]}.{new[1]}: that table exists in the snapshot",
+                           structure_covers=False)
             return
         frame, schema = state.frame, state.schema
         self._remove(old, b, f"RENAME TABLE to {new[0]}.{new[1]}", "RENAME_TABLE")

@@ -9,6 +9,7 @@ from cdc_assets.lib.ddl import (
     DropTable,
     RenameTable, TruncateTable, Unparsed, parse_ddl,
 )
+from cdc_assets.lib.ddl_text import changes_rows_or_names
 
 
 @pytest.mark.parametrize("sql, expected", [
@@ -30,11 +31,15 @@ from cdc_assets.lib.ddl import (
     ("ALTER TABLE t MODIFY COLUMN c BIGINT", [ChangeColumn(("db", "t"), "c", "c", "bigint")]),
     ("ALTER TABLE t CHANGE c d VARCHAR(3)", [ChangeColumn(("db", "t"), "c", "d", "varchar(3)")]),
     ("ALTER TABLE `x`.`t` RENAME COLUMN c TO d", [ChangeColumn(("x", "t"), "c", "d", None)]),
-    ("RENAME TABLE a.t1 TO a.t2, b TO `c d`",
-     [RenameTable(("a", "t1"), ("a", "t2")), RenameTable(("db", "b"), ("db", "c d"))]),
+    ("RENAME TABLE t1 TO t2, t3 TO `c d`",
+     [RenameTable(("db", "t1"), ("db", "t2")), RenameTable(("db", "t3"), ("db", "c d"))]),
+    ("RENAME TABLE a.t1 TO a.t2, a.b TO `a`.`c d`",
+     [RenameTable(("a", "t1"), ("a", "t2")), RenameTable(("a", "b"), ("a", "c d"))]),
+    ("ALTER TABLE a.t RENAME TO a.t3", [RenameTable(("a", "t"), ("a", "t3"))]),
+    ("DROP TABLE a.t, b.u", [DropTable(("a", "t")), DropTable(("b", "u"))]),
     ("ALTER TABLE t RENAME TO t3", [RenameTable(("db", "t"), ("db", "t3"))]),
     ("TRUNCATE TABLE t", [TruncateTable(("db", "t"))]),
-    ("DROP TABLE IF EXISTS t, o.u", [DropTable(("db", "t")), DropTable(("o", "u"))]),
+    ("DROP TABLE IF EXISTS t, u", [DropTable(("db", "t")), DropTable(("db", "u"))]),
     ("CREATE DATABASE IF NOT EXISTS d", [CreateDatabase("d")]),
     ("DROP SCHEMA IF EXISTS d", [DropDatabase("d")]),
     # gh-ost / pt-online-schema-change: a copy of the table, altered, then swapped in by RENAME
@@ -103,8 +108,37 @@ def test_parse_ddl(sql, expected):
     "ALTER TABLE t EXCHANGE PARTITION p0 WITH TABLE t2",
     "ALTER TABLE t CHANGE x auto_random NATIONAL VARCHAR(10)",  # never a column named NATIONAL
     "CREATE TABLE archive.t2 LIKE t1",  # t1's database is the session's, which the message does not say
+    # so is an unqualified name's next to a qualified one: Canal and TiCDC send the database of
+    # the renamed-to table (`archive` here), not the session's
+    "RENAME TABLE orders TO archive.orders_2023",
+    "RENAME TABLE a.t1 TO a.t2, b TO c",
+    "ALTER TABLE orders RENAME TO archive.orders_2023",
+    "ALTER TABLE archive.orders RENAME TO orders_2023",
+    "DROP TABLE archive.t1, t2",
+    "DROP TABLE IF EXISTS t, o.u",
     "ALTER TABLE t DROP COLUMN",  # sqlglot's tree lacks the column: reported, never raised
 ])
 def test_unparseable_ddl_is_reported_not_guessed(sql):
     [change] = parse_ddl(sql, "db")
     assert isinstance(change, Unparsed) and change.error
+
+
+@pytest.mark.parametrize("sql, changes", [
+    ("ALTER TABLE t TRUNCATE PARTITION p0", True),
+    ("ALTER TABLE `db`.`t` DROP PARTITION p0, p1", True),
+    ("ALTER TABLE t EXCHANGE PARTITION p0 WITH TABLE t2", True),
+    ("ALTER TABLE t RENAME TO t2", True),
+    ("alter table t rename t2", True),
+    ("RENAME TABLE a TO b", True),
+    ("DROP TABLE t", True),
+    ("TRUNCATE t", True),
+    ("ALTER TABLE t RENAME COLUMN a TO b", False),
+    ("ALTER TABLE t RENAME INDEX i TO j, ADD COLUMN c INT", False),
+    ("ALTER TABLE t ADD PARTITION (PARTITION p9 VALUES LESS THAN (10))", False),
+    ("ALTER TABLE t DROP COLUMN `partition`", False),  # a column named partition
+    ("ALTER TABLE t SOMETHING sqlglot DOES NOT KNOW", False),
+    ("CREATE TABLE t3 AS SELECT * FROM t2", False),
+])
+def test_statements_whose_rows_or_names_a_structure_cannot_show(sql, changes):
+    """What Debezium's and CloudCanal's tableChanges cannot stand in for when not applied."""
+    assert changes_rows_or_names(sql) is changes

@@ -55,6 +55,20 @@ def test_structure_from_the_protocol_wins_and_the_sql_still_renames(spark):
     assert unparsed == []  # the structure made up for the text
 
 
+def test_a_statement_that_removes_rows_or_renames_is_recorded_even_with_structure(spark):
+    """The structure tells the columns after a statement, not rows it removed (a partition
+    dropped) or a table it renamed that was not applied (the session's database unknown)."""
+    types = {"id": "int"}
+    out, unparsed = _apply(spark, [
+        _insert(0, TS, {"id": "1"}, types),
+        _ddl(1, TS + 10, "ALTER TABLE t TRUNCATE PARTITION p0", types, ["id"]),
+        _ddl(2, TS + 20, "RENAME TABLE t TO archive.t_2023", types, ["id"]),
+        _ddl(3, TS + 30, "ALTER TABLE t RENAME COLUMN id TO id", types, ["id"]),  # applied: not listed
+    ])
+    assert out[("db", "t")][1] == [(1,)]
+    assert [u["sql"] for u in unparsed] == ["ALTER TABLE t TRUNCATE PARTITION p0", "RENAME TABLE t TO archive.t_2023"]
+
+
 def test_unparseable_ddl_without_structure_is_recorded(spark):
     out, unparsed = _apply(spark, [
         _insert(0, TS, {"id": "1"}, {"id": "int"}),

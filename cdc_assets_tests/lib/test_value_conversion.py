@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
-from pyspark.sql import functions as F
+from pyspark.sql import functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import REJECT_DETAIL, REJECT_REASON
 from cdc_assets.lib.codecs import get_decoder
+from cdc_assets.lib.mysql_types import typed_value
 from cdc_assets.lib.value_conversion import quarantine_unconvertible_values
 from cdc_assets_tests.canal_messages import row, values
 from cdc_assets_tests.helpers import raw_frame
@@ -49,3 +50,16 @@ def test_decimal_without_declared_precision_and_text_columns_are_never_rejected(
     huge = "1" * 60 + ".5"  # beyond Decimal(38): the snapshot keeps it as exact text
     got = _outcome(spark, [row("INSERT", TS, values(1, "any \u00e9 text", amount=huge))])
     assert got == [(0, None, None)]
+
+
+def test_a_bool_column_reads_any_integer_as_mysql_does(spark):
+    """BOOL is TINYINT(1): it stores 2 or -1 too, and official Canal types the column by the
+    DDL's name (`BOOLEAN`). Any non-zero integer is true, as MySQL reads it; text that is no
+    truth value still does not convert."""
+    flags = ["1", "0", "2", "-1", "true", "maybe"]
+    got = _outcome(spark, [declared(row("INSERT", TS, values(i, "x", amount=v)), amount="BOOLEAN")
+                           for i, v in enumerate(flags)])
+    assert [reason for _, reason, _ in got] == [None] * 5 + ["invalid_value"]
+    typed = spark.createDataFrame([(v,) for v in flags], "v string").select(
+        typed_value(F.col("v"), T.BooleanType()).alias("b"))
+    assert [r.b for r in typed.collect()] == [True, False, True, True, True, None]

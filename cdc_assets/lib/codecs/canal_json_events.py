@@ -27,7 +27,8 @@ from cdc_assets.lib.tso import ms_to_commit_ts
 _DML_TYPES = frozenset(("INSERT", "UPDATE", "DELETE"))
 # Official Canal's records that are not row events (docs/reliability.md). XA COMMIT: the rows
 # came at XA PREPARE. A non-DDL QUERY is a statement's text: a rows-query or MariaDB annotate
-# event beside its rows, or the only trace of DML in a STATEMENT / MIXED binlog; XA ROLLBACK
+# event beside its rows, or the only trace of DML in a STATEMENT / MIXED binlog (which may
+# also come as its INSERT / UPDATE / DELETE type with `sql` and no rows); XA ROLLBACK
 # takes back rows already sent. Those two count against the quarantine checks.
 _NOT_ROW_EVENTS = {
     "XACOMMIT": (CONTROL_RECORD, "Canal XACOMMIT record: no change (the rows came at XA PREPARE)"),
@@ -36,6 +37,11 @@ _NOT_ROW_EVENTS = {
     "XAROLLBACK": ("xa_rollback", "Canal XAROLLBACK record: the XA transaction's rows, sent at XA "
                                   "PREPARE, were rolled back and cannot be taken back"),
 }
+
+# A STATEMENT / MIXED binlog's DML: Canal sends its text with the statement's type and no rows.
+_STATEMENT_DML = ("query_event", "Canal DML record without rows but with its statement (isDdl false): "
+                                 "a STATEMENT / MIXED binlog's DML, which no snapshot can apply "
+                                 "(binlog_format must be ROW)")
 
 
 def _large_message_reject(tidb: dict, op: str | None) -> tuple[str, str] | None:
@@ -80,6 +86,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
         _NOT_ROW_EVENTS[op] if op in _NOT_ROW_EVENTS
         else ("unknown_event_type", f"unknown canal-json type {kind_text if kind_text is not None else 'null'}")
         if op not in _DML_TYPES
+        else _STATEMENT_DML if not data and (as_text(m.get("sql")) or "").strip()
         else ("missing_row_data", "DML message without data rows") if not data
         else ("missing_commit_ts", "no usable _tidb.commitTs or es") if commit_ts is None
         else ("missing_table_name", "DML message without database or table") if database is None or table is None

@@ -34,6 +34,29 @@ def _database(db, schema) -> str | None:
     return f"{db}.{schema}"
 
 
+def _declared_structure(changes) -> tuple[dict | None, list | None]:
+    """A DDL's `tableChanges.table` (the table after it; an object, or a one-element array):
+    column name -> `typeExpression` (`typeName` without one) in `position` order, and
+    `primaryKeyColumnNames`. (None, None) when it is absent or a column lacks a name or type:
+    then the SQL alone says what changed, as for Canal. Metadata, so a malformed one is
+    ignored rather than quarantining the DDL."""
+    change = changes[0] if type(changes) is list and changes else changes
+    table = change.get("table") if type(change) is dict else None
+    columns = table.get("columns") if type(table) is dict else None
+    if type(columns) is not list or not columns or not all(type(c) is dict for c in columns):
+        return None, None
+    if all(type(c.get("position")) is int for c in columns):
+        columns = sorted(columns, key=lambda c: c["position"])
+    declared = {}
+    for c in columns:
+        name, type_text = as_text(c.get("name")), as_text(c.get("typeExpression")) or as_text(c.get("typeName"))
+        if not name or not type_text or name in declared:
+            return None, None
+        declared[name] = type_text.strip()
+    pk = table.get("primaryKeyColumnNames")
+    return declared, (pk if type(pk) is list and pk and all(type(n) is str for n in pk) else None)
+
+
 def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     # Every field's JSON type is checked first, whatever the message's kind: a field of the
     # wrong type quarantines the message (`unexpected_shape`), as a schema would.
@@ -55,8 +78,10 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     if is_ddl:
         sql = as_text(m.get("sql"))
         reject = missing_ts or (("missing_ddl_sql", "DDL message without sql") if not (sql or "").strip(" ") else None)
+        columns, declared_pk = _declared_structure(m.get("tableChanges"))
         return [event(0, DDL, *(reject or (None, None)), database=database, table=table, commit_ts=commit_ts,
-                      source_position=position, event_ms=exec_ts, ddl_type=action_text, ddl_sql=sql)]
+                      source_position=position, event_ms=exec_ts, ddl_type=action_text, ddl_sql=sql,
+                      column_types=columns, pk_names=declared_pk)]
     op = None if action_text is None else action_text.upper()
     has_binary, changes = type_flags(types, tz) if types else (False, False)
     message_reject = (

@@ -40,7 +40,7 @@ from pyspark.sql import Column, DataFrame, functions as F
 
 from cdc_assets.lib.codecs.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns
 from cdc_assets.lib.codecs.base import Decoder
-from cdc_assets.lib.codecs.debezium_events import WATERMARK_OP, Options, decode_batches
+from cdc_assets.lib.codecs.debezium_events import WATERMARK_OP, Options, decode_batches, placeholder_forms
 from cdc_assets.lib.codecs.debezium_values import BINARY_STRING_RULES
 from cdc_assets.lib.codecs.spark_helpers import value_text
 from cdc_assets.lib.tso import MAX_TSO_MS, PHYSICAL_SHIFT
@@ -104,7 +104,9 @@ class DebeziumDecoder(Decoder):
 
     def decode(self, raw: DataFrame) -> DataFrame:
         options = Options(derive_commit_ts=self.derive_commit_ts, key_option=self.key_option,
-                          binary_mode=self.options.get("binary-handling-mode", "bytes"))
+                          binary_mode=self.options.get("binary-handling-mode", "bytes"),
+                          apply_snapshot_drops=self.flag("apply-snapshot-drops"),
+                          unavailable=placeholder_forms(self.options.get("unavailable-value-placeholder", "")))
         parsed = raw.select(*PASSED).mapInArrow(functools.partial(decode_batches, options=options), PARSED_SCHEMA)
         return decoded_columns(parsed)
 
@@ -116,6 +118,15 @@ class DebeziumJsonDecoder(DebeziumDecoder):
     name = "debezium-json"
     # The connector's `binary.handling.mode`: how a binary column written as a string (with
     # `column.propagate.source.type`, which says it is binary) is encoded.
-    default_options = {"binary-handling-mode": "bytes"}
+    default_options = {
+        "binary-handling-mode": "bytes",
+        # The snapshot's `DROP TABLE / DATABASE IF EXISTS` (schema-history setup) change no rows
+        # unless this is true: with `snapshot.mode=always`, a re-snapshot then also removes rows
+        # deleted while the connector was not streaming; with `no_data` / `recovery`, or a
+        # blocking snapshot with `additional-conditions`, it empties tables (no rows follow).
+        "apply-snapshot-drops": "false",
+        # The connector's `unavailable.value.placeholder`: a value the binlog did not log (NOBLOB).
+        "unavailable-value-placeholder": "__debezium_unavailable_value",
+    }
     option_choices = {"binary-handling-mode": tuple(BINARY_STRING_RULES)}
     derive_commit_ts = True

@@ -8,6 +8,7 @@ the standard library's JSON parser because numbers must keep their exact text
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +33,12 @@ _NOT_AN_EVENT = "valid JSON, but not a Debezium change event (no op and no ddl)"
 _TABLE_FROM_ID = re.compile(r'"([^"]*)"$')
 _FIRST_WORD = re.compile(r"^\s*(\w+)", re.A)
 _FILE_NUMBER = re.compile(r"(\d+)$", re.A)
+# A snapshot's schema setup: Debezium writes these before each CREATE for its schema history,
+# also in snapshots that send no rows after them (`snapshot.mode=no_data` / `recovery`, a
+# blocking snapshot with `additional-conditions`).
+_SNAPSHOT_DROP = re.compile(r"\s*DROP\s+(TABLE|DATABASE|SCHEMA)\s+IF\s+EXISTS\b", re.I | re.A)
+_SNAPSHOT_DROP_DETAIL = ("Debezium snapshot's schema setup (DROP ... IF EXISTS): no change to rows "
+                         "(option apply-snapshot-drops=true applies it)")
 _SIZED_TYPES = re.compile(r"decimal|numeric|char|varchar|binary|varbinary|bit|datetime|timestamp|time|float|double")
 _SCALED_TYPES = re.compile(r"decimal|numeric|float|double")
 
@@ -43,6 +50,21 @@ class Options:
     derive_commit_ts: bool  # plain Debezium: no TSO, commit_ts = source.ts_ms << 18
     key_option: KeyOption  # the `primary-key` option
     binary_mode: str = "bytes"  # the `binary-handling-mode` option (Debezium's connector)
+    apply_snapshot_drops: bool = False  # the `apply-snapshot-drops` option
+    # the `unavailable-value-placeholder` option's forms in the change log (`placeholder_forms`);
+    # the decoder always passes them (TiCDC's `debezium`: none)
+    unavailable: frozenset = frozenset()
+
+
+def placeholder_forms(placeholder: str) -> frozenset:
+    """How Debezium's placeholder for a value the binlog did not log (`binlog_row_image=NOBLOB`;
+    the connector's `unavailable.value.placeholder`) reads in the change log: as text, and as
+    a binary column's bytes (base64 as the change log holds them; hex when `hex` mode wrote
+    them as a string without the source type)."""
+    if not placeholder:
+        return frozenset()
+    raw = placeholder.encode("utf-8")
+    return frozenset((placeholder, base64.b64encode(raw).decode("ascii"), raw.hex(), raw.hex().upper()))
 
 
 def _obj(v) -> dict:
@@ -207,6 +229,9 @@ def _ddl_event(payload: dict, source: dict, ddl: str | None, common: dict, optio
     database = _blank_to_none(database if database is not None else _text(source.get("db")))
     table_from_id = _TABLE_FROM_ID.search(_text(change.get("id")) or "")
     table = _blank_to_none(_text(source.get("table"))) or (table_from_id and _blank_to_none(table_from_id.group(1)))
+    if not options.apply_snapshot_drops and _from_snapshot(source) and _SNAPSHOT_DROP.match(ddl or ""):
+        return event(0, DDL, CONTROL_RECORD, _SNAPSHOT_DROP_DETAIL, op=READ, database=database, table=table,
+                     ddl_type="DROP", ddl_sql=ddl, **common)
     if table is not None and "," in table:
         # one event per table of a multi-table statement (`RENAME TABLE t TO _t_del, _t_gho TO
         # t`), each listing them all: the statement's text names the tables, and the events,
@@ -270,6 +295,15 @@ def _row_event(payload: dict, row_schema: RowSchema, source: dict, op: str, key:
         column_types = None if image is None else {k: value_kind_type(v) for k, v in image.items()}
     database, table = _blank_to_none(_text(source.get("db"))), _blank_to_none(_text(source.get("table")))
     pk_names = _key_names(key) or options.key_option.names_for(database, table)
+    not_logged = None
+    if options.unavailable and row_op != READ:  # a snapshot reads whole rows
+        if after is not None and not options.unavailable.isdisjoint(after.values()):
+            not_logged = [k for k, v in after.items() if v in options.unavailable]
+        if before is not None and not options.unavailable.isdisjoint(before.values()):
+            # a before-image's value that was not logged is left out; a key's stays, and rejects
+            keys = pk_names or ()
+            before = {k: v for k, v in before.items() if k in keys or v not in options.unavailable}
+            not_logged = not_logged or [k for k in keys if before.get(k) in options.unavailable] or None
     pk_values = key_values(pk_names, before, after)
     bad_schema = row_schema.bad
     reason = (
@@ -284,6 +318,9 @@ def _row_event(payload: dict, row_schema: RowSchema, source: dict, op: str, key:
         if not pk_names
         else ("null_primary_key", "a primary key column is null or absent: "
               + ",".join(n for n in pk_names if n is not None)) if None in pk_values
+        else ("column_not_logged", "the binlog did not log these columns (binlog_row_image NOBLOB / "
+              "MINIMAL; Debezium's unavailable-value placeholder): " + ",".join(not_logged))
+        if not_logged
         else ("invalid_value", "value does not decode for its schema type: " + ",".join(bad))
         if bad
         else (None, None)

@@ -114,7 +114,11 @@ def test_a_message_too_deep_to_read_its_numbers_exactly_is_invalid_json():
     (_row(type="XACOMMIT", _tidb=None, id=3, data=None, table=""), "control_record"),
     (_row(type="QUERY", _tidb=None, id=3, data=None, sql="UPDATE t SET b = 1"), "query_event"),
     (_row(type="XAROLLBACK", _tidb=None, id=3, data=None), "xa_rollback"),
+    # a STATEMENT / MIXED binlog's DML can also come with its own type, its text and no rows
+    (_row(type="INSERT", _tidb=None, id=3, data=None, sql="INSERT INTO t VALUES (1, 'a')"), "query_event"),
+    (_row(type="DELETE", _tidb=None, id=3, data=[], sql="DELETE FROM t"), "query_event"),
     (_row(data=[]), "missing_row_data"),
+    (_row(data=None, sql=" "), "missing_row_data"),
     (_row(_tidb=None, es=None), "missing_commit_ts"),
     (_row(_tidb=None, es=0), "missing_commit_ts"),
     (_row(_tidb=None, es=1 << 45), "missing_commit_ts"),  # es << 18 would not be a positive long

@@ -52,6 +52,27 @@ def test_markers_and_ddl():
         "ddl", "ALTER", "alter table t add c int", _EXEC_MS << 18, None)
 
 
+def test_ddl_declares_the_table_after_it_from_table_changes():
+    """The spec's DDL example: `tableChanges.table` lists the columns after the DDL (with
+    `position`) and the key; a malformed one is ignored, the SQL still read."""
+    columns = [{"jdbcType": 12, "name": n, "position": p, "typeExpression": t, "typeName": t.split("(")[0]}
+               for n, p, t in (("col2", 1, "varchar(22)"), ("col_pk", 2, "decimal(10,2)"), ("col1", 0, "int(11)"))]
+    ddl = _row(isDdl=True, action="ALTER", sql="alter table t add col2 varchar(22) null", data=[], before=[])
+    declared, as_array, no_type, bad_pk = _decode(
+        {**ddl, "tableChanges": {"table": {"columns": columns, "primaryKeyColumnNames": ["col_pk"]}, "type": "ALTER"}},
+        {**ddl, "tableChanges": [{"table": {"columns": columns[:1]}}]},
+        {**ddl, "tableChanges": {"table": {"columns": [{"name": "c"}], "primaryKeyColumnNames": ["c"]}}},
+        {**ddl, "tableChanges": {"table": {"columns": columns, "primaryKeyColumnNames": "col_pk"}}},
+    )
+    assert list(declared["column_types"]) == [("col1", "int(11)"), ("col2", "varchar(22)"),
+                                              ("col_pk", "decimal(10,2)")]
+    assert (declared["pk_names"], declared[REJECT_REASON], declared["ddl_sql"]) == (
+        ["col_pk"], None, "alter table t add col2 varchar(22) null")
+    assert (list(as_array["column_types"]), as_array["pk_names"]) == ([("col2", "varchar(22)")], None)
+    assert (no_type["column_types"], no_type["pk_names"], no_type[REJECT_REASON]) == (None, None, None)
+    assert (len(bad_pk["column_types"]), bad_pk["pk_names"], bad_pk[REJECT_REASON]) == (3, None, None)
+
+
 def test_numbers_written_as_json_numbers_keep_their_text():
     """The spec writes values as strings; a number written as a JSON number must not be
     rounded through a double (a DECIMAL(38,20), a DECIMAL(65) integer)."""

@@ -307,10 +307,11 @@ def _source(**over) -> dict:
 
 
 def test_control_records_snapshot_schema_and_multi_table_renames(spark):
-    """Records of Debezium's other topics carry no change (`control_record`); the initial
-    snapshot's schema events are marked READ (their rows follow them: ddl_barriers); the events
-    of a two-table RENAME name no table (`source.table` lists both: the SQL names them), so
-    they stay copies of one statement."""
+    """Records of Debezium's other topics carry no change (`control_record`), nor does a
+    snapshot's `DROP TABLE IF EXISTS` (schema-history setup, also sent by snapshots that send
+    no rows after it); a snapshot's other schema events are marked READ (their rows follow
+    them: ddl_barriers), a streamed DROP applies; the events of a two-table RENAME name no
+    table (`source.table` lists both: the SQL names them), so they stay copies of one statement."""
     rename = {"source": _source(table="_t_del,t"), "ts_ms": 1709251142000, "databaseName": "shop",
               "ddl": "RENAME TABLE `t` TO `_t_del`, `_t_gho` TO `t`",
               "tableChanges": [{"type": "ALTER", "id": '"shop"."_t_del"', "table": {"columns": []}}]}
@@ -325,15 +326,64 @@ def test_control_records_snapshot_schema_and_multi_table_renames(spark):
         {"status": "END", "id": "571:53195829", "ts_ms": 1709251141000, "event_count": 2,
          "data_collections": [{"data_collection": "shop.t", "event_count": 2}]},
         snapshot_ddl, {**snapshot_ddl, "source": _source(snapshot="false")}, rename,
+        {**snapshot_ddl, "ddl": "DROP DATABASE IF EXISTS `shop`", "source": _source(snapshot="last")},
+        {**snapshot_ddl, "ddl": "CREATE TABLE `t` (`id` INT PRIMARY KEY)",
+         "tableChanges": [{"type": "CREATE", "id": '"shop"."t"', "table": {"columns": []}}]},
     ]
-    events = [r.asDict(recursive=True) for r in
-              decode(spark, [json.dumps(m).encode() for m in messages]).orderBy("kafka_offset").collect()]
+    values = [json.dumps(m).encode() for m in messages]
+    events = [r.asDict(recursive=True) for r in decode(spark, values).orderBy("kafka_offset").collect()]
     assert [(e[REJECT_REASON], e["_reject_detail"]) for e in events[:3]] == [
         ("control_record", "Debezium transaction metadata (BEGIN): no change"),
         ("control_record", "Debezium heartbeat: no change"),
         ("control_record", "Debezium transaction metadata (END): no change")]
     assert [(e[REJECT_REASON], e["event_kind"], e["op"], e["table"]) for e in events[3:]] == [
-        (None, "ddl", "READ", "t"), (None, "ddl", None, "t"), (None, "ddl", None, None)]
+        ("control_record", "ddl", "READ", "t"), (None, "ddl", None, "t"), (None, "ddl", None, None),
+        ("control_record", "ddl", "READ", "t"), (None, "ddl", "READ", "t")]
+    assert events[3]["_reject_detail"].startswith("Debezium snapshot's schema setup (DROP ... IF EXISTS)")
+    # With apply-snapshot-drops=true (snapshot.mode=always: a re-snapshot replaces the tables)
+    # they apply, before the snapshot's rows.
+    applied = [r.asDict() for r in decode(spark, values, **{"apply-snapshot-drops": "true"})
+               .orderBy("kafka_offset").collect()][3:]
+    assert [(e[REJECT_REASON], e["op"], e["ddl_type"]) for e in applied] == [
+        (None, "READ", "DROP"), (None, None, "DROP"), (None, None, "RENAME"), (None, "READ", "DROP"),
+        (None, "READ", "CREATE")]
+
+
+def test_values_the_binlog_did_not_log_are_never_applied(spark):
+    """binlog_row_image=NOBLOB: Debezium fills the BLOB / TEXT columns a row image left out
+    with its placeholder (`unavailable.value.placeholder`), as text or as its bytes. An after
+    image with one is `column_not_logged`; a before image's is left out."""
+    fields = [{"type": "int32", "optional": False, "field": "id"},
+              {"type": "string", "optional": True, "field": "name"},
+              {"type": "bytes", "optional": True, "field": "description"},
+              {"type": "string", "optional": True, "field": "notes"}]
+    schema = {"type": "struct", "fields": [{"type": "struct", "fields": fields, "optional": True, "field": f}
+                                           for f in ("before", "after")]}
+    unavailable, blob = "__debezium_unavailable_value", "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="
+
+    def update(before, after, pos):
+        payload = {"before": before, "after": after, "op": "u", "ts_ms": 1709251142000, "source": _source(pos=pos)}
+        return json.dumps({"schema": schema, "payload": payload}).encode()
+
+    row = {"id": 1, "name": "scooter", "description": blob, "notes": unavailable}
+    messages = [update(row, {**row, "name": "updated-scooter"}, 10),  # both images hold placeholders
+                update(row, {**row, "description": "AQI=", "notes": "n"}, 20)]  # the after image is whole
+    key = json.dumps({"id": 1}).encode()
+    events = [r.asDict(recursive=True) for r in get_decoder("debezium-json").decode(
+        raw_frame(spark, messages, keys=[key, key])).orderBy("kafka_offset").collect()]
+    assert [(e[REJECT_REASON], e["_reject_detail"]) for e in events] == [
+        ("column_not_logged", "the binlog did not log these columns (binlog_row_image NOBLOB / MINIMAL; "
+                              "Debezium's unavailable-value placeholder): description,notes"), (None, None)]
+    assert events[1]["before"] == {"id": "1", "name": "scooter"}
+    assert events[1]["after"] == {"id": "1", "name": "scooter", "description": "AQI=", "notes": "n"}
+    # Another placeholder; none at all
+    custom = [update(row, {**row, "notes": "<n/a>"}, 30)]
+    (e,) = get_decoder("debezium-json", {"unavailable-value-placeholder": "<n/a>"}).decode(
+        raw_frame(spark, custom, keys=[key])).collect()
+    assert (e[REJECT_REASON], e["_reject_detail"].rsplit(": ", 1)[1]) == ("column_not_logged", "notes")
+    (e,) = get_decoder("debezium-json", {"unavailable-value-placeholder": ""}).decode(
+        raw_frame(spark, messages[:1], keys=[key])).collect()
+    assert e[REJECT_REASON] is None and e["after"]["notes"] == unavailable
 
 
 def test_float_53_with_propagated_source_type_is_a_double(spark):
