@@ -9,6 +9,7 @@ from pyspark.sql import functions as F, types as T
 from cdc_assets.lib.changelog_schema import REJECT_DETAIL, REJECT_REASON
 from cdc_assets.lib.codecs import get_decoder
 from cdc_assets.lib.mysql_types import typed_value
+from cdc_assets.lib.snapshot import TableSchema, conform_frame
 from cdc_assets.lib.value_conversion import quarantine_unconvertible_values
 from cdc_assets_tests.canal_messages import row, values
 from cdc_assets_tests.helpers import raw_frame
@@ -63,3 +64,13 @@ def test_a_bool_column_reads_any_integer_as_mysql_does(spark):
     typed = spark.createDataFrame([(v,) for v in flags], "v string").select(
         typed_value(F.col("v"), T.BooleanType()).alias("b"))
     assert [r.b for r in typed.collect()] == [True, False, True, True, True, None]
+
+
+def test_a_column_retyped_to_bool_reads_its_old_text_the_same_way(spark):
+    """A DDL that makes a text column BOOL: its rows' `2` is true there too, and text that is
+    no truth value is counted as a value that did not convert."""
+    schema = TableSchema("db", "t", ["id", "f"], {"id": "int", "f": "boolean"}, ["id"])
+    rows = spark.createDataFrame([(1, "2", 5), (2, "0", 5), (3, "x", 5)], "id int, f string, _cdc_commit_ts long")
+    conformed, lost = conform_frame(rows, schema)
+    assert sorted((r.id, r.f) for r in conformed.collect()) == [(1, True), (2, False), (3, None)]
+    assert lost == 1
