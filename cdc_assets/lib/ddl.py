@@ -256,7 +256,7 @@ def _key_part_name(e: exp.Expression) -> str:
     return e.name
 
 
-def _alter_table(table: TableName, actions: list[exp.Expression], table_qualified: bool = True) -> list[SchemaChange]:
+def _alter_table(table: TableName, actions: list[exp.Expression], table_qualified: bool) -> list[SchemaChange]:
     out: list[SchemaChange] = []
     for a in actions:
         if isinstance(a, exp.ColumnDef):
