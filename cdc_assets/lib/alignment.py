@@ -7,6 +7,9 @@ Rules (docs/architecture.md, "Ordering, dedup and watermarks"):
 - duplicate: among the rest, events with identical content (table, commit_ts, source
   position, kind, op, key, before, after, DDL text) are copies from a changefeed restart; the first one in
   (partition, offset, index) order is kept, the others dropped and counted.
+- outside the window: a row or DDL event whose commit_ts is not in the window is a routing
+  bug (`lib/window_events.py` gives each window its own events), never something to apply:
+  dropped and counted, and the `events_inside_window` check fails.
 Watermark events are not part of the output (they live in the landing state).
 """
 
@@ -27,6 +30,7 @@ class AlignmentCounts:
     events_out: int
     rows_out: int
     ddl_out: int
+    outside_window: int = 0
 
 
 def _sorted_entries(m: Column) -> Column:
@@ -93,8 +97,10 @@ def _prior_watermark(events: DataFrame, watermarks: DataFrame) -> DataFrame:
         *events.columns, F.col("_run").alias("_prior_watermark"))
 
 
-def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_start_tso: int) -> DataFrame:
-    """Add `_late` and `_duplicate` flags to every non-watermark event."""
+def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_start_tso: int,
+                             window_end_tso: int | None = None) -> DataFrame:
+    """Add `_late`, `_duplicate` and `_outside` flags to every non-watermark event
+    (`_outside`: its commit_ts is not in [window_start_tso, window_end_tso); never, without an end)."""
     events = changes.where(F.col("event_kind") != WATERMARK).select(*CHANGE_LOG_COLUMNS)
     # Only watermarks above the window start can make an event of this window late; one
     # without an offset has no place in its partition's order and is not used.
@@ -121,15 +127,21 @@ def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_s
         return _sorted_entries(F.col(m)).eqNullSafe(_sorted_entries(F.first(m).over(identity)))
 
     copy = (F.row_number().over(identity) > 1) & same_as_first("before") & same_as_first("after")
-    return flagged.withColumn("_duplicate", ~F.col("_late") & copy)
+    outside = F.lit(False) if window_end_tso is None else F.coalesce(
+        (F.col("commit_ts") < F.lit(window_start_tso)) | (F.col("commit_ts") >= F.lit(window_end_tso)), F.lit(True))
+    return flagged.withColumns({"_duplicate": ~F.col("_late") & copy, "_outside": outside})
+
+
+def _kept() -> Column:
+    return ~F.col("_late") & ~F.col("_duplicate") & ~F.col("_outside")
 
 
 def aligned_events(marked: DataFrame) -> DataFrame:
-    return marked.where(~F.col("_late") & ~F.col("_duplicate")).select(*CHANGE_LOG_COLUMNS)
+    return marked.where(_kept()).select(*CHANGE_LOG_COLUMNS)
 
 
 def count_alignment(marked: DataFrame) -> AlignmentCounts:
-    kept = ~F.col("_late") & ~F.col("_duplicate")
+    kept = _kept()
     r = marked.agg(
         F.count(F.lit(1)).alias("events_in"),
         F.count_if(F.col("_late")).alias("late"),
@@ -137,5 +149,6 @@ def count_alignment(marked: DataFrame) -> AlignmentCounts:
         F.count_if(kept).alias("events_out"),
         F.count_if(kept & (F.col("event_kind") == ROW)).alias("rows_out"),
         F.count_if(kept & (F.col("event_kind") != ROW)).alias("ddl_out"),
+        F.count_if(F.col("_outside")).alias("outside_window"),
     ).first()
     return AlignmentCounts(**{k: int(v or 0) for k, v in r.asDict().items()})

@@ -26,10 +26,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
+from pyspark.sql import Column, DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 from cdc_assets.lib.codecs import Decoder
+from cdc_assets.lib.codecs.base import EVENT_ROUTING_MS
 from cdc_assets.lib.layouts import get_layout, read_dump
 from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.storage import exclusive, read_json, remove_path, replace_dir, temp_sibling, window_dir, write_json_atomic
@@ -42,8 +43,15 @@ from cdc_assets.lib.watermark_state import LandingState
 # (the default of `Settings.settle_seconds`).
 SETTLE_SECONDS = 600
 
-# Landed messages carry the landing sequence number next to the raw message columns.
-LANDED_SCHEMA = T.StructType(RAW_MESSAGE_SCHEMA.fields + [T.StructField("landing_seq", T.IntegerType(), True)])
+# Landed messages carry, next to the raw message columns, the landing sequence number and,
+# for a message landed in several windows (a batch whose events straddle a window end), the
+# windows it was landed in, its home window (the one of its routing time) first; null for a
+# message landed in one window. `lib/window_events.py` reads it to decode each event once.
+ROUTED_WINDOWS = "routed_windows"
+LANDED_SCHEMA = T.StructType(RAW_MESSAGE_SCHEMA.fields + [
+    T.StructField("landing_seq", T.IntegerType(), True),
+    T.StructField(ROUTED_WINDOWS, T.ArrayType(T.LongType()), True),
+])
 
 
 @dataclass(frozen=True)
@@ -151,7 +159,10 @@ def land(
             return LandingResult(0, skipped, 0, None, state, unreadable_files=_names(unreadable, dump_root))
 
         batch_id = hashlib.sha256("".join(sorted(new)).encode()).hexdigest()[:16]
-        routed = decoder.route(read_dump(spark, list(new.values()), layout, dump_root)).withColumns({
+        routed = decoder.route(read_dump(spark, list(new.values()), layout, dump_root))
+        if EVENT_ROUTING_MS not in routed.columns:
+            routed = routed.withColumn(EVENT_ROUTING_MS, F.lit(None).cast("array<long>"))
+        routed = routed.withColumns({
             "routing_ms": plausible_ms(F.col("routing_ms")),
             "claimed_watermark_ts": F.col("watermark_ts"),
             "watermark_ts": plausible_watermark(F.col("watermark_ts")),
@@ -217,6 +228,7 @@ _STAGED_SCHEMA = T.StructType([
     T.StructField("topic", T.StringType()), T.StructField("kafka_partition", T.IntegerType()),
     T.StructField("kafka_offset", T.LongType()),
     *[T.StructField(c, T.LongType()) for c in _ROUTING_COLUMNS],
+    T.StructField(ROUTED_WINDOWS, T.ArrayType(T.LongType())),
     T.StructField("window_start_ms", T.LongType()),  # the folder; null: no usable routing time
 ])
 
@@ -224,14 +236,36 @@ _STAGED_SCHEMA = T.StructType([
 def _stage_messages(routed: DataFrame, staging: Path, window_ms: int) -> None:
     """Window = floor(routing_ms / width). Routing times outside the plausible range
     (seconds instead of ms, garbage) were nulled: such a message is unroutable instead of
-    opening a window in 1970 or 9999, and is staged in the null window's folder."""
-    window = F.floor(F.col("routing_ms") / window_ms).cast("long") * window_ms
+    opening a window in 1970 or 9999, and is staged in the null window's folder. A message
+    whose events fall in other windows too is staged once more in each of them."""
     staged = (
-        routed.select(*[f.name for f in LANDED_SCHEMA.fields], *_ROUTING_COLUMNS, window.alias("window_start_ms"))
+        routed.withColumn(ROUTED_WINDOWS, routed_windows(F.col("routing_ms"), F.col(EVENT_ROUTING_MS), window_ms))
+        .withColumn("window_start_ms", F.explode(F.coalesce(F.col(ROUTED_WINDOWS), F.array(_window_of("routing_ms", window_ms)))))
+        .select(*[f.name for f in LANDED_SCHEMA.fields], *_ROUTING_COLUMNS, "window_start_ms")
         .repartition("window_start_ms")
         .sortWithinPartitions("topic", "kafka_partition", "kafka_offset")
     )
     parquet_writer(staged).partitionBy("window_start_ms").parquet(str(staging))
+
+
+def _window_of(ms: str | Column, window_ms: int) -> Column:
+    ms = F.col(ms) if isinstance(ms, str) else ms
+    return F.floor(ms / window_ms).cast("long") * window_ms
+
+
+def routed_windows(routing_ms: Column, event_ms: Column, window_ms: int) -> Column:
+    """[home window, other windows of its events...], or null when all are in the home window
+    (or the message has no usable routing time: it stays unroutable, quarantined at home)."""
+    others = F.array_sort(F.array_distinct(F.transform(
+        F.filter(event_ms, lambda ms: plausible_ms(ms).isNotNull()), lambda ms: _window_of(ms, window_ms))))
+    home = _window_of(routing_ms, window_ms)
+    others = F.array_remove(others, home)
+    return F.when(home.isNotNull() & (F.size(others) > 0), F.concat(F.array(home), others))
+
+
+def is_home_copy(window_start: Column) -> Column:
+    """The copy of a message in its home window (every message landed in one window is)."""
+    return F.col(ROUTED_WINDOWS).isNull() | (F.col(ROUTED_WINDOWS)[0] == window_start)
 
 
 def _unroutable_window(staged: DataFrame, window_ms: int, state: LandingState) -> int:
@@ -277,7 +311,7 @@ def _write_watermarks(routed: DataFrame, landing_root: Path, batch_id: str) -> N
 class BatchStats:
     messages: int
     partitions: list[dict]  # topic, kafka_partition, messages, max_offset, max_watermark_ts, max_routing_ms
-    windows: dict[int, int]  # window_start_ms -> messages
+    windows: dict[int, int]  # window_start_ms -> messages landed in it (with copies of straddling batches)
     implausible_watermarks: dict[str, int] = field(default_factory=dict)  # "topic/partition" -> messages
 
 
@@ -285,7 +319,8 @@ def _collect_stats(routed: DataFrame) -> BatchStats:
     per_partition = (
         routed.groupBy("topic", "kafka_partition", "window_start_ms")
         .agg(
-            F.count(F.lit(1)).alias("messages"),
+            F.count(F.lit(1)).alias("copies"),  # a message landed in several windows counts in each
+            F.count_if(is_home_copy(F.col("window_start_ms"))).alias("messages"),
             F.max("kafka_offset").alias("max_offset"),
             F.max("watermark_ts").alias("max_watermark_ts"),
             F.max("routing_ms").alias("max_routing_ms"),
@@ -298,7 +333,7 @@ def _collect_stats(routed: DataFrame) -> BatchStats:
     partitions: dict[tuple[str, int], dict] = {}
     windows: dict[int, int] = {}
     for r in per_partition:
-        windows[r.window_start_ms] = windows.get(r.window_start_ms, 0) + r.messages
+        windows[r.window_start_ms] = windows.get(r.window_start_ms, 0) + r.copies
         p = partitions.setdefault(
             (r.topic, r.kafka_partition),
             {"topic": r.topic, "kafka_partition": r.kafka_partition, "messages": 0,
@@ -312,7 +347,7 @@ def _collect_stats(routed: DataFrame) -> BatchStats:
             value = getattr(r, name)
             if value is not None and (p[name] is None or value > p[name]):
                 p[name] = value
-    return BatchStats(sum(windows.values()), list(partitions.values()), windows, implausible)
+    return BatchStats(sum(p["messages"] for p in partitions.values()), list(partitions.values()), windows, implausible)
 
 
 def reset_landing(landing_root: Path) -> None:

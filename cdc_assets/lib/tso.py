@@ -47,5 +47,9 @@ MIN_PLAUSIBLE_MS = 946_684_800_000
 MAX_PLAUSIBLE_MS = 7_258_118_400_000
 
 
+def is_plausible_ms(ms: int) -> bool:
+    return MIN_PLAUSIBLE_MS <= ms < MAX_PLAUSIBLE_MS
+
+
 def plausible_ms(ms: Column) -> Column:
     return F.when((ms >= MIN_PLAUSIBLE_MS) & (ms < MAX_PLAUSIBLE_MS), ms)

@@ -16,6 +16,7 @@ from dagster import (
 from pyspark.sql import DataFrame, functions as F
 
 from cdc_assets.defs.check_results import contract_check
+from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.source_build import CHANGE_LOG, QUARANTINE, RAW, SourceBuild
 from cdc_assets.lib.changelog_schema import (
     CHANGE_LOG_SCHEMA,
@@ -29,6 +30,7 @@ from cdc_assets.lib.metadata import counts_table
 from cdc_assets.lib.raw_bytes import MESSAGE_KEY, refill_raw_bytes
 from cdc_assets.lib.validation import ChangeLogModel, validate
 from cdc_assets.lib.value_conversion import INVALID_VALUE, quarantine_unconvertible_values
+from cdc_assets.lib.window_events import IMPLAUSIBLE_COMMIT_TS, events_of_window
 
 SCHEMA_CHECK = "change_log_contract"
 QUARANTINE_CHECK = "nothing_quarantined"
@@ -74,7 +76,9 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
         # quarantine needs (Python decoders send them for their own rejects only; those
         # of `invalid_value` events are looked up in the raw messages). Once the second
         # cache is filled the first is dropped.
-        cached = b.decoder().decode(raw_messages).persist()
+        start_ms, _end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
+        cached = events_of_window(
+            b.decoder().decode(raw_messages), raw_messages, start_ms, b.settings.window_ms).persist()
         decoded = _raw_bytes_of_rejects_only(quarantine_unconvertible_values(cached)).persist()
         try:
             by_kind = {
@@ -96,8 +100,9 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             no_change = sum(n for r, n in reasons.items() if r in NO_CHANGE_REASONS)
             messages = raw_messages.count()
             bad_messages, without_change = _message_counts(rejected) if quarantined else (0, 0)  # no job when clean
-            if reasons.get(INVALID_VALUE):
-                rejected = refill_raw_bytes(rejected, raw_messages, [INVALID_VALUE])
+            refilled = [r for r in (INVALID_VALUE, IMPLAUSIBLE_COMMIT_TS) if reasons.get(r)]
+            if refilled:
+                rejected = refill_raw_bytes(rejected, raw_messages, refilled)
             judged = messages - without_change  # the rate is a share of the messages that could change rows
             rate = bad_messages / judged if judged > 0 else 0.0
             outcome = validate(ChangeLogModel, events)

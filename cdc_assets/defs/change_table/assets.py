@@ -3,6 +3,7 @@
 
 from dagster import (
     AssetCheckResult,
+    AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetIn,
@@ -25,6 +26,7 @@ from cdc_assets.lib.tso import ms_to_tso, tso_ms_col, tso_to_datetime
 from cdc_assets.lib.validation import ChangeTableModel, validate
 
 WINDOW_COMPLETE = "window_complete"
+INSIDE_WINDOW = "events_inside_window"
 CONTRACT = "change_table_contract"
 
 
@@ -43,6 +45,9 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
             # Checks are partitioned like their asset: the UI shows pass/fail per window.
             AssetCheckSpec(WINDOW_COMPLETE, asset=key, partitions_def=b.partitions_def, blocking=True,
                            description="the global watermark (min over Kafka partitions) passed the window end"),
+            AssetCheckSpec(INSIDE_WINDOW, asset=key, partitions_def=b.partitions_def, blocking=True,
+                           description="every event of the change log has its commit_ts inside the window "
+                           "(one outside is a routing bug: dropped, never applied)"),
             AssetCheckSpec(CONTRACT, asset=key, partitions_def=b.partitions_def,
                            description="pandera ChangeTableModel + row invariants"),
         ],
@@ -61,7 +66,7 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
         landing_root = warehouse.landing_root(b.source.name)
         state = load_state(landing_root)
         marks = read_watermark_index(pyspark.spark_session, landing_root)
-        marked = mark_late_and_duplicates(change_log, marks, ms_to_tso(start_ms)).persist()
+        marked = mark_late_and_duplicates(change_log, marks, ms_to_tso(start_ms), ms_to_tso(end_ms)).persist()
         try:
             counts = count_alignment(marked)
             aligned = aligned_events(marked)
@@ -81,6 +86,7 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
                     "events_in": counts.events_in,
                     "duplicates_dropped": counts.duplicates,
                     "late_dropped": counts.late,
+                    "outside_window_dropped": counts.outside_window,
                     "events_out": counts.events_out,
                     "row_events_out": counts.rows_out,
                     "ddl_events_out": counts.ddl_out,
@@ -102,6 +108,13 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
                     "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
                     "completeness_mode": policy.mode,
                 },
+            )
+            yield AssetCheckResult(
+                check_name=INSIDE_WINDOW,
+                passed=counts.outside_window == 0,
+                severity=AssetCheckSeverity.ERROR,
+                metadata={"outside_window": counts.outside_window, "window_start_tso": ms_to_tso(start_ms),
+                          "window_end_tso": ms_to_tso(end_ms)},
             )
             yield contract_check(key, CONTRACT, outcome)
         finally:

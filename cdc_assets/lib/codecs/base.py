@@ -17,6 +17,12 @@ from cdc_assets.lib.codecs.key_option import parse_key_option
 #: `primary-key`: key columns for rows whose message names none (`key_option`).
 COMMON_OPTIONS: Mapping[str, str] = {"time-zone": "UTC", "primary-key": ""}
 
+#: Optional column `route` may add (array<long>, null for a message of one event): the physical
+#: ms of each event of a message that batches several (Open Protocol). The landing places such
+#: a message in the window of each of its events, and each window decodes its own events only
+#: (`lib/window_events.py`).
+EVENT_ROUTING_MS = "event_routing_ms"
+
 
 class Decoder(ABC):
     """Turns raw Kafka messages (`RAW_MESSAGE_SCHEMA`) into change-log events.
@@ -68,7 +74,9 @@ class Decoder(ABC):
     @abstractmethod
     def route(self, raw: DataFrame) -> DataFrame:
         """Add `routing_ms` (long: the physical time that picks the message's window) and
-        `watermark_ts` (long, null unless the message carries a watermark / resolved ts).
+        `watermark_ts` (long, null unless the message carries a watermark / resolved ts);
+        a protocol that batches events of several commit times in one message also adds
+        `EVENT_ROUTING_MS`.
 
         Must be cheap: it runs when a dump is landed, before full decoding.
         """

@@ -57,7 +57,9 @@ def _large_message_reject(tidb: dict, op: str | None) -> tuple[str, str] | None:
 def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     is_ddl, kind_text = bool_field(m.get("isDdl")), as_text(m.get("type"))
     tidb = object_field(m.get("_tidb")) or {}
-    es, tidb_ts, msg_id = long_field(m.get("es")), positive_long_field(tidb.get("commitTs")), long_field(m.get("id"))
+    # A `_tidb.commitTs` that is there is the commit time, even 0 or -1: the decode step
+    # quarantines an implausible one (`window_events`) instead of guessing one from `es`.
+    es, tidb_ts, msg_id = long_field(m.get("es")), long_field(tidb.get("commitTs")), long_field(m.get("id"))
     watermark_ts = positive_long_field(tidb.get("watermarkTs"))
     database, table = as_text(m.get("database")) or None, as_text(m.get("table")) or None
     kind = DDL if is_ddl else WATERMARK if kind_text == "TIDB_WATERMARK" else ROW

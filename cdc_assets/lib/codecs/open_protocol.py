@@ -58,10 +58,10 @@ from cdc_assets.lib.codecs.arrow_events import (
     zone,
 )
 from cdc_assets.lib.codecs import large_messages
-from cdc_assets.lib.codecs.base import Decoder
+from cdc_assets.lib.codecs.base import EVENT_ROUTING_MS, Decoder
 from cdc_assets.lib.codecs.key_option import NO_KEYS, KeyOption
 from cdc_assets.lib.tidb_ddl_actions import ddl_action_name
-from cdc_assets.lib.tso import PHYSICAL_SHIFT
+from cdc_assets.lib.tso import PHYSICAL_SHIFT, is_plausible_ms
 
 
 VERSION = 1
@@ -372,22 +372,28 @@ def decode_message(key: bytes | None, value: bytes | None, tz: tzinfo, key_optio
     return events  # a version-only key with no value is a valid, empty batch: no events
 
 
-def message_timestamps(key: bytes | None) -> tuple[int | None, int | None]:
-    """(max event ts, max resolved ts) of a message, from its key alone (cheap routing)."""
+def message_timestamps(key: bytes | None) -> tuple[int | None, int | None, list[int]]:
+    """(newest plausible ts, max resolved ts, the physical ms of every row / DDL event with a
+    plausible ts) of a message, from its key alone (cheap routing). TiCDC batches events of
+    one partition into one message, and a batch may hold commits on both sides of a window
+    end: the landing places the message in the window of every event it holds."""
     frames, _ = key_frames(key)
     best = resolved = None
+    event_ms: list[int] = []
     for frame in frames:
         try:
             k = json.loads(frame)
         except (ValueError, RecursionError):
             continue
         ts = k.get("ts") if isinstance(k, dict) else None
-        if type(ts) is not int or not 0 <= ts < MAX_TSO:
+        if type(ts) is not int or not 0 <= ts < MAX_TSO or not is_plausible_ms(ts >> PHYSICAL_SHIFT):
             continue
         best = ts if best is None else max(best, ts)
         if k.get("t") == 3:
             resolved = ts if resolved is None else max(resolved, ts)
-    return best, resolved
+        else:
+            event_ms.append(ts >> PHYSICAL_SHIFT)
+    return best, resolved, event_ms
 
 
 # -- Arrow batches ----------------------------------------------------------------------
@@ -408,8 +414,9 @@ def route_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
     for batch in batches:
         stamps = [message_timestamps(k) for k in batch.column("key").to_pylist()]
         yield pa.RecordBatch.from_arrays(
-            [*batch.columns, pa.array([s[0] for s in stamps], pa.int64()), pa.array([s[1] for s in stamps], pa.int64())],
-            names=[*batch.schema.names, "_max_ts", "watermark_ts"],
+            [*batch.columns, pa.array([s[0] for s in stamps], pa.int64()), pa.array([s[1] for s in stamps], pa.int64()),
+             pa.array([s[2] if len(s[2]) > 1 else None for s in stamps], pa.list_(pa.int64()))],
+            names=[*batch.schema.names, "_max_ts", "watermark_ts", EVENT_ROUTING_MS],
         )
 
 
@@ -430,11 +437,13 @@ class OpenProtocolDecoder(Decoder):
 
     def route(self, raw: DataFrame) -> DataFrame:
         schema = T.StructType(
-            [*raw.schema.fields, T.StructField("_max_ts", T.LongType()), T.StructField("watermark_ts", T.LongType())]
+            [*raw.schema.fields, T.StructField("_max_ts", T.LongType()), T.StructField("watermark_ts", T.LongType()),
+             T.StructField(EVENT_ROUTING_MS, T.ArrayType(T.LongType()))]
         )
         routed = raw.mapInArrow(route_batches, schema)
         routing_ms = F.coalesce(F.shiftright("_max_ts", PHYSICAL_SHIFT), F.unix_millis(F.col("kafka_timestamp")))
-        return routed.withColumn("routing_ms", routing_ms).select(*raw.columns, "routing_ms", "watermark_ts")
+        return routed.withColumn("routing_ms", routing_ms).select(
+            *raw.columns, "routing_ms", "watermark_ts", EVENT_ROUTING_MS)
 
     def decode(self, raw: DataFrame) -> DataFrame:
         time_zone = self.options["time-zone"]

@@ -61,6 +61,7 @@ def generate(
     restart: bool = True,
     topic: str = DEFAULT_TOPIC,
     watermark_interval_ms: int = 60_000,
+    watermark_phase_ms: int | None = None,
     file_span_ms: int = DEFAULT_FILE_SPAN_MS,
     tables: tuple[TableDef, ...] = DEMO_TABLES,
     overwrite: bool = False,
@@ -72,6 +73,8 @@ def generate(
     its DELETE and its INSERT). With `restart`, the changefeed restarts once in the
     middle of the run and re-sends rows (duplicates and late duplicates); a run too short
     for that (under ~10 minutes) gets no restart and truth.json says `"restart": null`.
+    `watermark_phase_ms`: watermarks at this offset past each interval boundary (default: 30 s
+    for a protocol that batches events, so that its batches straddle window ends; else 0).
     """
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
@@ -91,8 +94,11 @@ def generate(
     workload = Workload(seed=seed, row_changes=row_changes, start_ms=start_ms, duration_ms=duration_ms, tables=tables)
     encoder = make_encoder(protocol, tables)
     plan = RestartPlan.in_the_middle(start_ms, duration_ms, watermark_interval_ms) if restart else None
+    if watermark_phase_ms is None:
+        watermark_phase_ms = 30_000 if encoder.batch_events > 1 else 0
     topic_sim = TopicSimulator(
-        encoder, partitions=partitions, watermark_interval_ms=watermark_interval_ms, restart=plan, seed=seed
+        encoder, partitions=partitions, watermark_interval_ms=watermark_interval_ms,
+        watermark_phase_ms=watermark_phase_ms, restart=plan, seed=seed,
     )
     truth = TruthRecorder(tables, window_ms=window_ms)
     writer = make_writer(layout, dump_dir, topic, file_span_ms=file_span_ms)
@@ -125,6 +131,9 @@ def generate(
         "seed": seed,
         "partitions": partitions,
         "watermark_interval_ms": watermark_interval_ms,
+        "watermark_phase_ms": watermark_phase_ms,
+        # What `Workload` needs to replay the same events (a brute-force truth at any instant).
+        "workload": {"seed": seed, "row_changes": row_changes, "start_ms": start_ms, "duration_ms": duration_ms},
         "counts": counts,
         "partition_messages": stats.partition_messages,
         "restart": stats.restart,

@@ -24,6 +24,9 @@ class Encoder(ABC):
     ddl_to_all_partitions: ClassVar[bool] = False
     #: The decoder (protocol name, options) that reads this encoding; default (name, {}).
     decoder: ClassVar[tuple[str, dict[str, str]]]
+    #: Row events of one partition sent in one message, at most (TiCDC's `max-batch-size`);
+    #: an encoder that batches (> 1) implements `merge`.
+    batch_events: ClassVar[int] = 1
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -45,6 +48,10 @@ class Encoder(ABC):
     @abstractmethod
     def encode_ddl(self, ddl: DdlEvent, *, build_ms: int) -> KeyValue:
         """One DDL statement."""
+
+    def merge(self, messages: list[KeyValue]) -> KeyValue:
+        """Several encoded row events of one partition as one batched message."""
+        raise NotImplementedError(f"{self.name} does not batch")
 
     def encode_watermark(self, ts: int, *, build_ms: int) -> KeyValue | None:
         """A watermark / resolved-ts message, or None if the protocol has none."""

@@ -6,6 +6,12 @@ to partition 0 (Canal-JSON) or to all partitions, as the encoder says. Watermark
 broadcast to every partition each `watermark_interval_ms` of commit time, with ts =
 boundary << 18: every commit below it has already been sent (commits never have logical 0).
 
+Batching (TiCDC's `max-batch-size`, for encoders that batch, like Open Protocol): row events
+of one partition are held and sent as one message of up to `encoder.batch_events` events; a
+watermark or a DDL first sends what is held (everything below a resolved ts goes before it).
+With watermarks that are not on window ends (`watermark_phase_ms`), a batch holds commits on
+both sides of a window end, as real ones do.
+
 The restart, as TiCDC does it after a crash: the checkpoint had stalled for a few
 intervals (watermarks withheld while rows kept flowing), the changefeed dies, comes back
 from an older checkpoint C and re-sends everything committed after C, re-emitting the
@@ -69,6 +75,7 @@ class TopicSimulator:
         *,
         partitions: int = 3,
         watermark_interval_ms: int = 60_000,
+        watermark_phase_ms: int = 0,
         restart: RestartPlan | None = None,
         seed: int = 7,
     ):
@@ -77,6 +84,8 @@ class TopicSimulator:
         self.encoder = encoder
         self.partitions = partitions
         self.interval = watermark_interval_ms
+        self.phase = watermark_phase_ms % watermark_interval_ms
+        self._held: dict[int, list] = {}  # partition -> (key, value) of row events not yet sent
         self.plan = restart
         self.rng = random.Random(seed * 1_000_003 + 17)  # independent of the workload's stream
         self.stats = TopicStats(partition_messages=[0] * partitions)
@@ -89,7 +98,7 @@ class TopicSimulator:
         self._buffer: list[Event] = []  # events sent after the future checkpoint C
         self._pending = restart is not None
         if restart is not None:
-            w_b = (restart.crash_ms - restart.stalled_intervals * self.interval) // self.interval * self.interval
+            w_b = self._boundary_at_or_below(restart.crash_ms - restart.stalled_intervals * self.interval)
             self._w_boundary = w_b
             self._c_boundary = w_b - restart.rewind_intervals * self.interval
 
@@ -97,7 +106,7 @@ class TopicSimulator:
     def send(self, event: Event) -> Iterator[KafkaMessage]:
         physical = tso_physical_ms(event.commit_ts)
         if self._next_boundary is None:
-            self._first_boundary = self._next_boundary = (physical // self.interval + 1) * self.interval
+            self._first_boundary = self._next_boundary = self._boundary_at_or_below(physical) + self.interval
             self._clock = physical
             self._check_plan()
         if self._pending and physical >= self.plan.crash_ms:
@@ -109,6 +118,7 @@ class TopicSimulator:
         self._last_commit_ts = event.commit_ts
 
     def finish(self) -> Iterator[KafkaMessage]:
+        yield from self._flush()
         # A crash planned after the data ends still happens, if W was actually sent.
         if self._pending and (self._last_watermark_ts or -1) >= make_tso(self._w_boundary):
             yield from self._restart()
@@ -122,6 +132,9 @@ class TopicSimulator:
         yield from self._broadcast_watermark(ts, tso_physical_ms(ts))
 
     # -- internals ------------------------------------------------------------------
+    def _boundary_at_or_below(self, ms: int) -> int:
+        return (ms - self.phase) // self.interval * self.interval + self.phase
+
     def _check_plan(self) -> None:
         """Drop a restart that does not fit the run (W and C must be real watermarks)."""
         if not self._pending:
@@ -167,6 +180,7 @@ class TopicSimulator:
         # Sent a little after commit (TiCDC latency); re-sends go out as fast as possible.
         due = self._clock if resend else tso_physical_ms(event.commit_ts) + self.rng.randint(200, 1500)
         if isinstance(event, DdlEvent):
+            yield from self._flush()
             key, value = self.encoder.encode_ddl(event, build_ms=self._tick(due))
             targets = range(self.partitions) if self.encoder.ddl_to_all_partitions else (0,)
             for p in targets:
@@ -182,9 +196,26 @@ class TopicSimulator:
                     self.stats.late += 1
                 else:
                     self.stats.duplicates += 1
-            yield self._append(self._partition_of(change), key, value)
+            yield from self._send_row(self._partition_of(change), key, value)
+
+    def _send_row(self, partition: int, key: bytes | None, value: bytes) -> Iterator[KafkaMessage]:
+        if self.encoder.batch_events <= 1:
+            yield self._append(partition, key, value)
+            return
+        held = self._held.setdefault(partition, [])
+        held.append((key, value))
+        if len(held) >= self.encoder.batch_events:
+            yield from self._flush(partition)
+
+    def _flush(self, partition: int | None = None) -> Iterator[KafkaMessage]:
+        """Send the held row events (of one partition, or of all) as one message each."""
+        for p in sorted(self._held) if partition is None else [partition]:
+            held = self._held.pop(p, [])
+            if held:
+                yield self._append(p, *self.encoder.merge(held))
 
     def _broadcast_watermark(self, ts: int, due: int) -> Iterator[KafkaMessage]:
+        yield from self._flush()
         kv = self.encoder.encode_watermark(ts, build_ms=self._tick(due + self.rng.randint(50, 500)))
         if kv is None:
             return

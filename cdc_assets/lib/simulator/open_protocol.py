@@ -17,8 +17,8 @@ Mirrors tiflow's open-protocol encoder with old values on:
   Nullable, Unsigned.
 - resolved event: key `{"ts","t":3}`, value = one zero-length frame (8 zero bytes).
 
-Not mirrored: TiCDC batches up to `max-batch-size` events of one partition into one
-message; the simulator's Encoder interface emits one Kafka message per event.
+- batches: up to `max-batch-size` (16, TiCDC's default) row events of one partition in one
+  message: the key frames after one version, the value frames in the same order (`merge`).
 """
 
 from __future__ import annotations
@@ -152,6 +152,11 @@ def _value(col: ColumnDef, v, time_zone: str = "UTC"):
 class OpenProtocolEncoder(Encoder):
     name = "open-protocol"
     ddl_to_all_partitions = True
+    batch_events = 16
+
+    def merge(self, messages: list[KeyValue]) -> KeyValue:
+        keys = b"".join(k[8:] for k, _ in messages)  # each key: version, then its one frame
+        return VERSION.to_bytes(8, "big") + keys, b"".join(v for _, v in messages)
 
     def __init__(self, tables: Iterable[TableDef], *, time_zone: str = "UTC"):
         super().__init__(tables, time_zone=time_zone)

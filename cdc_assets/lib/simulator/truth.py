@@ -96,6 +96,26 @@ class TruthRecorder:
         return summaries
 
 
+def states_at(events: Iterable[Event], tables: Iterable[TableDef], tsos: Iterable[int]) -> dict[int, dict[str, list]]:
+    """Brute force: for each TSO T, every table's rows after every transaction with
+    commit_ts <= T, applied in commit order (rows as truth.json writes them)."""
+    wanted = sorted(set(tsos))
+    recorder = TruthRecorder(tables, window_ms=1 << 62)  # one window: only its live state is read
+    out: dict[int, dict[str, list]] = {}
+
+    def take(tso: int) -> None:
+        out[tso] = {name: [state[k] for k in sorted(state)] for name, state in recorder._state.items()}
+
+    for event in events:
+        while wanted and isinstance(event, Transaction) and event.commit_ts > wanted[0]:
+            take(wanted.pop(0))
+        recorder.add(event)
+    for tso in wanted:
+        take(tso)
+    recorder._tmp.cleanup()
+    return out
+
+
 def _table_meta(t: TableDef) -> dict:
     return {
         "columns": list(t.column_names),

@@ -236,10 +236,12 @@ def test_go_unquote_reads_every_go_escape():
 
 
 def test_routing_timestamps_come_from_the_key():
-    key, _ = msg(({"ts": 5 << 18, "t": 1}, None), ({"ts": 9 << 18, "t": 3}, None), ({"ts": 7 << 18, "t": 3}, None))
-    assert message_timestamps(key) == (9 << 18, 9 << 18)
-    assert message_timestamps(msg(GOOD)[0]) == (100 << 18, None)
-    assert message_timestamps(b"junk") == (None, None)
+    t = lambda ms: (1_767_225_600_000 + ms) << 18  # noqa: E731 (plausible times: 2026-01-01 + ms)
+    key, _ = msg(({"ts": t(5), "t": 1}, None), ({"ts": t(9), "t": 3}, None), ({"ts": t(7), "t": 3}, None))
+    assert message_timestamps(key) == (t(9), t(9), [1_767_225_600_005])
+    # a time no changefeed can carry (9 ms after 1970) neither routes nor opens a window
+    assert message_timestamps(msg(GOOD)[0]) == (None, None, [])
+    assert message_timestamps(b"junk") == (None, None, [])
 
 
 # -- Spark -------------------------------------------------------------------------------
@@ -264,7 +266,8 @@ def test_spark_decode_and_route_keep_lineage_and_raw_bytes(spark):
     routed = {r["kafka_offset"]: (r["routing_ms"], r["watermark_ts"])
               for r in decoder.route(raw).collect()}
     kafka_ms = 1767225600000  # raw_frame's Kafka timestamp: the fallback for unreadable keys
-    assert routed == {0: (200, 200 << 18), 1: (kafka_ms, None), 2: (100, None), 3: (kafka_ms, None)}
+    # 100 and 200 ms after 1970 are not plausible times: the Kafka timestamp routes them
+    assert routed == {0: (kafka_ms, None), 1: (kafka_ms, None), 2: (kafka_ms, None), 3: (kafka_ms, None)}
 
 
 def test_unknown_time_zone_fails_on_the_driver(spark):
