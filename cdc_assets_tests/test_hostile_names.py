@@ -90,7 +90,8 @@ ORDER_COLUMNS = {"id": "int", "状态": "varchar"}
 
 
 def _order(op: str, ts_ms: int, db: str, table: str, i: int, state: str, old: str | None = None) -> str:
-    return _message(op, ts_ms, db, table, {"id": str(i), "状态": state}, {"状态": old} if old else None, ORDER_COLUMNS)
+    return _message(op, ts_ms, db, table, {"id": str(i), "状态": state}, {"状态": old} if old else None,
+                    types=ORDER_COLUMNS)
 
 
 def test_a_long_legal_name_is_stored_bounded_and_a_name_no_table_can_have_is_quarantined(tmp_path, spark):
