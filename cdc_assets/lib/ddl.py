@@ -8,6 +8,8 @@ One statement can make several changes (`ALTER TABLE t ADD c INT, DROP d`, `DROP
 comments, options, users, views) parse to no change. Text sqlglot cannot parse is reported
 as `Unparsed`, with the parser's message; the caller counts it and carries on with the schema
 learned from row images.
+A statement naming a database or table that no MySQL table can have (`table_names`) is
+reported the same way, not applied.
 
 Values are canonical change-log text (see `changelog_schema`): a column default is the text a
 row image would carry, so it is typed like any other value.
