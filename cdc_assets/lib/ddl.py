@@ -8,6 +8,8 @@ One statement can make several changes (`ALTER TABLE t ADD c INT, DROP d`, `DROP
 comments, options, users, views) parse to no change. Text sqlglot cannot parse is reported
 as `Unparsed`, with the parser's message; the caller counts it and carries on with the schema
 learned from row images.
+A statement naming a database or table that no MySQL table can have (`table_names`) is
+reported the same way, not applied.
 
 Values are canonical change-log text (see `changelog_schema`): a column default is the text a
 row image would carry, so it is typed like any other value.
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import sqlglot
 from sqlglot import exp
@@ -25,6 +27,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
 from cdc_assets.lib.ddl_text import changes_no_table, parseable
+from cdc_assets.lib.table_names import name_problem
 
 TableName = tuple[str, str]  # (database, table), exactly as MySQL names them
 
@@ -141,11 +144,26 @@ def _parse(text: str, sql: str, default_database: str) -> list[SchemaChange]:
     changes: list[SchemaChange] = []
     for statement in statements:
         try:
-            changes.extend(_changes(statement, sql, default_database))
+            changes.extend(_identifiers_only(_changes(statement, sql, default_database)))
         except (SqlglotError, ValueError) as e:
             changes.append(Unparsed(sql, _first_line(str(e))))
         except Exception as e:  # a parse tree without the parts a valid statement has
             changes.append(Unparsed(sql, _error_text(e)))
+    return changes
+
+
+def _identifiers_only(changes: list[SchemaChange]) -> list[SchemaChange]:
+    """`changes`, unless one names a database or table no MySQL could have (`RENAME TABLE t TO`
+    300 characters): such text did not come from MySQL, and is not applied. An empty name is
+    an unknown session database, not a bad name."""
+    for change in changes:
+        for f in fields(change):
+            value = getattr(change, f.name)
+            names = value if f.name in ("table", "new_table", "source") else [value] if f.name == "database" else []
+            for name in names:
+                if name and (problem := name_problem(name)):
+                    raise ValueError(f"names a database or table that cannot be a MySQL identifier: "
+                                     f"{name[:40]!r} {problem}")
     return changes
 
 

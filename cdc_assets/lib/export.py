@@ -1,5 +1,9 @@
 """Export every table's state as one Parquet file per table: OUT/<database>.<table>.parquet.
 
+The file name is the table's storage name (`storage.table_id`: percent-encoded, and bounded
+for long names); the real database and table names are in each file's Parquet metadata
+(`REAL_NAME_KEYS`) and in the returned `ExportedTable`s.
+
 `as_of` is `latest` (the newest window's snapshot), a TiDB TSO, or an ISO-8601 UTC time
 (`lib/point_in_time`). An instant at a window end is copied from that window's snapshot without
 Spark; any other instant replays part of the next window and needs a SparkSession (`spark`, a
@@ -21,6 +25,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from cdc_assets.lib.point_in_time import parse_instant, plan, tables_as_of
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, table_path
 from cdc_assets.lib.storage import table_id, temp_sibling
+
+# Parquet key-value metadata of an exported file: its table's real names (UTF-8).
+REAL_NAME_KEYS = (b"cdc_assets.database", b"cdc_assets.table")
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,7 @@ def _write(out: Path, database: str, table: str, data) -> ExportedTable:
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"{table_id(database, table)}.parquet"
     tmp = temp_sibling(target)
-    pq.write_table(data, tmp)
+    names = dict(zip(REAL_NAME_KEYS, (database.encode(), table.encode())))
+    pq.write_table(data.replace_schema_metadata({**(data.schema.metadata or {}), **names}), tmp)
     tmp.replace(target)
     return ExportedTable(database, table, data.num_rows, data.column_names, target)

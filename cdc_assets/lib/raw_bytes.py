@@ -1,8 +1,8 @@
 """Raw message bytes for quarantine rows.
 
 The Python batch decoders send a message's raw key / value back to Spark on their own
-rejects only (`codecs.arrow_events`). Events rejected after decoding (the value
-conversion's `invalid_value`) get them from the window's raw messages, matched by lineage.
+rejects only (`codecs.arrow_events`). Events rejected after decoding (`invalid_table_name`,
+the value conversion's `invalid_value`) get them from the window's raw messages, matched by lineage.
 """
 
 from __future__ import annotations

@@ -6,15 +6,17 @@ from pyspark.sql import DataFrame, functions as F
 
 from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA, REJECT_DETAIL, REJECT_REASON, conform
 from cdc_assets.lib.codecs import Decoder
+from cdc_assets.lib.table_names import quarantine_invalid_table_names
 from cdc_assets.lib.validation import ChangeLogModel, validate
 from cdc_assets.lib.value_conversion import quarantine_unconvertible_values
+from cdc_assets.lib.window_events import reject_implausible_commit_ts
 
 REASON_CODE = r"^[a-z][a-z0-9_]*$"
 VERSION_ONLY_KEY = (1).to_bytes(8, "big")
 
 
 def decode_like_the_asset(decoder: Decoder, raw: DataFrame) -> DataFrame:
-    return quarantine_unconvertible_values(decoder.decode(raw))
+    return quarantine_unconvertible_values(quarantine_invalid_table_names(reject_implausible_commit_ts(decoder.decode(raw))))
 
 
 def assert_decoder_properties(raw: DataFrame, out: DataFrame, decoder: Decoder, name: str) -> DataFrame:

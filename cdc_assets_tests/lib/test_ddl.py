@@ -123,6 +123,33 @@ def test_unparseable_ddl_is_reported_not_guessed(sql):
     assert isinstance(change, Unparsed) and change.error
 
 
+LONG = "x" * 300
+
+
+@pytest.mark.parametrize("sql", [
+    f"RENAME TABLE t TO {LONG}",
+    f"ALTER TABLE t RENAME TO {LONG}",
+    f"CREATE TABLE {LONG} (id INT PRIMARY KEY)",
+    f"CREATE TABLE t2 LIKE {LONG}",
+    f"ALTER TABLE `{'y' * 65}` ADD COLUMN c INT",
+    f"DROP TABLE t, `{LONG}`",
+    f"TRUNCATE `{'z' * 10_000}`",
+    f"CREATE DATABASE {LONG}",
+    f"DROP DATABASE `{LONG}`",
+    "RENAME TABLE t TO `trailing `",
+])
+def test_a_statement_naming_a_table_no_mysql_could_have_is_reported_not_applied(sql):
+    [change] = parse_ddl(sql, "db")
+    assert isinstance(change, Unparsed) and "cannot be a MySQL identifier" in change.error
+
+
+def test_a_long_but_legal_chinese_name_is_applied():
+    name = "客户订单明细历史归档" * 4  # 40 characters
+    assert parse_ddl(f"CREATE TABLE `{name}` (id INT PRIMARY KEY)", "shop") == [
+        CreateTable(("shop", name), (ColumnSpec("id", "int"),), ("id",))]
+    assert parse_ddl(f"RENAME TABLE t TO `{name}`", "shop") == [RenameTable(("shop", "t"), ("shop", name))]
+
+
 @pytest.mark.parametrize("sql, changes", [
     ("ALTER TABLE t TRUNCATE PARTITION p0", True),
     ("ALTER TABLE `db`.`t` DROP PARTITION p0, p1", True),

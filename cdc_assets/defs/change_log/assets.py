@@ -28,6 +28,7 @@ from cdc_assets.lib.changelog_schema import (
 )
 from cdc_assets.lib.metadata import counts_table
 from cdc_assets.lib.raw_bytes import MESSAGE_KEY, refill_raw_bytes
+from cdc_assets.lib.table_names import INVALID_TABLE_NAME, quarantine_invalid_table_names
 from cdc_assets.lib.validation import ChangeLogModel, validate
 from cdc_assets.lib.value_conversion import INVALID_VALUE, quarantine_unconvertible_values
 from cdc_assets.lib.window_events import IMPLAUSIBLE_COMMIT_TS, events_of_window
@@ -74,12 +75,13 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
         # both writes read (the conversion casts every value: it must run once, not per
         # action). Raw bytes are kept for rejected events only, which are all the
         # quarantine needs (Python decoders send them for their own rejects only; those
-        # of `invalid_value` events are looked up in the raw messages). Once the second
-        # cache is filled the first is dropped.
+        # of `implausible_commit_ts`, `invalid_table_name` and `invalid_value` events are
+        # looked up in the raw messages). Once the second cache is filled the first is dropped.
         start_ms, _end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
         cached = events_of_window(
             b.decoder().decode(raw_messages), raw_messages, start_ms, b.settings.window_ms).persist()
-        decoded = _raw_bytes_of_rejects_only(quarantine_unconvertible_values(cached)).persist()
+        decoded = _raw_bytes_of_rejects_only(quarantine_unconvertible_values(
+            quarantine_invalid_table_names(cached))).persist()
         try:
             by_kind = {
                 f"{r.kind}": int(r.n)
@@ -100,7 +102,7 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
             no_change = sum(n for r, n in reasons.items() if r in NO_CHANGE_REASONS)
             messages = raw_messages.count()
             bad_messages, without_change = _message_counts(rejected) if quarantined else (0, 0)  # no job when clean
-            refilled = [r for r in (INVALID_VALUE, IMPLAUSIBLE_COMMIT_TS) if reasons.get(r)]
+            refilled = [r for r in (INVALID_VALUE, IMPLAUSIBLE_COMMIT_TS, INVALID_TABLE_NAME) if reasons.get(r)]
             if refilled:
                 rejected = refill_raw_bytes(rejected, raw_messages, refilled)
             judged = messages - without_change  # the rate is a share of the messages that could change rows
