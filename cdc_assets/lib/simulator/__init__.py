@@ -12,10 +12,12 @@ snapshots with `truth.json`.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cdc_assets.lib.simulator.kafka import RestartPlan, TopicSimulator
+from cdc_assets.lib.simulator.encoder import KeyValue
+from cdc_assets.lib.simulator.kafka import KafkaMessage, RestartPlan, TopicSimulator
 from cdc_assets.lib.simulator.protocols import ENCODERS, make_encoder
 from cdc_assets.lib.simulator.schema import DEMO_TABLES, ColumnDef, TableDef
 from cdc_assets.lib.simulator.truth import TruthRecorder
@@ -65,6 +67,7 @@ def generate(
     file_span_ms: int = DEFAULT_FILE_SPAN_MS,
     tables: tuple[TableDef, ...] = DEMO_TABLES,
     overwrite: bool = False,
+    inject: Callable[[KafkaMessage], Iterable[KeyValue]] | None = None,
 ) -> GeneratedDump:
     """Simulate the upstream and write `out_dir/dump/<topic>/...` (storage-sink: the sink's
     folders in `out_dir/dump`, without a topic) plus `out_dir/truth.json`.
@@ -73,6 +76,8 @@ def generate(
     its DELETE and its INSERT). With `restart`, the changefeed restarts once in the
     middle of the run and re-sends rows (duplicates and late duplicates); a run too short
     for that (under ~10 minutes) gets no restart and truth.json says `"restart": null`.
+    `inject(message)`: (key, value) pairs a broken producer puts in the message's partition just
+    before it (fuzzing); later offsets move up, truth.json is unchanged, counts["injected"] counts them.
     `watermark_phase_ms`: watermarks at this offset past each interval boundary (default: 30 s
     for a protocol that batches events, so that its batches straddle window ends; else 0).
     """
@@ -102,13 +107,21 @@ def generate(
     )
     truth = TruthRecorder(tables, window_ms=window_ms)
     writer = make_writer(layout, dump_dir, topic, file_span_ms=file_span_ms)
+    shift = [0] * partitions  # offsets taken by injected messages, per partition
+
+    def write(msg: KafkaMessage) -> None:
+        for key, value in inject(msg) if inject else ():
+            writer.write(replace(msg, offset=msg.offset + shift[msg.partition], key=key, value=value))
+            shift[msg.partition] += 1
+        writer.write(replace(msg, offset=msg.offset + shift[msg.partition]))
+
     try:
         for event in workload.events():
             truth.add(event)
             for msg in topic_sim.send(event):
-                writer.write(msg)
+                write(msg)
         for msg in topic_sim.finish():
-            writer.write(msg)
+            write(msg)
     finally:
         files = writer.close()
 
@@ -123,6 +136,7 @@ def generate(
         "row_changes": truth.row_changes,
         "transactions": truth.transactions,
         "messages": stats.messages,
+        "injected": sum(shift),
     }
     header = {
         "topic": topic,
