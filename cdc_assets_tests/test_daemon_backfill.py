@@ -36,7 +36,7 @@ LAYERS = ("raw_messages", "change_log", "quarantine", "change_table", "snapshots
 CHECKS = {
     "change_log": ["change_log_contract"],
     "quarantine": ["nothing_quarantined", "quarantine_rate_within_limit"],
-    "change_table": ["window_complete", "change_table_contract"],
+    "change_table": ["window_complete", "events_inside_window", "change_table_contract"],
     "snapshots": ["primary_key_unique", "reconciliation", "values_convert", "ddl_applied"],
 }
 HOUR = 3_600_000

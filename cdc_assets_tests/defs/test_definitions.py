@@ -31,6 +31,7 @@ def test_module_definitions_load_with_every_layer_and_check():
         "sample/landed_dump:watermarks_trusted",
         "sample/landed_dump:files_complete",
         "sample/change_table:window_complete",
+        "sample/change_table:events_inside_window",
         "sample/change_table:change_table_contract",
         "sample/snapshots:primary_key_unique",
         "sample/snapshots:reconciliation",
