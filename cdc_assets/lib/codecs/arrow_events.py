@@ -126,6 +126,18 @@ def as_text(v) -> str | None:
         raise Reject("unexpected_shape", f"a value cannot be read as text: {e}"[:500]) from None
 
 
+_JSON_KINDS = {bool: "boolean", list: "array", dict: "object"}
+
+
+def name_text(v, field: str) -> str | None:
+    """A database / table name: a JSON string, else none at all. A name of another JSON type
+    (`"table": 123`, `["orders"]`, `{"a": 1}`) quarantines the message (`unexpected_shape`):
+    read as its text it would become a table (`shop.123`, `shop.["orders"]`). "" is no name."""
+    if v is None or type(v) is str:
+        return v or None
+    raise Reject("unexpected_shape", f"`{field}` is a JSON {_JSON_KINDS.get(type(v), 'number')}, not a string")
+
+
 _NAMES = [n for n, _ in EVENT_FIELDS]
 
 

@@ -15,7 +15,7 @@ from datetime import tzinfo
 import pyarrow as pa
 
 from cdc_assets.lib.changelog_schema import CONTROL_RECORD, DDL, ROW, WATERMARK
-from cdc_assets.lib.codecs.arrow_events import as_text, event
+from cdc_assets.lib.codecs.arrow_events import as_text, event, name_text
 from cdc_assets.lib.codecs.canal_values import canonical, key_and_reject, type_flags
 from cdc_assets.lib.codecs.json_fields import (
     bool_field, decode_each_object, long_field, object_field, objects_field, positive_long_field, texts_field,
@@ -59,7 +59,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     tidb = object_field(m.get("_tidb")) or {}
     es, tidb_ts, msg_id = long_field(m.get("es")), positive_long_field(tidb.get("commitTs")), long_field(m.get("id"))
     watermark_ts = positive_long_field(tidb.get("watermarkTs"))
-    database, table = as_text(m.get("database")) or None, as_text(m.get("table")) or None
+    database, table = name_text(m.get("database"), "database"), name_text(m.get("table"), "table")
     kind = DDL if is_ddl else WATERMARK if kind_text == "TIDB_WATERMARK" else ROW
     if kind == WATERMARK:
         reason, detail = ("missing_watermark_ts", "TIDB_WATERMARK without _tidb.watermarkTs") \

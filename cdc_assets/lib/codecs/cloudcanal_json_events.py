@@ -14,7 +14,7 @@ from datetime import tzinfo
 import pyarrow as pa
 
 from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
-from cdc_assets.lib.codecs.arrow_events import as_text, event
+from cdc_assets.lib.codecs.arrow_events import as_text, event, name_text
 from cdc_assets.lib.codecs.canal_values import canonical, key_and_reject, type_flags
 from cdc_assets.lib.codecs.json_fields import (
     bool_field, decode_each_object, long_field, object_field, objects_field, texts_field,
@@ -28,7 +28,7 @@ _TRANSACTION_END = "TRANSACTIONEND"
 
 def _database(db, schema) -> str | None:
     """`db`, or `db.schema` when the source has schemas (PostgreSQL...)."""
-    db, schema = as_text(db) or None, as_text(schema) or None
+    db, schema = name_text(db, "db"), name_text(schema, "schema")
     if schema is None or db is None or schema == db:
         return db if db is not None else schema
     return f"{db}.{schema}"
@@ -67,7 +67,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     before_rows = objects_field(m.get("before")) or ()
     pk_names = texts_field(m.get("pks"))
     action_text, entry_type = as_text(m.get("action")), as_text(m.get("entryType"))
-    database, table = _database(m.get("db"), m.get("schema")), as_text(m.get("table")) or None
+    database, table = _database(m.get("db"), m.get("schema")), name_text(m.get("table"), "table")
     pk_names = pk_names or key_option.names_for(database, table)
     commit_ts = ms_to_commit_ts(exec_ts)
     missing_ts = ("missing_commit_ts", "no usable execTs") if commit_ts is None else None

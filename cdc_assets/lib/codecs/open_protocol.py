@@ -55,6 +55,7 @@ from cdc_assets.lib.codecs.arrow_events import (
     Reject,
     decoded_columns,
     gc_paused,
+    name_text,
     timestamp_to_utc,
     zone,
 )
@@ -266,9 +267,7 @@ def decode_event(index: int, key: bytes, value: bytes | None, tz: tzinfo, key_op
         if kind == WATERMARK:
             ev["watermark_ts"] = ts
             return ev
-        database, table = k.get("scm") or None, k.get("tbl") or None
-        if not isinstance(database or "", str) or not isinstance(table or "", str):
-            raise Reject("unexpected_shape", "scm/tbl are not strings")
+        database, table = name_text(k.get("scm"), "scm"), name_text(k.get("tbl"), "tbl")
         ev.update(database=database, table=table, commit_ts=ts)
         if value is None:
             raise Reject("unpaired_key_value", "a row/DDL event key without a value")
