@@ -19,7 +19,9 @@ import pyarrow as pa
 from cdc_assets.lib.changelog_schema import (
     CONTROL_RECORD, DDL, DELETE, INSERT, READ, ROW, TOMBSTONE, UPDATE, WATERMARK,
 )
-from cdc_assets.lib.codecs.arrow_events import EventRows, Reject, event, gc_paused, name_text
+from cdc_assets.lib.codecs.arrow_events import (
+    DEFAULT_MAX_MESSAGE_BYTES, EventRows, Reject, event, gc_paused, name_text, oversized,
+)
 from cdc_assets.lib.codecs.debezium_envelope import EnvelopeReader, RowSchema
 from cdc_assets.lib.codecs.debezium_values import canonical_values, loads_exact, text_of, to_long, value_kind_type
 from cdc_assets.lib.codecs.key_option import KeyOption, key_values
@@ -54,6 +56,7 @@ class Options:
     # the `unavailable-value-placeholder` option's forms in the change log (`placeholder_forms`);
     # the decoder always passes them (TiCDC's `debezium`: none)
     unavailable: frozenset = frozenset()
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # the `max-message-bytes` option
 
 
 def placeholder_forms(placeholder: str) -> frozenset:
@@ -343,8 +346,12 @@ def decode_batches(batches: Iterator[pa.RecordBatch], options: Options) -> Itera
     reader = EnvelopeReader(options.binary_mode)
     for batch in batches:
         out = EventRows()
+        big = oversized(batch, options.max_message_bytes)
         with gc_paused():
             keys = batch.column("key").to_pylist()
             for i, value in enumerate(batch.column("value").to_pylist()):
-                decode_message(out, i, keys[i], value, options, reader)
+                if big and i in big:
+                    out.add(i, 0, ROW, reason=big[i].reason, detail=big[i].detail)
+                else:
+                    decode_message(out, i, keys[i], value, options, reader)
         yield out.batch(batch)

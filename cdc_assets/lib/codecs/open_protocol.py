@@ -49,6 +49,7 @@ from cdc_assets.lib.changelog_schema import (
     WATERMARK,
 )
 from cdc_assets.lib.codecs.arrow_events import (
+    DEFAULT_MAX_MESSAGE_BYTES,
     PARSED_SCHEMA,
     PASSED,
     EventRows,
@@ -56,6 +57,7 @@ from cdc_assets.lib.codecs.arrow_events import (
     decoded_columns,
     gc_paused,
     name_text,
+    oversized,
     timestamp_to_utc,
     zone,
 )
@@ -406,13 +408,16 @@ def message_timestamps(key: bytes | None) -> tuple[int | None, int | None]:
 
 # -- Arrow batches ----------------------------------------------------------------------
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,
-                   codec: str = "none") -> Iterator[pa.RecordBatch]:
+                   codec: str = "none", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Iterator[pa.RecordBatch]:
+    """`max_bytes`: the `max-message-bytes` option; a larger message is one reject, unread."""
     tz = zone(time_zone)
     for batch in batches:
         out = EventRows()
+        big = oversized(batch, max_bytes)
         with gc_paused():
             for i, (k, v) in enumerate(zip(batch.column("key").to_pylist(), batch.column("value").to_pylist())):
-                for ev in decode_message(k, v, tz, key_option, codec):
+                events = [_rejected(0, big[i])] if big and i in big else decode_message(k, v, tz, key_option, codec)
+                for ev in events:
                     out.add(i, ev.pop("event_index"), ev.pop("event_kind"), reason=ev.pop(REJECT_REASON, None),
                             detail=ev.pop(REJECT_DETAIL, None), **ev)
         yield out.batch(batch)

@@ -1,6 +1,7 @@
 """Issue 42: hostile input in the decoders, message by message as a broken producer writes it.
 
 - names of the wrong JSON type are `unexpected_shape`, never a table named after their text;
+- a message above `max-message-bytes` is `message_too_large`, with its size and digests;
 - a message that cannot be used at all is one quarantine row, however many events it holds.
 
 Pure Python: each decoder's Arrow batch function, no Spark.
@@ -9,12 +10,15 @@ Pure Python: each decoder's Arrow batch function, no Spark.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 
 import pytest
 
 from cdc_assets.lib.changelog_schema import REJECT_DETAIL, REJECT_REASON
-from cdc_assets.lib.codecs import canal_json_events, cloudcanal_json_events, debezium_events, open_protocol
+from cdc_assets.lib.codecs import (
+    arrow_events, canal_json_events, cloudcanal_json_events, debezium_events, dts_avro, get_decoder, open_protocol,
+)
 from cdc_assets.lib.codecs.key_option import NO_KEYS
 from cdc_assets_tests.lib.codecs.arrow_batch import decode_values
 
@@ -149,3 +153,97 @@ def test_open_protocol_name_of_the_wrong_type_is_unexpected_shape(field, value, 
     key, value_bytes = op_message(({"ts": TSO, "scm": "shop", "tbl": "orders", "t": 1, field: value}, ROW))
     (ev,) = open_protocol.decode_message(key, value_bytes, open_protocol.zone("UTC"))
     assert (ev[REJECT_REASON], ev[REJECT_DETAIL]) == ("unexpected_shape", f"`{field}` is a JSON {kind}, not a string")
+
+
+# -- item 5: a message above max-message-bytes ----------------------------------------------
+def _dts(batches, time_zone, max_bytes):
+    return dts_avro._decode_batches(batches, NO_KEYS, max_bytes=max_bytes)
+
+
+def _debezium_max(batches, time_zone, max_bytes):
+    return debezium_events.decode_batches(
+        batches, debezium_events.Options(derive_commit_ts=True, key_option=NO_KEYS, max_message_bytes=max_bytes))
+
+
+GUARDED = {
+    "canal-json": lambda b, time_zone, max_bytes: canal_json_events.decode_batches(b, time_zone, max_bytes=max_bytes),
+    "cloudcanal-json": lambda b, time_zone, max_bytes: cloudcanal_json_events.decode_batches(
+        b, time_zone, max_bytes=max_bytes),
+    "debezium-json": _debezium_max,
+    "open-protocol": lambda b, time_zone, max_bytes: open_protocol.decode_batches(b, time_zone, max_bytes=max_bytes),
+    "dts-avro": _dts,
+}
+
+
+@pytest.mark.parametrize("name", sorted(GUARDED))
+def test_a_message_above_max_message_bytes_is_one_reject_with_its_size_and_digest(name, monkeypatch):
+    """Key and value count, as landed. The quarantine keeps a prefix of each (here 10 bytes)."""
+    monkeypatch.setattr(arrow_events, "KEPT_PREFIX_BYTES", 10)
+    key, value = op_message(({"ts": TSO, "scm": "shop", "tbl": "orders", "t": 1}, ROW), ({"ts": TSO, "t": 3}, {}))
+    limit = len(key) + len(value) - 1
+    small_key, small_value = op_message(({"ts": TSO, "t": 3}, {}))
+    batch_function = functools.partial(GUARDED[name], max_bytes=limit)
+    events = decode_values(batch_function, value, small_value, keys=[key, small_key])
+    big = events[0]
+    reason, detail = (big["reject_reason"], big["reject_detail"]) if name == "dts-avro" else (
+        big[REJECT_REASON], big[REJECT_DETAIL])
+    assert (big["kafka_offset"], big.get("event_index", 0), reason) == (0, 0, "message_too_large")
+    assert detail.startswith(
+        f"{len(key) + len(value)} bytes (key {len(key)}, value {len(value)}), above max-message-bytes {limit}")
+    assert f"value SHA-256 {hashlib.sha256(value).hexdigest()}, key SHA-256 {hashlib.sha256(key).hexdigest()}" \
+        in detail
+    assert (big["key"], big["value"]) == (key[:10], value[:10])
+    assert all(e.get(REJECT_REASON, e.get("reject_reason")) != "message_too_large" for e in events[1:])  # read
+
+
+def test_a_message_at_the_limit_is_read_and_its_true_reason_kept():
+    """At max-message-bytes or below, a broken message gets its own reason and all its bytes."""
+    cut = json.dumps(ticdc_canal()).encode()[:-2]
+    (ev,) = decode_values(functools.partial(GUARDED["canal-json"], max_bytes=len(cut)), cut)
+    assert (ev[REJECT_REASON], ev["value"]) == ("invalid_json", cut)
+    key, value = op_message(({"ts": TSO, "scm": "shop", "tbl": "orders", "t": 1}, ROW))
+    (ev,) = decode_values(functools.partial(GUARDED["open-protocol"], max_bytes=len(key) + len(value)),
+                          value[:-3], keys=[key])
+    assert (ev[REJECT_REASON], ev["key"], ev["value"]) == ("truncated_frame", key, value[:-3])
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "16MiB", ""])
+def test_max_message_bytes_is_a_positive_number_of_bytes(value):
+    with pytest.raises(ValueError, match="max-message-bytes"):
+        get_decoder("canal-json", {"max-message-bytes": value})
+    assert get_decoder("dts-avro").max_message_bytes == 16 << 20
+    assert get_decoder("debezium", {"max-message-bytes": 1000}).max_message_bytes == 1000
+
+
+# -- item 7: an unusable message is one quarantine row ----------------------------------------
+def test_a_canal_message_unusable_as_a_whole_is_one_row_whatever_its_rows():
+    """Official Canal batches rows: a message without pkNames used to be a reject per row."""
+    rows = [{"id": str(i), "v": "x"} for i in range(5)]
+    no_key = official_canal(pkNames=None, data=rows, old=None, type="INSERT")
+    xa = official_canal(type="XACOMMIT", data=rows, old=None)
+    unknown = official_canal(type="UPSERT", data=rows, old=None)
+    events = decoded(canal_json_events.decode_batches, no_key, xa, unknown)
+    assert [(e[0], e[1], e[2]) for e in events] == [
+        (0, 0, "missing_primary_key"), (1, 0, "control_record"), (2, 0, "unknown_event_type")]
+    # a row's own fault still costs that row only: the others are applied
+    mixed = official_canal(data=[{"id": "1", "v": "b"}, {"id": None, "v": "c"}, {"id": "3", "v": "d"}],
+                           old=[{"v": "a"}, {"v": "b"}, {"v": "c"}])
+    assert [(e[1], e[2]) for e in decoded(canal_json_events.decode_batches, mixed)] == [
+        (0, None), (1, "null_primary_key"), (2, None)]
+
+
+def test_a_cloudcanal_message_unusable_as_a_whole_is_one_row_whatever_its_rows():
+    rows = [{"id": str(i)} for i in range(3)]
+    events = decoded(cloudcanal_json_events.decode_batches, cloudcanal(pks=[], data=rows),
+                     cloudcanal(execTs=None, data=rows))
+    assert [(e[0], e[1], e[2]) for e in events] == [(0, 0, "missing_primary_key"), (1, 0, "missing_commit_ts")]
+
+
+def test_a_broken_open_protocol_batch_is_one_row_and_a_broken_event_costs_one():
+    good = ({"ts": TSO, "scm": "shop", "tbl": "orders", "t": 1}, ROW)
+    bad = (good[0], {"u": {"id": {"t": 3, "h": True, "f": 11, "v": [1]}}})
+    key, value = op_message(good, good, good)
+    _, one_bad = op_message(bad, good, good)
+    events = decode_values(open_protocol.decode_batches, value[:-1], one_bad, keys=[key, key])
+    assert [(e["kafka_offset"], e["event_index"], e[REJECT_REASON]) for e in events] == [
+        (0, 0, "truncated_frame"), (1, 0, "unexpected_shape"), (1, 1, None), (1, 2, None)]
