@@ -59,8 +59,8 @@ def oversized(batch: pa.RecordBatch, max_bytes: int) -> dict[int, Reject]:
 
 
 def too_large(key: bytes | None, value: bytes | None, max_bytes: int) -> Reject:
-    digests = ", ".join(f"{name} SHA-256 {hashlib.sha256(b).hexdigest()}" for name, b in (("value", value), ("key", key))
-                        if b)
+    digests = ", ".join(f"{name} SHA-256 {hashlib.sha256(b).hexdigest()}"
+                        for name, b in (("value", value), ("key", key)) if b)
     return Reject(TOO_LARGE, f"{len(key or b'') + len(value or b'')} bytes (key {len(key or b'')}, value "
                              f"{len(value or b'')}), above max-message-bytes {max_bytes}: not decoded; {digests}; "
                              f"the quarantine keeps the first {KEPT_PREFIX_BYTES} bytes of each")

@@ -137,10 +137,10 @@ def test_debezium_ddl_and_truncate_names_are_checked_too():
 
 
 def op_message(*events) -> tuple[bytes, bytes]:
-    frame = b"".join
-    key = (1).to_bytes(8, "big") + frame(len(k).to_bytes(8, "big") + k for k in (json.dumps(e[0]).encode() for e in events))
-    value = frame(len(v).to_bytes(8, "big") + v for v in (json.dumps(e[1]).encode() for e in events))
-    return key, value
+    """TiCDC's Open Protocol batch: the version, then a frame per key; a frame per value."""
+    def frames(docs) -> bytes:
+        return b"".join(len(d).to_bytes(8, "big") + d for d in (json.dumps(x).encode() for x in docs))
+    return (1).to_bytes(8, "big") + frames(e[0] for e in events), frames(e[1] for e in events)
 
 
 ROW = {"u": {"id": {"t": 3, "h": True, "f": 11, "v": 1}}}
