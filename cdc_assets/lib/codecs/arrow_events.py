@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import hashlib
 import re
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -33,6 +34,36 @@ class Reject(Exception):
     def __init__(self, reason: str, detail: str):
         super().__init__(reason, detail)
         self.reason, self.detail = reason, detail
+
+
+#: TiCDC's sink option of the name: a message whose key and value together are larger is
+#: quarantined unread (`message_too_large`). 16 MiB is above TiCDC's default (10 MiB) and
+#: Kafka's broker default (1 MiB): no message a default setup can produce is refused.
+MAX_MESSAGE_BYTES = "max-message-bytes"
+DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
+TOO_LARGE = "message_too_large"
+#: What the quarantine keeps of a too-large message's key and value: the first bytes (the
+#: whole message is in raw_messages; its size and SHA-256 digests are in the detail).
+KEPT_PREFIX_BYTES = 64 << 10
+
+
+def oversized(batch: pa.RecordBatch, max_bytes: int) -> dict[int, Reject]:
+    """Rows of `batch` whose key + value exceed `max_bytes`, each with its `message_too_large`
+    reject. Sizes are Arrow kernels: a batch without such a message costs no Python loop."""
+    sizes = [pc.fill_null(pc.binary_length(batch.column(c)), 0).cast(pa.int64()) for c in ("key", "value")]
+    total = pc.add(*sizes)
+    if len(total) == 0 or pc.max(total).as_py() <= max_bytes:
+        return {}
+    rows = pc.indices_nonzero(pc.greater(total, max_bytes)).to_pylist()
+    return {i: too_large(batch.column("key")[i].as_py(), batch.column("value")[i].as_py(), max_bytes) for i in rows}
+
+
+def too_large(key: bytes | None, value: bytes | None, max_bytes: int) -> Reject:
+    digests = ", ".join(f"{name} SHA-256 {hashlib.sha256(b).hexdigest()}"
+                        for name, b in (("value", value), ("key", key)) if b)
+    return Reject(TOO_LARGE, f"{len(key or b'') + len(value or b'')} bytes (key {len(key or b'')}, value "
+                             f"{len(value or b'')}), above max-message-bytes {max_bytes}: not decoded; {digests}; "
+                             f"the quarantine keeps the first {KEPT_PREFIX_BYTES} bytes of each")
 
 
 @functools.lru_cache(maxsize=16)
@@ -124,6 +155,18 @@ def as_text(v) -> str | None:
         return orjson.dumps(v).decode()
     except orjson.JSONEncodeError as e:  # nested deeper than the encoder writes (254 levels)
         raise Reject("unexpected_shape", f"a value cannot be read as text: {e}"[:500]) from None
+
+
+_JSON_KINDS = {bool: "boolean", list: "array", dict: "object"}
+
+
+def name_text(v, field: str) -> str | None:
+    """A database / table name: a JSON string, else none at all. A name of another JSON type
+    (`"table": 123`, `["orders"]`, `{"a": 1}`) quarantines the message (`unexpected_shape`):
+    read as its text it would become a table (`shop.123`, `shop.["orders"]`). "" is no name."""
+    if v is None or type(v) is str:
+        return v or None
+    raise Reject("unexpected_shape", f"`{field}` is a JSON {_JSON_KINDS.get(type(v), 'number')}, not a string")
 
 
 _NAMES = [n for n, _ in EVENT_FIELDS]
@@ -260,24 +303,32 @@ def _events_or_reject(events_of: Callable[[bytes | None, tzinfo], list[tuple]], 
 def decode_each_value(batches: Iterator[pa.RecordBatch], time_zone: str,
                       events_of: Callable[[bytes | None, tzinfo], list[tuple]],
                       exact_events_of: Callable[[bytes | None, tzinfo], list[tuple]] | None = None,
-                      unpack: Callable[[bytes], bytes] | None = None) -> Iterator[pa.RecordBatch]:
+                      unpack: Callable[[bytes], bytes] | None = None,
+                      max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Iterator[pa.RecordBatch]:
     """A batch function for decoders that read a message from its value alone: `events_of`
     returns all of a message's events, or raises `Reject` for the whole message. Any other
     error quarantines that message (`decoder_error`), never the batch. `exact_events_of`
     decodes again, with exact numbers, a message whose events hold a double (`EventRows`).
-    `unpack` (decompression) runs on each value first; rejects keep the bytes as landed."""
+    `unpack` (decompression) runs on each value first; rejects keep the bytes as landed.
+    A message above `max_bytes` (as landed) is quarantined unread (`oversized`)."""
     tz = zone(time_zone)
     for batch in batches:
         out = EventRows()
+        big = oversized(batch, max_bytes)
         values = batch.column("value").to_pylist()
+        if big:
+            values = [None if i in big else v for i, v in enumerate(values)]
         if unpack is not None:
             values = [v if v is None else unpack(v) for v in values]
         with gc_paused():
             for i, value in enumerate(values):
-                try:  # `_events_or_reject` inlined: the hot path
-                    events = events_of(value, tz)
-                except Exception as e:
-                    events = _rejected(e)
+                if big and i in big:
+                    events = _rejected(big[i])
+                else:
+                    try:  # `_events_or_reject` inlined: the hot path
+                        events = events_of(value, tz)
+                    except Exception as e:
+                        events = _rejected(e)
                 for ev in events:
                     out.row(i, ev)
         redo = None if exact_events_of is None else lambda i: _events_or_reject(exact_events_of, values[i], tz)
@@ -288,7 +339,15 @@ def _on_rejects_only(raw: list[pa.Array], reason: pa.Array) -> list[pa.Array]:
     if reason.null_count == len(reason):
         return [pa.nulls(len(reason), a.type) for a in raw]
     rejected = pc.is_valid(reason)
-    return [pc.if_else(rejected, a, pa.scalar(None, a.type)) for a in raw]
+    return kept_bytes([pc.if_else(rejected, a, pa.scalar(None, a.type)) for a in raw], reason)
+
+
+def kept_bytes(raw: list[pa.Array], reason: pa.Array) -> list[pa.Array]:
+    """`raw` (key, value) with a too-large message's bytes cut to their first KEPT_PREFIX_BYTES."""
+    big = pc.fill_null(pc.equal(reason, TOO_LARGE), False)
+    if not pc.any(big).as_py():
+        return raw
+    return [pc.if_else(big, pc.binary_slice(a, 0, KEPT_PREFIX_BYTES), a) for a in raw]
 
 
 def decoded_columns(parsed: DataFrame) -> DataFrame:

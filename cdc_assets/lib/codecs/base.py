@@ -8,14 +8,16 @@ from typing import ClassVar
 
 from pyspark.sql import DataFrame
 
-from cdc_assets.lib.codecs.arrow_events import zone
+from cdc_assets.lib.codecs.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, zone
 from cdc_assets.lib.codecs.key_option import parse_key_option
 
 
 #: Options every decoder accepts. `time-zone`: the zone the producer wrote TIMESTAMP
 #: wall-clock text in (TiCDC: the changefeed's `--tz`); the change log holds UTC.
 #: `primary-key`: key columns for rows whose message names none (`key_option`).
-COMMON_OPTIONS: Mapping[str, str] = {"time-zone": "UTC", "primary-key": ""}
+#: `max-message-bytes`: a larger message (key + value, as landed) is `message_too_large`.
+COMMON_OPTIONS: Mapping[str, str] = {"time-zone": "UTC", "primary-key": "",
+                                     MAX_MESSAGE_BYTES: str(DEFAULT_MAX_MESSAGE_BYTES)}
 
 #: Optional column `route` may add (array<long>, null for a message of one event): the physical
 #: ms of each event of a message that batches several (Open Protocol). The landing places such
@@ -61,6 +63,8 @@ class Decoder(ABC):
                              "or an offset like +08:00") from None
         #: the parsed `primary-key` option
         self.key_option = parse_key_option(self.options["primary-key"])
+        #: the `max-message-bytes` option
+        self.max_message_bytes = _positive_int(self.name, MAX_MESSAGE_BYTES, self.options[MAX_MESSAGE_BYTES])
 
     def flag(self, option: str) -> bool:
         """A boolean option ("true"/"false", as TiCDC's sink URI writes them)."""
@@ -91,3 +95,13 @@ class Decoder(ABC):
         bytes null (the decode step refills them by lineage for events rejected after
         decoding).
         """
+
+
+def _positive_int(decoder: str, option: str, value) -> int:
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise ValueError(f"{decoder}: option {option} is a number of bytes above 0, got {value!r}")
+    return n

@@ -105,6 +105,7 @@ class CanalJsonDecoder(Decoder):
         time_zone = self.options["time-zone"]
         parsed = raw.select(*PASSED).mapInArrow(
             functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option,
-                              codec=self.options[large_messages.OPTION]), PARSED_SCHEMA
+                              codec=self.options[large_messages.OPTION], max_bytes=self.max_message_bytes),
+            PARSED_SCHEMA
         )
         return decoded_columns(parsed)

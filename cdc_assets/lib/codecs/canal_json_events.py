@@ -15,7 +15,7 @@ from datetime import tzinfo
 import pyarrow as pa
 
 from cdc_assets.lib.changelog_schema import CONTROL_RECORD, DDL, ROW, WATERMARK
-from cdc_assets.lib.codecs.arrow_events import as_text, event
+from cdc_assets.lib.codecs.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, as_text, event, name_text
 from cdc_assets.lib.codecs.canal_values import canonical, key_and_reject, type_flags
 from cdc_assets.lib.codecs.json_fields import (
     bool_field, decode_each_object, long_field, object_field, objects_field, positive_long_field, texts_field,
@@ -61,7 +61,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     # quarantines an implausible one (`window_events`) instead of guessing one from `es`.
     es, tidb_ts, msg_id = long_field(m.get("es")), long_field(tidb.get("commitTs")), long_field(m.get("id"))
     watermark_ts = positive_long_field(tidb.get("watermarkTs"))
-    database, table = as_text(m.get("database")) or None, as_text(m.get("table")) or None
+    database, table = name_text(m.get("database"), "database"), name_text(m.get("table"), "table")
     kind = DDL if is_ddl else WATERMARK if kind_text == "TIDB_WATERMARK" else ROW
     if kind == WATERMARK:
         reason, detail = ("missing_watermark_ts", "TIDB_WATERMARK without _tidb.watermarkTs") \
@@ -96,6 +96,9 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
                                      "the primary-key option names none for its table")
         if not pk_names
         else None)
+    if message_reason is not None:  # the whole message: one quarantine row, not one per row of `data`
+        return [event(0, ROW, *message_reason, op=op, database=database, table=table, commit_ts=commit_ts,
+                      source_position=position, event_ms=es)]
     events = []
     for pos, row in enumerate(data or (None,)):
         before = after = None
@@ -110,14 +113,15 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
                 before = {k: (o[k] if k in o else v) for k, v in row.items()}
         if changes:
             before, after = canonical(before, types, tz), canonical(after, types, tz)
-        pk_values, reason, detail = key_and_reject(pk_names, before, after, row, types, has_binary, message_reason)
+        pk_values, reason, detail = key_and_reject(pk_names, before, after, row, types, has_binary)
         events.append((pos, ROW, op, database, table, commit_ts, position, es, pk_names, pk_values,
                        before, after, types, None, None, None, reason, detail))
     return events
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,
-                   codec: str = "none") -> Iterator[pa.RecordBatch]:
+                   codec: str = "none", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Iterator[pa.RecordBatch]:
     """All events of each message (one per element of `data` for DML, else one), or a reject.
-    `codec`: TiCDC's `large-message-handle-compression` of the values."""
-    return decode_each_object(batches, time_zone, _events, ("data", "old"), key_option, codec)
+    `codec`: TiCDC's `large-message-handle-compression` of the values; `max_bytes`: the
+    `max-message-bytes` option."""
+    return decode_each_object(batches, time_zone, _events, ("data", "old"), key_option, codec, max_bytes)

@@ -114,14 +114,14 @@ def has_non_latin1_binary(row: dict | None, types: dict) -> bool:
 
 
 def key_and_reject(pk_names: list | None, before: dict | None, after: dict | None, row: dict | None,
-                   types: dict | None, has_binary: bool, message_reject: tuple[str, str] | None):
-    """A row event's primary key values (`key_values`) and its (reason, detail): the message's
-    reject, else a null key, else binary text beyond ISO-8859-1, else none."""
+                   types: dict | None, has_binary: bool):
+    """A row event's primary key values (`key_values`) and its (reason, detail): a null key,
+    else binary text beyond ISO-8859-1, else none (a message's own reject comes first, once)."""
     pk_values = key_values(pk_names, before, after)
-    reason, detail = message_reject or (None, None)
-    if reason is None and None in pk_values:
+    reason = detail = None
+    if None in pk_values:
         reason, detail = "null_primary_key", "a primary key column is null or absent: " + ",".join(
             n for n in pk_names if n is not None)
-    elif reason is None and has_binary and has_non_latin1_binary(row, types):
+    elif has_binary and has_non_latin1_binary(row, types):
         reason, detail = "invalid_binary_value", "a binary column holds characters beyond ISO-8859-1"
     return pk_values, reason, detail

@@ -72,6 +72,7 @@ class CloudCanalJsonDecoder(Decoder):
     def decode(self, raw: DataFrame) -> DataFrame:
         time_zone = self.options["time-zone"]
         parsed = raw.select(*PASSED).mapInArrow(
-            functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option), PARSED_SCHEMA
+            functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option,
+                              max_bytes=self.max_message_bytes), PARSED_SCHEMA
         )
         return decoded_columns(parsed)

@@ -14,7 +14,7 @@ from datetime import tzinfo
 import pyarrow as pa
 
 from cdc_assets.lib.changelog_schema import DDL, ROW, WATERMARK
-from cdc_assets.lib.codecs.arrow_events import as_text, event
+from cdc_assets.lib.codecs.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, as_text, event, name_text
 from cdc_assets.lib.codecs.canal_values import canonical, key_and_reject, type_flags
 from cdc_assets.lib.codecs.json_fields import (
     bool_field, decode_each_object, long_field, object_field, objects_field, texts_field,
@@ -28,7 +28,7 @@ _TRANSACTION_END = "TRANSACTIONEND"
 
 def _database(db, schema) -> str | None:
     """`db`, or `db.schema` when the source has schemas (PostgreSQL...)."""
-    db, schema = as_text(db) or None, as_text(schema) or None
+    db, schema = name_text(db, "db"), name_text(schema, "schema")
     if schema is None or db is None or schema == db:
         return db if db is not None else schema
     return f"{db}.{schema}"
@@ -67,7 +67,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     before_rows = objects_field(m.get("before")) or ()
     pk_names = texts_field(m.get("pks"))
     action_text, entry_type = as_text(m.get("action")), as_text(m.get("entryType"))
-    database, table = _database(m.get("db"), m.get("schema")), as_text(m.get("table")) or None
+    database, table = _database(m.get("db"), m.get("schema")), name_text(m.get("table"), "table")
     pk_names = pk_names or key_option.names_for(database, table)
     commit_ts = ms_to_commit_ts(exec_ts)
     missing_ts = ("missing_commit_ts", "no usable execTs") if commit_ts is None else None
@@ -92,6 +92,9 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
         or (("missing_table_name", "DML message without db or table") if database is None or table is None else None)
         or (("missing_primary_key", "DML message with empty pks, and the primary-key option names none for its table")
             if not pk_names else None))
+    if message_reject is not None:  # the whole message: one quarantine row, not one per row of `data`
+        return [event(0, ROW, *message_reject, op=op, database=database, table=table, commit_ts=commit_ts,
+                      source_position=position, event_ms=exec_ts)]
     events = []
     for pos, row in enumerate(data or (None,)):
         old = before_rows[pos] if pos < len(before_rows) else None
@@ -108,7 +111,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
             # the vendor documents no ENUM / SET value form: a value that is a member stays a name
             before = canonical(before, types, tz, names_written=True)
             after = canonical(after, types, tz, names_written=True)
-        pk_values, reason, detail = key_and_reject(pk_names, before, after, row, types, has_binary, message_reject)
+        pk_values, reason, detail = key_and_reject(pk_names, before, after, row, types, has_binary)
         # the hot path: the event tuple in EVENT_FIELDS order, as `event` would build it
         events.append((pos, ROW, op, database, table, commit_ts, position, exec_ts, pk_names, pk_values,
                        before, after, types, None, None, None, reason, detail))
@@ -116,6 +119,6 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,
-                   ) -> Iterator[pa.RecordBatch]:
+                   max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Iterator[pa.RecordBatch]:
     """All events of each message (one per element of `data` for DML, else one), or a reject."""
-    return decode_each_object(batches, time_zone, _events, ("data", "before"), key_option)
+    return decode_each_object(batches, time_zone, _events, ("data", "before"), key_option, max_bytes=max_bytes)

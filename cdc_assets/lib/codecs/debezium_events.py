@@ -19,7 +19,9 @@ import pyarrow as pa
 from cdc_assets.lib.changelog_schema import (
     CONTROL_RECORD, DDL, DELETE, INSERT, READ, ROW, TOMBSTONE, UPDATE, WATERMARK,
 )
-from cdc_assets.lib.codecs.arrow_events import EventRows, Reject, event, gc_paused
+from cdc_assets.lib.codecs.arrow_events import (
+    DEFAULT_MAX_MESSAGE_BYTES, EventRows, Reject, event, gc_paused, name_text, oversized,
+)
 from cdc_assets.lib.codecs.debezium_envelope import EnvelopeReader, RowSchema
 from cdc_assets.lib.codecs.debezium_values import canonical_values, loads_exact, text_of, to_long, value_kind_type
 from cdc_assets.lib.codecs.key_option import KeyOption, key_values
@@ -54,6 +56,7 @@ class Options:
     # the `unavailable-value-placeholder` option's forms in the change log (`placeholder_forms`);
     # the decoder always passes them (TiCDC's `debezium`: none)
     unavailable: frozenset = frozenset()
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # the `max-message-bytes` option
 
 
 def placeholder_forms(placeholder: str) -> frozenset:
@@ -77,6 +80,14 @@ def _text(v) -> str | None:
 
 def _blank_to_none(s: str | None) -> str | None:
     return s if s else None
+
+
+def _source_db(source: dict) -> str | None:
+    return name_text(source.get("db"), "source.db")
+
+
+def _source_table(source: dict) -> str | None:
+    return name_text(source.get("table"), "source.table")
 
 
 def _texts(v) -> list | None:
@@ -225,10 +236,11 @@ def _control_record(payload: dict) -> tuple[str, str] | None:
 
 def _ddl_event(payload: dict, source: dict, ddl: str | None, common: dict, options: Options) -> tuple:
     change = _table_change(payload)
-    database = _text(payload.get("databaseName"))
-    database = _blank_to_none(database if database is not None else _text(source.get("db")))
+    database = name_text(payload.get("databaseName"), "databaseName")
+    if payload.get("databaseName") is None:
+        database = _source_db(source)
     table_from_id = _TABLE_FROM_ID.search(_text(change.get("id")) or "")
-    table = _blank_to_none(_text(source.get("table"))) or (table_from_id and _blank_to_none(table_from_id.group(1)))
+    table = _source_table(source) or (table_from_id and _blank_to_none(table_from_id.group(1)))
     if not options.apply_snapshot_drops and _from_snapshot(source) and _SNAPSHOT_DROP.match(ddl or ""):
         return event(0, DDL, CONTROL_RECORD, _SNAPSHOT_DROP_DETAIL, op=READ, database=database, table=table,
                      ddl_type="DROP", ddl_sql=ddl, **common)
@@ -260,7 +272,7 @@ def _from_snapshot(source: dict) -> bool:
 
 def _truncate_event(source: dict, common: dict, options: Options) -> tuple:
     """`op: t` names its table in `source` only: the DDL event gets the statement it stands for."""
-    database, table = _blank_to_none(_text(source.get("db"))), _blank_to_none(_text(source.get("table")))
+    database, table = _source_db(source), _source_table(source)
     if database is None or table is None:
         return event(0, DDL, "missing_table_name", "truncate (op t) without source.db or source.table",
                      database=database, table=table, ddl_type="TRUNCATE", **common)
@@ -293,7 +305,7 @@ def _row_event(payload: dict, row_schema: RowSchema, source: dict, op: str, key:
     if column_types is None:
         image = after_in if after_in is not None else before_in
         column_types = None if image is None else {k: value_kind_type(v) for k, v in image.items()}
-    database, table = _blank_to_none(_text(source.get("db"))), _blank_to_none(_text(source.get("table")))
+    database, table = _source_db(source), _source_table(source)
     pk_names = _key_names(key) or options.key_option.names_for(database, table)
     not_logged = None
     if options.unavailable and row_op != READ:  # a snapshot reads whole rows
@@ -334,8 +346,12 @@ def decode_batches(batches: Iterator[pa.RecordBatch], options: Options) -> Itera
     reader = EnvelopeReader(options.binary_mode)
     for batch in batches:
         out = EventRows()
+        big = oversized(batch, options.max_message_bytes)
         with gc_paused():
             keys = batch.column("key").to_pylist()
             for i, value in enumerate(batch.column("value").to_pylist()):
-                decode_message(out, i, keys[i], value, options, reader)
+                if big and i in big:
+                    out.add(i, 0, ROW, reason=big[i].reason, detail=big[i].detail)
+                else:
+                    decode_message(out, i, keys[i], value, options, reader)
         yield out.batch(batch)

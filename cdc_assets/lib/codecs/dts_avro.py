@@ -33,6 +33,7 @@ from cdc_assets.lib.changelog_schema import (
     ROW,
     WATERMARK,
 )
+from cdc_assets.lib.codecs.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, kept_bytes, oversized
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.dts_avro_records import DML_OPERATIONS, HEARTBEAT, Reject, decode_value, read_header
 from cdc_assets.lib.codecs.dts_avro_schema import parsed_record_schema
@@ -67,12 +68,17 @@ _DECODED_SCHEMA = T.StructType(
 _ARROW_TYPES = {T.StringType: pa.string(), T.LongType: pa.int64(), T.ArrayType: pa.list_(pa.string())}
 
 
-def _decode_batches(batches: Iterator[pa.RecordBatch], key_option: KeyOption) -> Iterator[pa.RecordBatch]:
+def _decode_batches(batches: Iterator[pa.RecordBatch], key_option: KeyOption,
+                    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Iterator[pa.RecordBatch]:
     schema = parsed_record_schema()
     names = [f.name for f in _EVENT_FIELDS]
     for batch in batches:
         rows = []
-        for value in batch.column("value").to_pylist():
+        big = oversized(batch, max_bytes)
+        for i, value in enumerate(batch.column("value").to_pylist()):
+            if big and i in big:
+                rows.append({"reject_reason": big[i].reason, "reject_detail": big[i].detail})
+                continue
             try:
                 rows.append(decode_value(value, schema, key_option))
             except Reject as r:
@@ -80,6 +86,8 @@ def _decode_batches(batches: Iterator[pa.RecordBatch], key_option: KeyOption) ->
             except Exception as e:  # a shape no rule foresaw: quarantined, never the run
                 rows.append({"reject_reason": "decoder_error", "reject_detail": f"{type(e).__name__}: {e}"[:500]})
         arrays = [batch.column(c) for c in _PASS_THROUGH]
+        if big:  # a too-large message's bytes: their first KEPT_PREFIX_BYTES
+            arrays[-2:] = kept_bytes(arrays[-2:], pa.array([r.get("reject_reason") for r in rows], pa.string()))
         arrays += [pa.array([r.get(f.name) for r in rows], type=_ARROW_TYPES[type(f.dataType)])
                    for f in _EVENT_FIELDS]
         yield pa.RecordBatch.from_arrays(arrays, names=[*_PASS_THROUGH, *names])
@@ -146,7 +154,7 @@ class DtsAvroDecoder(Decoder):
         ).drop("_source_ts", "_operation")
 
     def decode(self, raw: DataFrame) -> DataFrame:
-        batches = functools.partial(_decode_batches, key_option=self.key_option)
+        batches = functools.partial(_decode_batches, key_option=self.key_option, max_bytes=self.max_message_bytes)
         ev = _with_column_types(raw.select(*_PASS_THROUGH).mapInArrow(batches, _DECODED_SCHEMA))
         op = F.col("operation")
         kind = (

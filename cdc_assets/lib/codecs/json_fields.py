@@ -12,7 +12,7 @@ from datetime import tzinfo
 import orjson
 import pyarrow as pa
 
-from cdc_assets.lib.codecs.arrow_events import Reject, as_text, decode_each_value
+from cdc_assets.lib.codecs.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, Reject, as_text, decode_each_value
 from cdc_assets.lib.codecs.large_messages import decompress
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -113,10 +113,12 @@ def objects_field(v) -> list | None:
 
 def decode_each_object(batches: Iterator[pa.RecordBatch], time_zone: str,
                        events: Callable[[dict, tzinfo, object], list[tuple]], row_fields: tuple[str, ...],
-                       context: object, codec: str = "none") -> Iterator[pa.RecordBatch]:
+                       context: object, codec: str = "none",
+                       max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Iterator[pa.RecordBatch]:
     """`decode_each_value` for protocols whose message is one JSON object: `events(m, tz,
     context)` gives its events; a message holding a double is read again with the numbers of
-    `row_fields` kept exact (`parse_rows_exactly`). `codec`: the values' compression."""
+    `row_fields` kept exact (`parse_rows_exactly`). `codec`: the values' compression; `max_bytes`:
+    the `max-message-bytes` option."""
     def events_of(value: bytes | None, tz: tzinfo) -> list[tuple]:
         return events(parse_object(value), tz, context)  # a closure: one call per message
 
@@ -124,4 +126,4 @@ def decode_each_object(batches: Iterator[pa.RecordBatch], time_zone: str,
         return events(parse_rows_exactly(value, row_fields), tz, context)
 
     unpack = None if codec == "none" else functools.partial(decompress, codec=codec)
-    return decode_each_value(batches, time_zone, events_of, exact_events_of, unpack)
+    return decode_each_value(batches, time_zone, events_of, exact_events_of, unpack, max_bytes)

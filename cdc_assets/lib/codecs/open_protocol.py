@@ -17,9 +17,10 @@ Spec: shared/specs/ticdc-open-protocol.txt (oracles: conformance ORACLES.md §2)
   only (`ohk`, claim-check `ccl`) is applied if it is a DELETE; with
   `large-message-handle-compression` each event's value frame is a snappy block or an lz4
   frame (keys are never compressed).
-- framing errors cost the events from the break on (`truncated_frame`, `bad_version`,
-  `unpaired_key_value`); a bad event in a good frame (invalid JSON, unknown type code)
-  costs only that event.
+- a framing error (`missing_key`, `bad_version`, `truncated_frame`, `unpaired_key_value`)
+  quarantines the whole message as one reject (event 0) and applies none of its events:
+  after a broken length or pairing, no frame can be trusted to be the event it looks like.
+  A bad event in a good frame (invalid JSON, unknown type code) costs only that event.
 
 Framing needs Python, so `decode`/`route` run it per Arrow batch with `mapInArrow`.
 """
@@ -48,12 +49,15 @@ from cdc_assets.lib.changelog_schema import (
     WATERMARK,
 )
 from cdc_assets.lib.codecs.arrow_events import (
+    DEFAULT_MAX_MESSAGE_BYTES,
     PARSED_SCHEMA,
     PASSED,
     EventRows,
     Reject,
     decoded_columns,
     gc_paused,
+    name_text,
+    oversized,
     timestamp_to_utc,
     zone,
 )
@@ -265,9 +269,7 @@ def decode_event(index: int, key: bytes, value: bytes | None, tz: tzinfo, key_op
         if kind == WATERMARK:
             ev["watermark_ts"] = ts
             return ev
-        database, table = k.get("scm") or None, k.get("tbl") or None
-        if not isinstance(database or "", str) or not isinstance(table or "", str):
-            raise Reject("unexpected_shape", "scm/tbl are not strings")
+        database, table = name_text(k.get("scm"), "scm"), name_text(k.get("tbl"), "tbl")
         ev.update(database=database, table=table, commit_ts=ts)
         if value is None:
             raise Reject("unpaired_key_value", "a row/DDL event key without a value")
@@ -348,28 +350,42 @@ _BARE_COLUMN_FIELDS = frozenset({"t", "f", "v"})
 
 def decode_message(key: bytes | None, value: bytes | None, tz: tzinfo, key_option: KeyOption = NO_KEYS,
                    codec: str = "none") -> list[dict]:
-    """All events of one Kafka message; framing errors quarantine the events from the break on.
-    `codec`: TiCDC's `large-message-handle-compression` of each event's value frame."""
-    keys, key_err = key_frames(key)
-    if key_err is not None and key_err.reason in ("missing_key", "bad_version"):
-        return [_rejected(0, key_err)]
-    values, value_err = split_frames(value or b"")
+    """All events of one Kafka message. A framing error quarantines the whole message as one
+    reject (event 0): once a length or a pairing is wrong, no frame of it can be trusted to
+    be the event it looks like. `codec`: TiCDC's `large-message-handle-compression` of each
+    event's value frame."""
+    keys, values, err = _framed(key, value)
+    if err is not None:
+        return [_rejected(0, err)]
     if codec != "none":
         values = [large_messages.decompress(v, codec) for v in values]
-    no_value = not value  # resolved events may come with no value at all
-    total = max(len(keys) + (key_err is not None), len(values) + (value_err is not None))
-    events = []
-    for i in range(total):
-        if i < len(keys) and (i < len(values) or (no_value and value_err is None)):
-            events.append(decode_event(i, keys[i], values[i] if i < len(values) else None, tz, key_option))
-        elif i >= len(keys) and key_err is not None:
-            events.append(_rejected(i, key_err))
-        elif i >= len(values) and value_err is not None:
-            events.append(_rejected(i, value_err))
-        else:
-            events.append(_rejected(i, Reject(
-                "unpaired_key_value", f"{len(keys)} event key(s) but {len(values)} value(s)")))
-    return events  # a version-only key with no value is a valid, empty batch: no events
+    if not value:  # resolved events may come with no value at all; other events may not
+        events = [decode_event(i, k, None, tz, key_option) for i, k in enumerate(keys)]
+        if any(e.get(REJECT_REASON) == "unpaired_key_value" for e in events):
+            return [_rejected(0, Reject("unpaired_key_value", f"{len(keys)} event key(s), a row or DDL among "
+                                        "them, but no value: the whole message is quarantined"))]
+        return events  # a version-only key with no value is a valid, empty batch: no events
+    return [decode_event(i, k, v, tz, key_option) for i, (k, v) in enumerate(zip(keys, values))]
+
+
+def _framed(key: bytes | None, value: bytes | None) -> tuple[list[bytes], list[bytes], Reject | None]:
+    """(key frames, value frames, the framing error of the message or None). Without a value
+    the keys stand alone (resolved events); `decode_message` pairs them."""
+    keys, err = key_frames(key)
+    if err is not None:
+        return [], [], _whole(err, f"after {len(keys)} key frame(s)" if keys else None)
+    values, err = split_frames(value or b"")
+    if err is not None:
+        return [], [], _whole(err, f"after {len(values)} value frame(s)" if values else None)
+    if value and len(keys) != len(values):
+        return [], [], Reject("unpaired_key_value", f"{len(keys)} event key(s) but {len(values)} value(s): "
+                                                    "the whole message is quarantined")
+    return keys, values, None
+
+
+def _whole(err: Reject, where: str | None) -> Reject:
+    return Reject(err.reason, err.detail + (f" ({where})" if where else "")
+                  + ("" if err.reason == "missing_key" else ": the whole message is quarantined"))
 
 
 def message_timestamps(key: bytes | None) -> tuple[int | None, int | None, list[int]]:
@@ -398,13 +414,16 @@ def message_timestamps(key: bytes | None) -> tuple[int | None, int | None, list[
 
 # -- Arrow batches ----------------------------------------------------------------------
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,
-                   codec: str = "none") -> Iterator[pa.RecordBatch]:
+                   codec: str = "none", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Iterator[pa.RecordBatch]:
+    """`max_bytes`: the `max-message-bytes` option; a larger message is one reject, unread."""
     tz = zone(time_zone)
     for batch in batches:
         out = EventRows()
+        big = oversized(batch, max_bytes)
         with gc_paused():
             for i, (k, v) in enumerate(zip(batch.column("key").to_pylist(), batch.column("value").to_pylist())):
-                for ev in decode_message(k, v, tz, key_option, codec):
+                events = [_rejected(0, big[i])] if big and i in big else decode_message(k, v, tz, key_option, codec)
+                for ev in events:
                     out.add(i, ev.pop("event_index"), ev.pop("event_kind"), reason=ev.pop(REJECT_REASON, None),
                             detail=ev.pop(REJECT_DETAIL, None), **ev)
         yield out.batch(batch)

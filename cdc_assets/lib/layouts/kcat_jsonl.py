@@ -31,6 +31,10 @@ _KCAT_SCHEMA = T.StructType(
 )
 
 _GLUED = '}{"topic":'
+# Spark's JSON reader (Jackson) refuses a string longer than 20,000,000 characters: a larger
+# payload came out null (read as an empty message) or the record as no record at all. Size is
+# judged by the decoders (`max-message-bytes`), with the message's bytes, not here.
+_READ_OPTIONS = {"maxStringLen": str((1 << 31) - 1)}
 _RECORD_START = r'(?<=\})(?=\{"topic":)'
 _TAIL_LIMIT = 64 << 20  # a record's end is looked for this far back (Kafka messages are smaller)
 
@@ -95,7 +99,7 @@ class KcatJsonlLayout(DumpLayout):
         pieces = F.when(glued, F.split(text, _RECORD_START)).otherwise(F.array(text))
         parsed = file_lines(spark, files).select(
             "*", utf8.alias("utf8"), glued.alias("glued"), F.posexplode(pieces).alias("piece", "text"),
-        ).withColumn("r", F.from_json("text", _KCAT_SCHEMA))
+        ).withColumn("r", F.from_json("text", _KCAT_SCHEMA, _READ_OPTIONS))
         r, utf8 = F.col("r"), F.col("utf8")
 
         def as_bytes(column):

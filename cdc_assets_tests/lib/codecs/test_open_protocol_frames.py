@@ -46,49 +46,65 @@ def outcome(key: bytes | None, value: bytes | None, tz=UTC) -> list[str | None]:
 GOOD = (ROW_KEY, row(1))
 
 
-# -- framing ----------------------------------------------------------------------------
-def test_truncated_key_frame_costs_the_events_from_the_break():
-    key, value = msg(GOOD, (ROW_KEY, row(2)), (ROW_KEY, row(3)))
-    assert outcome(key[:-5], value) == [None, None, "truncated_frame"]
+# -- framing: a broken frame quarantines the whole message, once ----------------------------
+def whole(key: bytes | None, value: bytes | None) -> tuple[str, int]:
+    """The one reject of a message with a framing error: (reason, event index, detail head)."""
+    (ev,) = decode_message(key, value, UTC)
+    assert "whole message" in ev["_reject_detail"] or ev[REJECT_REASON] == "missing_key"
+    assert not {"database", "commit_ts", "after"} & ev.keys()  # nothing of it reads as an event
+    return ev[REJECT_REASON], ev["event_index"]
 
 
-def test_truncated_value_frame_costs_the_events_from_the_break():
+def test_truncated_key_frame_quarantines_the_whole_message():
+    """A key cut short (a producer killed mid-write): its first two events are not applied."""
     key, value = msg(GOOD, (ROW_KEY, row(2)), (ROW_KEY, row(3)))
-    events = decode_message(key, value[:-1], UTC)
-    assert [e.get(REJECT_REASON) for e in events] == [None, None, "truncated_frame"]
-    assert [e.get("pk_values") for e in events[:2]] == [["1"], ["2"]]
+    assert whole(key[:-5], value) == ("truncated_frame", 0)
+
+
+def test_truncated_value_frame_quarantines_the_whole_message():
+    key, value = msg(GOOD, (ROW_KEY, row(2)), (ROW_KEY, row(3)))
+    assert whole(key, value[:-1]) == ("truncated_frame", 0)
+    assert "after 2 value frame(s)" in decode_message(key, value[:-1], UTC)[0]["_reject_detail"]
 
 
 def test_stray_bytes_after_the_last_key_frame():
     key, value = msg(GOOD)
-    assert outcome(key + b"\x00\x00", value) == [None, "truncated_frame"]
+    assert whole(key + b"\x00\x00", value) == ("truncated_frame", 0)
 
 
 def test_negative_length_is_a_broken_frame():
     key, value = msg(GOOD)
-    assert outcome(key, b"\xff" * 8 + value) == ["truncated_frame"]
+    assert whole(key, b"\xff" * 8 + value) == ("truncated_frame", 0)
 
 
 def test_bad_version_quarantines_the_message():
     key, value = msg(GOOD, GOOD)
-    assert outcome((2).to_bytes(8, "big") + key[8:], value) == ["bad_version"]
-    # A key too short for its version: each value frame is an event lost to the break.
-    assert outcome(b"\x00\x01", value) == ["truncated_frame", "truncated_frame"]
+    assert whole((2).to_bytes(8, "big") + key[8:], value) == ("bad_version", 0)
+    # A key too short for its version: one reject, however many value frames follow.
+    assert whole(b"\x00\x01", value) == ("truncated_frame", 0)
 
 
 def test_missing_key():
-    assert outcome(None, frame(enc(row()))) == ["missing_key"]
-    assert outcome(b"", frame(enc(row()))) == ["missing_key"]
+    assert whole(None, frame(enc(row()))) == ("missing_key", 0)
+    assert whole(b"", frame(enc(row()))) == ("missing_key", 0)
 
 
-def test_unpaired_keys_and_values():
+def test_two_keys_and_one_value_apply_nothing():
+    """Issue 42.4: the first pair of a mispaired message used to be applied."""
     key, value = msg(GOOD, (ROW_KEY, row(2)))
-    one_value = frame(enc(row(1)))
-    assert outcome(key, one_value) == [None, "unpaired_key_value"]
+    assert whole(key, frame(enc(row(1)))) == ("unpaired_key_value", 0)
     key1, _ = msg(GOOD)
-    assert outcome(key1, value) == [None, "unpaired_key_value"]
-    # A row key with no value at all is unpaired too (only resolved events may omit it).
-    assert outcome(key1, b"") == ["unpaired_key_value"]
+    assert whole(key1, value) == ("unpaired_key_value", 0)
+    # A version-only key with frames of values: values without keys.
+    assert whole(VERSION, value) == ("unpaired_key_value", 0)
+
+
+def test_row_keys_without_a_value_are_unpaired_beside_resolved_ones():
+    """Only resolved events may come without a value: a row key among them breaks the message."""
+    key1, _ = msg(GOOD)
+    assert whole(key1, b"") == ("unpaired_key_value", 0)
+    key, _ = msg(({"ts": 7, "t": 3}, None), GOOD, ({"ts": 9, "t": 3}, None))
+    assert whole(key, None) == ("unpaired_key_value", 0)
 
 
 def test_resolved_events_accept_an_empty_value_or_zero_length_frames():
@@ -258,10 +274,10 @@ def test_spark_decode_and_route_keep_lineage_and_raw_bytes(spark):
     out = decoder.decode(raw).orderBy("kafka_offset", "event_index").collect()
     got = [(r["kafka_offset"], r["event_index"], r["event_kind"], r[REJECT_REASON]) for r in out]
     assert got == [(0, 0, "row", None), (0, 1, "watermark", None), (1, 0, "row", "bad_version"),
-                   (2, 0, "row", None), (2, 1, "row", "truncated_frame"), (3, 0, "row", "missing_key")]
+                   (2, 0, "row", "truncated_frame"), (3, 0, "row", "missing_key")]
     assert out[2]["key"] == keys[1] and out[2]["value"] == good_value and out[2]["topic"] == "t"
-    assert out[4]["key"] == trunc_key and out[4]["value"] == trunc_value
-    assert (out[0]["key"], out[0]["value"], out[3]["value"]) == (None, None, None)  # raw bytes go with rejects only
+    assert out[3]["key"] == trunc_key and out[3]["value"] == trunc_value
+    assert (out[0]["key"], out[0]["value"], out[1]["value"]) == (None, None, None)  # raw bytes go with rejects only
     assert out[0]["commit_time"] is not None and out[0]["source_position"] is None
     routed = {r["kafka_offset"]: (r["routing_ms"], r["watermark_ts"])
               for r in decoder.route(raw).collect()}
