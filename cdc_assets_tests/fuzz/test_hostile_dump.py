@@ -42,7 +42,11 @@ KINDS = {
     "commit_ts_year_2500": (lambda m: _tidb(m, YEAR_2500_TSO), "implausible_commit_ts"),
     "table_name_too_long": (lambda m: _with(m, table="t" * 300), "invalid_table_name"),
     "table_name_of_10000": (lambda m: _with(m, table="表" * 10_000), "invalid_table_name"),
+    "table_is_a_number": (lambda m: _with(m, table=123), "unexpected_shape"),
+    "table_is_an_array": (lambda m: _with(m, table=[m["table"]]), "unexpected_shape"),
+    "database_is_an_object": (lambda m: _with(m, database={"a": 1}), "unexpected_shape"),
     "not_json": (lambda m: json.dumps(m).encode()[:-7], "invalid_json"),
+    "no_value": (lambda m: b"", "empty_message"),
 }
 
 

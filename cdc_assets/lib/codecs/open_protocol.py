@@ -468,7 +468,8 @@ class OpenProtocolDecoder(Decoder):
         time_zone = self.options["time-zone"]
         parsed = raw.select(*PASSED).mapInArrow(
             functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option,
-                              codec=self.options[large_messages.OPTION]), PARSED_SCHEMA
+                              codec=self.options[large_messages.OPTION], max_bytes=self.max_message_bytes),
+            PARSED_SCHEMA
         )
         # No separate event time; no source position (commit_ts is already a total order).
         return decoded_columns(parsed)

@@ -247,3 +247,13 @@ def test_a_broken_open_protocol_batch_is_one_row_and_a_broken_event_costs_one():
     events = decode_values(open_protocol.decode_batches, value[:-1], one_bad, keys=[key, key])
     assert [(e["kafka_offset"], e["event_index"], e[REJECT_REASON]) for e in events] == [
         (0, 0, "truncated_frame"), (1, 0, "unexpected_shape"), (1, 1, None), (1, 2, None)]
+
+
+def test_open_protocol_decoder_passes_its_max_message_bytes_option(spark):
+    from cdc_assets_tests.helpers import raw_frame
+
+    key = (1).to_bytes(8, "big") + len(b'{"ts":1,"t":1}').to_bytes(8, "big") + b'{"ts":1,"t":1}'
+    value = len(b'{"u":{}}').to_bytes(8, "big") + b'{"u":{}}'
+    decoder = get_decoder("open-protocol", {"max-message-bytes": "10"})
+    rows = decoder.decode(raw_frame(spark, [value], keys=[key])).collect()
+    assert [r[REJECT_REASON] for r in rows] == ["message_too_large"]
