@@ -9,6 +9,7 @@ barrier then changes schemas and rows as its DDL says:
 | CREATE TABLE | the declared columns, types and primary key; an existing table keeps its rows, conformed |
 | CREATE TABLE … LIKE | the source table's columns, types and primary key, no rows (gh-ost, pt-osc) |
 | ADD COLUMN | existing rows get the declared default (MySQL's implicit one for NOT NULL), else null |
+| ADD COLUMN of a column the images added first | the DDL's place and type; its values kept, no default |
 | DROP COLUMN | the column disappears |
 | MODIFY / CHANGE COLUMN | new type (values `try_cast`, failures counted); CHANGE also renames |
 | RENAME COLUMN | the values carry over under the new name |
@@ -16,6 +17,8 @@ barrier then changes schemas and rows as its DDL says:
 | TRUNCATE TABLE | no rows |
 | DROP TABLE / DROP DATABASE | no snapshot after the drop; a later CREATE starts empty |
 
+Without DDL the schema follows the row images: a column they start to carry is added (the rows
+before it have it null) and recorded in `schema_changes` with no DDL (`added_by_row_images`).
 A window without DDL takes the fast path: every table's rows in one pass, as before.
 `Flush` and `Closure` records let the history layer see each version that ended.
 """
