@@ -80,6 +80,7 @@ class AddColumn:
     column: ColumnSpec
     first: bool = False
     after: str | None = None
+    if_not_exists: bool = False  # TiDB / MariaDB: a no-op when the column exists
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,7 @@ def _alter_table(table: TableName, actions: list[exp.Expression], table_qualifie
             position = a.args.get("position")
             first = position is not None and (position.args.get("position") or "").upper() == "FIRST"
             after = position.this.name if position is not None and position.this is not None else None
-            out.append(AddColumn(table, _column(a), first, after))
+            out.append(AddColumn(table, _column(a), first, after, bool(a.args.get("exists"))))
         elif isinstance(a, exp.Drop) and (a.args.get("kind") or "").upper() == "COLUMN":
             out.extend(DropColumn(table, c.name) for c in a.args.get("tables") or [a.this])
         elif isinstance(a, exp.ModifyColumn):

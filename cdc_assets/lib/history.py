@@ -29,6 +29,7 @@ from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN, key_column, value_column
 from cdc_assets.lib.storage import (
     exclusive, parquet_rows, remove_stale_temps, replace_dir, table_id, temp_sibling, window_dir,
 )
+from cdc_assets.lib.table_errors import naming_table
 from cdc_assets.lib.table_timeline import Closure, Flush, WindowResult
 
 VALID_FROM, VALID_TO, END_OP = "_cdc_valid_from", "_cdc_valid_to", "_cdc_end_op"
@@ -38,9 +39,11 @@ def write_window_history(result: WindowResult, history_root: Path, window_start_
     """Write the versions that ended in the window; returns the count per table."""
     parts: dict[str, list[DataFrame]] = {}
     for f in result.flushes:
-        parts.setdefault(table_id(*f.name), []).append(_ended_by_rows(f))
+        with naming_table(table_id(*f.name), "building its history"):
+            parts.setdefault(table_id(*f.name), []).append(_ended_by_rows(f))
     for c in result.closures:
-        parts.setdefault(table_id(*c.name), []).append(_ended_by_ddl(c))
+        with naming_table(table_id(*c.name), "building its history"):
+            parts.setdefault(table_id(*c.name), []).append(_ended_by_ddl(c))
     final = window_dir(history_root, window_start_ms)
     counts: dict[str, int] = {}
     with exclusive(final):
@@ -50,16 +53,17 @@ def write_window_history(result: WindowResult, history_root: Path, window_start_
         writes = [(tid, frame, tmp / tid / f"part={i}")
                   for tid, frames in parts.items() for i, frame in enumerate(_by_schema(frames))]
         # Independent small writes: submitted concurrently (see concurrent_jobs).
-        written = run_concurrently([functools.partial(_write_part, frame, path) for _, frame, path in writes])
+        written = run_concurrently([functools.partial(_write_part, tid, frame, path) for tid, frame, path in writes])
         for (tid, _, _), rows in zip(writes, written):
             counts[tid] = counts.get(tid, 0) + rows
         replace_dir(tmp, final)
     return counts
 
 
-def _write_part(frame: DataFrame, path: Path) -> int:
-    frame.write.parquet(str(path))
-    return parquet_rows(path)
+def _write_part(tid: str, frame: DataFrame, path: Path) -> int:
+    with naming_table(tid, "writing its history"):
+        frame.write.parquet(str(path))
+        return parquet_rows(path)
 
 
 def _by_schema(frames: list[DataFrame]) -> list[DataFrame]:

@@ -53,6 +53,9 @@ class TableSchema:
     decimal_scales: dict[str, int] = field(default_factory=dict)
     # Largest integer part (digits) seen per decimal column declared without parameters.
     decimal_integer_digits: dict[str, int] = field(default_factory=dict)
+    # Inferred from row images (`window_schema`): the commit_ts of the first event whose image
+    # carried each column. Only this window's: neither stored nor compared.
+    first_commit_ts: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def id(self) -> str:
@@ -89,7 +92,12 @@ class TableSchema:
                            {**self.mysql_types, **newer.mysql_types},
                            newer.primary_key or self.primary_key,
                            widest(self.decimal_scales, newer.decimal_scales),
-                           widest(self.decimal_integer_digits, newer.decimal_integer_digits))
+                           widest(self.decimal_integer_digits, newer.decimal_integer_digits),
+                           dict(newer.first_commit_ts))
+
+    def added_by(self, newer: "TableSchema") -> list[str]:
+        """The columns `merged_with(newer)` appends: the row images carry them, no DDL added them."""
+        return [c for c in newer.columns if c not in self.columns]
 
 
 @dataclass
@@ -229,6 +237,12 @@ def _conform(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, Column | No
             lost = F.col(f"_cdc_was_{i}").isNotNull() & F.col(f.name).isNull()
             failures = failures + F.when(lost, 1).otherwise(0)
     return df.select(*columns, *originals), (failures if originals else None)
+
+
+def conformed(df: DataFrame, schema: TableSchema) -> DataFrame:
+    """A table's rows in `schema`, lazily (nothing counted): columns the row images added since
+    are null, changed types try_cast, as `reconstruct_table` sees them."""
+    return _conform(df, schema)[0].select(*schema.columns, COMMIT_TS_COLUMN)
 
 
 def conform_frame(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, int]:

@@ -28,6 +28,7 @@ from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.history import write_window_history
 from cdc_assets.lib.ranged_files import write_table_files
 from cdc_assets.lib.snapshot import read_table
+from cdc_assets.lib.table_errors import naming_table
 from cdc_assets.lib.table_timeline import TableState, apply_window, previous_states, state_id
 from cdc_assets.lib.storage import (
     exclusive, read_json, remove_stale_temps, temp_sibling, window_dir, write_json_atomic,
@@ -136,6 +137,12 @@ def _write_table(spark: SparkSession, snapshots: Path, window_start_ms: int, nam
 
     The folder holds one set of files per primary-key range (see key_ranges); when the window
     touched only some ranges, the others are linked from the previous folder."""
+    with naming_table(state_id(name), "writing its snapshot"):
+        return _write_table_files(spark, snapshots, window_start_ms, name, state, previous_entry, range_rows)
+
+
+def _write_table_files(spark: SparkSession, snapshots: Path, window_start_ms: int, name: tuple[str, str],
+                       state: TableState, previous_entry: dict | None, range_rows: int) -> dict:
     frame = state.frame if state.frame is not None else spark.createDataFrame([], state.schema.spark_schema())
     final = window_dir(snapshots / state_id(name), window_start_ms) / f"run={uuid.uuid4().hex[:12]}"
     tmp = temp_sibling(final)

@@ -9,6 +9,7 @@ barrier then changes schemas and rows as its DDL says:
 | CREATE TABLE | the declared columns, types and primary key; an existing table keeps its rows, conformed |
 | CREATE TABLE … LIKE | the source table's columns, types and primary key, no rows (gh-ost, pt-osc) |
 | ADD COLUMN | existing rows get the declared default (MySQL's implicit one for NOT NULL), else null |
+| ADD COLUMN of a column the images added first | the DDL's place and type; its values kept, no default |
 | DROP COLUMN | the column disappears |
 | MODIFY / CHANGE COLUMN | new type (values `try_cast`, failures counted); CHANGE also renames |
 | RENAME COLUMN | the values carry over under the new name |
@@ -16,6 +17,8 @@ barrier then changes schemas and rows as its DDL says:
 | TRUNCATE TABLE | no rows |
 | DROP TABLE / DROP DATABASE | no snapshot after the drop; a later CREATE starts empty |
 
+Without DDL the schema follows the row images: a column they start to carry is added (the rows
+before it have it null) and recorded in `schema_changes` with no DDL (`added_by_row_images`).
 A window without DDL takes the fast path: every table's rows in one pass, as before.
 `Flush` and `Closure` records let the history layer see each version that ended.
 """
@@ -40,10 +43,11 @@ from cdc_assets.lib.ddl_text import changes_rows_or_names
 from cdc_assets.lib.mysql_types import typed_value
 from cdc_assets.lib.key_ranges import KeyRanges, range_index
 from cdc_assets.lib.snapshot import (
-    COMMIT_TS_COLUMN, TableResult, TableSchema, action_keys, conform_frame, key_actions, reconstruct_table,
-    typed_actions,
+    COMMIT_TS_COLUMN, TableResult, TableSchema, action_keys, conform_frame, conformed, key_actions,
+    reconstruct_table, typed_actions,
 )
 from cdc_assets.lib.storage import table_id
+from cdc_assets.lib.table_errors import naming_table
 from cdc_assets.lib.tso import tso_to_ms
 from cdc_assets.lib.window_schema import window_table_schemas
 
@@ -72,7 +76,8 @@ class TableState:
 @dataclass(frozen=True)
 class Flush:
     """Rows of one table applied together, on top of `before` (history: versions they ended).
-    `actions`: their `snapshot.typed_actions` (cached; the snapshot was built from them too)."""
+    `actions`: their `snapshot.typed_actions` (cached; the snapshot was built from them too).
+    `before` is in `schema`: columns the rows' images added are null in it."""
 
     name: Name
     actions: DataFrame
@@ -156,10 +161,12 @@ class _Run:
             schemas = window_table_schemas(self.rows)
             self._pending = {name: [0] for name in schemas}
         for barrier in self._in_applicable_order():
-            for change in barrier.changes:
-                self._apply_ddl(barrier, change)
-            if barrier.declared_columns:
-                self._apply_structure(barrier)
+            with naming_table(table_id(barrier.database, barrier.table or ""),
+                              f"its DDL at commit_ts {barrier.commit_ts} ({(barrier.sql or '')[:200]!r})"):
+                for change in barrier.changes:
+                    self._apply_ddl(barrier, change)
+                if barrier.declared_columns:
+                    self._apply_structure(barrier)
         self._flush_remaining(schemas)
 
     def _in_applicable_order(self) -> Iterator[Barrier]:
@@ -219,10 +226,12 @@ class _Run:
         rebuilt = run_concurrently([functools.partial(self._rebuild, actions, state, schema, checkpoint)
                                     for _, state, schema in plans])
         for (name, state, schema), (typed, touched, before, result) in zip(plans, rebuilt):
-            if self.keep_history:
-                self.flushes.append(Flush(name, typed, before, schema))
+            if self.keep_history:  # the rows before, in the schema the images grew to (new columns null)
+                self.flushes.append(Flush(name, typed, None if before is None else conformed(before, schema), schema))
             if state is None:
                 state = self._new_state(name, schema)
+            elif added := state.schema.added_by(schema):
+                _record_image_columns(state, schema, added)
             state.schema, state.frame, state.changed = schema, result.frame, True
             state.touched_ranges = touched
             state.inserted_keys += result.inserted_keys
@@ -233,6 +242,11 @@ class _Run:
                  checkpoint: bool) -> tuple[DataFrame, set[int] | None, DataFrame | None, TableResult]:
         """One table's rows after `actions`: (its typed actions, cached; key ranges touched; the
         rows it started from; result). Reads `state` only; the caller applies the result."""
+        with naming_table(schema.id, "applying its rows"):
+            return self._rebuild_table(actions, state, schema, checkpoint)
+
+    def _rebuild_table(self, actions: DataFrame, state: TableState | None, schema: TableSchema,
+                       checkpoint: bool) -> tuple[DataFrame, set[int] | None, DataFrame | None, TableResult]:
         # Typed and sorted once per table: the key ranges, the snapshot and the history read them.
         typed = typed_actions(actions, schema).persist()
         self.persisted.append(typed)  # list.append is atomic: safe from the pool's threads
@@ -335,7 +349,8 @@ class _Run:
             missing = [c for c in declared if c not in state.frame.columns]
             state.frame = state.frame.withColumns({c: F.lit(None) for c in missing}) if missing else state.frame
         self._conform(state)
-        if not state.schema_changes or state.schema_changes[-1]["commit_ts"] != b.commit_ts:
+        last = state.schema_changes[-1] if state.schema_changes else None
+        if last is None or last["commit_ts"] != b.commit_ts or "added_by_row_images" in last:
             self._changed(state, b)
         else:
             state.schema_changes[-1]["columns"] = list(state.schema.columns)
@@ -410,14 +425,19 @@ class _Run:
     def _alter(self, b: Barrier, state: TableState, change: D.SchemaChange) -> None:
         s = state.schema
         if isinstance(change, D.AddColumn):
+            # A column the table has already came from row images dated before this DDL (MySQL
+            # logs no duplicate ADD): it takes the DDL's place and type, and keeps its values. Rows
+            # that never carried it stay null, not the default: the snapshot cannot tell them from
+            # rows set to NULL.
             c = change.column
-            if c.name in s.columns:
+            present = c.name in s.columns
+            if present and change.if_not_exists:
                 return
-            at = 0 if change.first else (s.columns.index(change.after) + 1 if change.after in s.columns
-                                         else len(s.columns))
-            state.schema = replace(s, columns=s.columns[:at] + [c.name] + s.columns[at:],
+            others = [n for n in s.columns if n != c.name]
+            at = 0 if change.first else (others.index(change.after) + 1 if change.after in others else len(others))
+            state.schema = replace(s, columns=others[:at] + [c.name] + others[at:],
                                    mysql_types={**s.mysql_types, c.name: c.mysql_type})
-            if state.frame is not None:
+            if state.frame is not None and not present:
                 default = _commit_time_text(b.commit_ts) if c.default_is_commit_time else c.default
                 typed = typed_value(F.lit(default).cast("string"), state.schema.spark_type_of(c.name))
                 state.frame = state.frame.withColumn(c.name, typed)
@@ -466,6 +486,13 @@ class _Run:
     @staticmethod
     def _count(frame: DataFrame | None) -> int:
         return 0 if frame is None else frame.count()
+
+
+def _record_image_columns(state: TableState, schema: TableSchema, added: list[str]) -> None:
+    """Columns the row images carry and no DDL added (without DDL the schema follows the images):
+    a schema change of its own, at the first event that carried one, with no DDL type or SQL."""
+    state.schema_changes.append({"commit_ts": min(schema.first_commit_ts[c] for c in added), "ddl_type": None,
+                                 "sql": None, "added_by_row_images": added, "columns": list(schema.columns)})
 
 
 def _is(name: Name):

@@ -1,6 +1,7 @@
 """The schema of every table a window touched, inferred from its row events.
 
-Columns: the union of the row events' image columns, by first appearance in commit order.
+Columns: the union of the row events' image columns, by first appearance in commit order
+(`TableSchema.first_commit_ts`: the commit_ts of that appearance).
 Types: each column's newest non-null type. Primary key: the newest event's. For decimals
 declared without parameters, the largest scale and integer part seen in `after` values
 (see `mysql_types`).
@@ -68,7 +69,7 @@ def _columns(shapes: DataFrame) -> list:
         "*",
         F.row_number().over(per_table.orderBy("first_seen")).alias("position"),
         (F.col("last_seen") == F.max("last_seen").over(per_table)).alias("newest"),
-    ).drop("first_seen", "last_seen").collect()
+    ).drop("last_seen").collect()
 
 
 def _decimal_digits(rows: DataFrame, columns: list[str]) -> dict[tuple[str, str, str], tuple[int, int]]:
@@ -98,6 +99,7 @@ def window_table_schemas(changes: DataFrame) -> dict[Name, TableSchema]:
     for r in sorted(per_column, key=lambda r: (r.database, r.table, r.position)):
         s = schemas.setdefault((r.database, r.table), TableSchema(r.database, r.table, [], {}, []))
         s.columns.append(r.col)
+        s.first_commit_ts[r.col] = r.first_seen.first_o.commit_ts
         if r.mysql_type is not None:
             s.mysql_types[r.col] = r.mysql_type
         found = digits.get((r.database, r.table, r.col))

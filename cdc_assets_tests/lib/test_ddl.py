@@ -27,6 +27,8 @@ from cdc_assets.lib.ddl_text import changes_rows_or_names
       AddColumn(("db", "t"), ColumnSpec("f", "int", "-3"), first=True)]),
     ("ALTER TABLE t ADD ts TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)",
      [AddColumn(("db", "t"), ColumnSpec("ts", "timestamp(3)", None, True))]),
+    ("ALTER TABLE t ADD COLUMN IF NOT EXISTS c INT",  # TiDB, MariaDB: a no-op when c exists
+     [AddColumn(("db", "t"), ColumnSpec("c", "int"), if_not_exists=True)]),
     ("ALTER TABLE t DROP COLUMN c, DROP d", [DropColumn(("db", "t"), "c"), DropColumn(("db", "t"), "d")]),
     ("ALTER TABLE t MODIFY COLUMN c BIGINT", [ChangeColumn(("db", "t"), "c", "c", "bigint")]),
     ("ALTER TABLE t CHANGE c d VARCHAR(3)", [ChangeColumn(("db", "t"), "c", "d", "varchar(3)")]),

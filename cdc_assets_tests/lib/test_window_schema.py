@@ -45,6 +45,8 @@ def test_many_rows_of_few_shapes_give_each_tables_columns_types_and_newest_key(s
     t, u = schemas[("db", "t")], schemas[("db", "u")]
 
     assert t.columns == ["id", "name", "price", "note"]
+    # Where each column first appeared (a schema grown by images is recorded at that commit_ts).
+    assert t.first_commit_ts == {"id": T0 + 10, "name": T0 + 10, "price": T0 + 50, "note": T0 + 50}
     # Newest non-null type per column: name's newest type comes from shape 3 (T0 + 60).
     assert t.mysql_types == {"id": "int", "name": "varchar(8)", "price": "decimal", "note": "text"}
     assert t.primary_key == ["name"]
