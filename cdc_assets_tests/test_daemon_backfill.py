@@ -37,7 +37,7 @@ CHECKS = {
     "change_log": ["change_log_contract"],
     "quarantine": ["nothing_quarantined", "quarantine_rate_within_limit"],
     "change_table": ["window_complete", "events_inside_window", "change_table_contract"],
-    "snapshots": ["primary_key_unique", "reconciliation", "values_convert", "ddl_applied"],
+    "snapshots": ["primary_key_unique", "reconciliation", "values_convert", "tables_built", "ddl_applied"],
 }
 HOUR = 3_600_000
 TIMEOUT_S = 900

@@ -21,7 +21,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.snapshot import TableSchema, read_table
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, table_path
+from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, require_built, table_path
 from cdc_assets.lib.storage import SCHEMA_FILE, window_dir
 from cdc_assets.lib.table_timeline import Name, apply_window, previous_states
 from cdc_assets.lib.tso import ms_to_tso
@@ -66,6 +66,8 @@ def plan(snapshots: Path, tso: int) -> Plan:
     manifests = {w: read_manifest(snapshots, w) for w in windows}
     ended = [w for w in windows if ms_to_tso(manifests[w]["window_end_ms"]) - 1 <= tso]
     base = ended[-1] if ended else None
+    if base is not None:
+        require_built(manifests[base])
     start_ms = manifests[base]["window_end_ms"] if base is not None else windows[0]
     if base is not None and ms_to_tso(start_ms) - 1 == tso:
         return Plan(tso, base, None)

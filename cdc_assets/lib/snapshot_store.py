@@ -28,7 +28,7 @@ from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.history import write_window_history
 from cdc_assets.lib.ranged_files import write_table_files
 from cdc_assets.lib.snapshot import read_table
-from cdc_assets.lib.table_errors import naming_table
+from cdc_assets.lib.table_errors import TableFailed, caught, naming_table
 from cdc_assets.lib.table_timeline import TableState, apply_window, previous_states, state_id
 from cdc_assets.lib.storage import (
     exclusive, read_json, remove_stale_temps, temp_sibling, window_dir, write_json_atomic,
@@ -57,6 +57,17 @@ def read_table_files(spark: SparkSession, snapshots: Path, entry: dict, names: l
     return spark.read.schema(schema).parquet(*[str(table_path(snapshots, entry) / n) for n in names])
 
 
+def require_built(manifest: dict) -> dict:
+    """The manifest, unless a table of it failed to build (its state there is stale): reading
+    it then is an error that names the tables, never a silently old table."""
+    failed = manifest.get("failed_tables") or {}
+    if failed:
+        names = "; ".join(f"{f['database']}.{f['table']}: {f['reason']}" for f in failed.values())
+        raise ValueError(f"window {manifest['window_start_ms']} has tables that failed to build ({names}); "
+                         "materialize it (and the windows after it) again")
+    return manifest
+
+
 def list_manifests(snapshots: Path) -> list[int]:
     folder = snapshots / "_manifests"
     if not folder.exists():
@@ -79,47 +90,58 @@ def write_window_snapshot(
     # folders the other is about to commit.
     with exclusive(manifest_file):
         remove_stale_temps(manifest_file)
-        tables, ddl = _write_tables(spark, changes, snapshots, window_start_ms, previous, history_root, range_rows)
+        tables, ddl, failed = _write_tables(spark, changes, snapshots, window_start_ms, previous, history_root,
+                                            range_rows)
         manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms, "tables": tables,
-                    "ddl": ddl}
+                    "ddl": ddl, "failed_tables": failed}
         write_json_atomic(manifest_file, manifest)
         _remove_unreferenced(snapshots, window_start_ms, tables)
     return manifest
 
 
 def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, window_start_ms: int,
-                  previous: dict | None, history_root: Path | None, range_rows: int) -> tuple[dict[str, dict], dict]:
+                  previous: dict | None, history_root: Path | None,
+                  range_rows: int) -> tuple[dict[str, dict], dict, dict[str, dict]]:
     """Write every table the window changed; carry the others over by reference.
 
-    Returns the manifest's tables and its DDL record (applied, dropped tables, unparsed)."""
+    Returns the manifest's tables, its DDL record (applied, dropped tables, unparsed) and the
+    tables that failed to build, with the reason. A failed table keeps its previous entry,
+    marked `failed`; a table failed by an earlier window is not built again on that stale
+    entry: it stays failed until that window is materialized again."""
     prev_tables = (previous or {}).get("tables", {})
     read = lambda e: read_table(spark, str(table_path(snapshots, e)), e["spark_schema"])  # noqa: E731
 
     read_files = functools.partial(read_table_files, spark, snapshots)
     states = previous_states(prev_tables, read, read_files)
-    result = apply_window(spark, changes, states, keep_history=history_root is not None, touched_ranges_only=True)
+    stale = {(f["database"], f["table"]): f"not built: an earlier window failed to build it ({f['reason']})"
+             for f in (previous or {}).get("failed_tables", {}).values()}
+    result = apply_window(spark, changes, states, keep_history=history_root is not None, touched_ranges_only=True,
+                          failed=stale)
     try:
         # The history (the versions that ended) and the changed tables are independent small
         # jobs, submitted together (see concurrent_jobs); all are written before the manifest
         # commits the window.
-        changed = [name for name, state in result.tables.items() if state.changed]
-        tasks = [functools.partial(_write_table, spark, snapshots, window_start_ms, name, result.tables[name],
-                                   prev_tables.get(state_id(name)), range_rows)
+        changed = [name for name, state in result.tables.items() if state.changed and name not in result.failed]
+        tasks = [functools.partial(caught, functools.partial(
+                     _write_table, spark, snapshots, window_start_ms, name, result.tables[name],
+                     prev_tables.get(state_id(name)), range_rows))
                  for name in changed]
         if history_root is not None:
             tasks.insert(0, functools.partial(write_window_history, result, history_root, window_start_ms))
         outputs = run_concurrently(tasks)
         ended = outputs.pop(0) if history_root is not None else {}
         written = dict(zip(changed, outputs))
+        result.failed.update({n: str(out) for n, out in written.items() if isinstance(out, TableFailed)})
         tables: dict[str, dict] = {}
         for name, state in result.tables.items():
             tid = state_id(name)
-            if state.changed:
+            if name in result.failed:
+                if tid in prev_tables:
+                    tables[tid] = {**_carried_over(prev_tables[tid]), "failed": result.failed[name]}
+            elif state.changed:
                 tables[tid] = written[name]
             else:
-                entry = prev_tables[tid]
-                tables[tid] = {**entry, "previous_rows": entry["rows"], "inserted_keys": 0, "deleted_keys": 0, "ranges_rewritten": [],
-                               "removed_by_ddl": 0, "moved_in": 0, "conversion_failures": 0, "schema_changes": []}
+                tables[tid] = _carried_over(prev_tables[tid])
     finally:
         result.release()
     ddl = {
@@ -128,7 +150,15 @@ def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, wind
         "unparsed": result.unparsed_ddl,
         "history_versions_ended": ended,
     }
-    return tables, ddl
+    failed = {state_id(n): {"database": n[0], "table": n[1], "reason": reason}
+              for n, reason in sorted(result.failed.items())}
+    return tables, ddl, failed
+
+
+def _carried_over(entry: dict) -> dict:
+    """A table the window did not change: the previous entry, with no changes counted."""
+    return {**entry, "previous_rows": entry["rows"], "inserted_keys": 0, "deleted_keys": 0, "ranges_rewritten": [],
+            "removed_by_ddl": 0, "moved_in": 0, "conversion_failures": 0, "schema_changes": []}
 
 
 def _write_table(spark: SparkSession, snapshots: Path, window_start_ms: int, name: tuple[str, str],

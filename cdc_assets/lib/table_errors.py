@@ -1,13 +1,17 @@
-"""A failure while one table is built names that table.
+"""A failure while one table is built names that table, and stays that table's.
 
-A window builds every table in one step: one table's Spark error (say an analysis error on
-a column) fails the whole window, and Spark's message alone names a column, not the table.
+Spark's message alone names a column, not the table. A window builds its tables side by
+side: one that fails (`TableFailed`) keeps its previous snapshot, marked failed, and the
+others are built and committed (`table_timeline.WindowResult.failed`, `snapshot_store`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
+
+R = TypeVar("R")
 
 
 class TableFailed(RuntimeError):
@@ -28,3 +32,11 @@ def naming_table(table: str, step: str) -> Iterator[None]:
         raise
     except Exception as e:
         raise TableFailed(table, step, e) from e
+
+
+def caught(task: Callable[[], R]) -> R | TableFailed:
+    """The task's result, or the `TableFailed` it raised (any other error propagates)."""
+    try:
+        return task()
+    except TableFailed as e:
+        return e

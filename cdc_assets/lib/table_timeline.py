@@ -47,7 +47,7 @@ from cdc_assets.lib.snapshot import (
     reconstruct_table, typed_actions,
 )
 from cdc_assets.lib.storage import table_id
-from cdc_assets.lib.table_errors import naming_table
+from cdc_assets.lib.table_errors import TableFailed, caught, naming_table
 from cdc_assets.lib.tso import tso_to_ms
 from cdc_assets.lib.window_schema import window_table_schemas
 
@@ -105,6 +105,9 @@ class WindowResult:
     flushes: list[Flush]
     closures: list[Closure]
     persisted: list[DataFrame]
+    # Tables that could not be built (`TableFailed`), with the reason: the others are built
+    # regardless, and these keep their previous snapshot, marked failed (snapshot_store).
+    failed: dict[Name, str] = field(default_factory=dict)
 
     def release(self) -> None:
         """Free the cached inputs once every frame has been written."""
@@ -113,12 +116,14 @@ class WindowResult:
 
 
 def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, TableState],
-                 keep_history: bool = False, touched_ranges_only: bool = False) -> WindowResult:
+                 keep_history: bool = False, touched_ranges_only: bool = False,
+                 failed: dict[Name, str] | None = None) -> WindowResult:
     """`previous`: every table of the previous snapshot (frames lazy). Returns the state at the window
     end; call `release()` on it after writing its frames. With `touched_ranges_only`, a table whose
     rows alone changed (no DDL, same schema) and that has key ranges gets a frame of only the
-    ranges its changes touch (`touched_ranges`); the writer carries the others over."""
-    run = _Run(spark, changes, previous, keep_history, touched_ranges_only)
+    ranges its changes touch (`touched_ranges`); the writer carries the others over.
+    `failed`: tables not to build (an earlier window failed to): their rows and DDL are skipped."""
+    run = _Run(spark, changes, previous, keep_history, touched_ranges_only, failed)
     try:
         run.apply()
     except BaseException:
@@ -126,13 +131,14 @@ def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, T
             df.unpersist()
         raise
     return WindowResult(run.states, run.dropped, run.barriers, run.unparsed, run.flushes, run.closures,
-                        run.persisted)
+                        run.persisted, run.failed)
 
 
 class _Run:
     def __init__(self, spark: SparkSession, changes: DataFrame, previous: dict[Name, TableState], keep_history: bool,
-                 touched_ranges_only: bool = False):
+                 touched_ranges_only: bool = False, failed: dict[Name, str] | None = None):
         self.spark = spark
+        self.failed: dict[Name, str] = dict(failed or {})
         self.touched_ranges_only = touched_ranges_only
         self.states = dict(previous)
         self.keep_history = keep_history
@@ -161,6 +167,9 @@ class _Run:
             schemas = window_table_schemas(self.rows)
             self._pending = {name: [0] for name in schemas}
         for barrier in self._in_applicable_order():
+            if (barrier.database, barrier.table or "") in self.failed:
+                self._unparsed(barrier, "not applied: its table failed to build", structure_covers=False)
+                continue
             with naming_table(table_id(barrier.database, barrier.table or ""),
                               f"its DDL at commit_ts {barrier.commit_ts} ({(barrier.sql or '')[:200]!r})"):
                 for change in barrier.changes:
@@ -220,12 +229,18 @@ class _Run:
         actions = key_actions(rows)
         if schemas is None:
             schemas = window_table_schemas(rows)
-        plans = [(name, self.states.get(name), schemas[name]) for name in names if name in schemas]
+        plans = [(name, self.states.get(name), schemas[name]) for name in names
+                 if name in schemas and name not in self.failed]
         plans = [(name, state, state.schema.merged_with(s) if state else s) for name, state, s in plans]
         # The tables' counting jobs are independent: submitted together (see concurrent_jobs).
-        rebuilt = run_concurrently([functools.partial(self._rebuild, actions, state, schema, checkpoint)
-                                    for _, state, schema in plans])
-        for (name, state, schema), (typed, touched, before, result) in zip(plans, rebuilt):
+        # One table's failure is its own: the others are built (`WindowResult.failed`).
+        rebuilt = run_concurrently([functools.partial(caught, functools.partial(
+            self._rebuild, actions, state, schema, checkpoint)) for _, state, schema in plans])
+        for (name, state, schema), outcome in zip(plans, rebuilt):
+            if isinstance(outcome, TableFailed):
+                self.failed[name] = str(outcome)
+                continue
+            typed, touched, before, result = outcome
             if self.keep_history:  # the rows before, in the schema the images grew to (new columns null)
                 self.flushes.append(Flush(name, typed, None if before is None else conformed(before, schema), schema))
             if state is None:

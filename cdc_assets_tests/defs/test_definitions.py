@@ -36,6 +36,7 @@ def test_module_definitions_load_with_every_layer_and_check():
         "sample/snapshots:primary_key_unique",
         "sample/snapshots:reconciliation",
         "sample/snapshots:values_convert",
+        "sample/snapshots:tables_built",
         "sample/snapshots:ddl_applied",
     }
     assert {j.name for j in defs.jobs} == {"sample__windows", "sample__land"}

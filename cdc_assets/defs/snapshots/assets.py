@@ -36,6 +36,7 @@ PK_UNIQUE = "primary_key_unique"
 RECONCILES = "reconciliation"
 VALUES_CONVERT = "values_convert"
 DDL_APPLIED = "ddl_applied"
+TABLES_BUILT = "tables_built"
 
 
 def build_snapshots(b: SourceBuild) -> AssetsDefinition:
@@ -71,6 +72,9 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                            "+ rows moved in by RENAME TABLE = rows, per table"),
             AssetCheckSpec(VALUES_CONVERT, asset=key, partitions_def=b.partitions_def,
                            description="every non-null value converted to its column's Spark type"),
+            AssetCheckSpec(TABLES_BUILT, asset=key, partitions_def=b.partitions_def,
+                           description="every table of the window was built; one that failed keeps its "
+                           "previous snapshot, marked failed, and the others are committed"),
             AssetCheckSpec(DDL_APPLIED, asset=key, partitions_def=b.partitions_def,
                            description="every DDL statement of the window was read and applied (WARN: "
                            "one that was not, say a TRUNCATE PARTITION, may leave rows the source removed)"),
@@ -99,7 +103,8 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         ended = ddl["history_versions_ended"]
         if key in selected:
             checks = context.selected_asset_check_keys
-            for event in _snapshot_results(key, spark, snap_root, events_in, tables, ddl, written):
+            for event in _snapshot_results(key, spark, snap_root, events_in, tables, ddl, written,
+                                           manifest.get("failed_tables", {})):
                 if not isinstance(event, AssetCheckResult) or AssetCheckKey(key, event.check_name) in checks:
                     yield event
         if history_key in selected:
@@ -116,8 +121,8 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
 
 
 def _snapshot_results(key, spark: SparkSession, snap_root, events_in: int, tables: dict, ddl: dict,
-                      written: dict):
-    """The snapshot's materialization and its four checks."""
+                      written: dict, failed: dict):
+    """The snapshot's materialization and its five checks."""
     yield MaterializeResult(
         asset_key=key,
         metadata={
@@ -163,6 +168,11 @@ def _snapshot_results(key, spark: SparkSession, snap_root, events_in: int, table
     yield AssetCheckResult(
         asset_key=key, check_name=VALUES_CONVERT, passed=not any(failures.values()),
         metadata={"conversion_failures": sum(failures.values()), "by_table": MetadataValue.json(failures)},
+    )
+    yield AssetCheckResult(
+        asset_key=key, check_name=TABLES_BUILT, passed=not failed,
+        metadata={"tables_failed": len(failed),
+                  "failed": MetadataValue.json({tid: f["reason"] for tid, f in failed.items()})},
     )
     unparsed = ddl["unparsed"]
     # commit_ts as text, and its UTC time: the UI's JSON viewer rounds integers beyond 2^53
