@@ -136,3 +136,15 @@ def test_replay_of_connector_objects_equals_the_truth(spark, tmp_path, protocol,
     summary = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
     assert summary.windows >= 2
     assert differences_from_truth(settings, dump.truth_path) == {}
+
+
+def test_s3_mirror_wants_values_and_keys_objects_not_headers():
+    from cdc_assets.lib.input_files import wanted_object
+
+    wanted = wanted_object(LAYOUT)
+    folder = "topics/t/partition=0/"
+    assert wanted(PurePath(folder + "t+0+0000000000.json.gz"))
+    assert wanted(PurePath(folder + "t+0+0000000000.keys.json.gz"))
+    assert wanted(PurePath(folder + "t+0+0000000000.csv"))  # mirrored so that the landing names it
+    assert not wanted(PurePath(folder + "t+0+0000000000.headers.json.gz"))
+    assert wanted_object("auto")(PurePath(folder + "t+0+0000000000.keys.avro"))
