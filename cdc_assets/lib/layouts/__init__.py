@@ -53,8 +53,8 @@ def detect_layout(root: Path) -> str:
     counts = {name: len(layout.list_files(root)) for name, layout in LAYOUT_CLASSES.items()
               if name != StorageSinkLayout.name}
     connect = set(KafkaConnectS3Layout().list_files(root))
-    others = {p for name, layout in LAYOUT_CLASSES.items() if name not in (StorageSinkLayout.name, KafkaConnectS3Layout.name)
-              for p in layout.list_files(root)}
+    others = {p for name, layout in LAYOUT_CLASSES.items()
+              if name not in (StorageSinkLayout.name, KafkaConnectS3Layout.name) for p in layout.list_files(root)}
     if connect and others <= connect:
         return KafkaConnectS3Layout.name
     found = [name for name, n in counts.items() if n and name != KafkaConnectS3Layout.name]
@@ -70,4 +70,4 @@ def read_dump(spark: SparkSession, files: list[Path], layout: str, root: Path) -
     return get_layout(layout).read(spark, files, root)
 
 
-__all__ = ["LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "detect_layout", "get_layout", "list_dump_files", "read_dump"]
+__all__ = ["LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "KafkaConnectS3Layout", "detect_layout", "get_layout", "list_dump_files", "read_dump"]
