@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="write a simulated TiCDC topic dump and its true table states")
     s.add_argument("--out", required=True)
     s.add_argument("--seed", type=int, default=7)
-    s.add_argument("--layout", default="kafka-parquet", choices=["kafka-parquet", "kcat-jsonl", "storage-sink"])
+    s.add_argument("--layout", default="kafka-parquet", choices=["kafka-parquet", "kcat-jsonl", "storage-sink", "kafka-connect-s3"])
     s.add_argument("--protocol", default="canal-json", help="encoder (cdc_assets/lib/simulator/protocols.py)")
     s.set_defaults(func=cmd_simulate)
 

@@ -7,6 +7,8 @@ One module per layout behind `DumpLayout`; `LAYOUTS` maps names to layouts.
 - `storage-sink`: TiCDC's storage sink folders (canal-json files per table version, the
   schema files whose statements are its only record of DDL, and the `metadata` file whose
   checkpoint-ts is a watermark for every table).
+- `kafka-connect-s3`: Confluent's Kafka Connect S3 sink objects
+  (`<topic>+<partition>+<start offset>.<ext>`, offsets from the names).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.lib.layouts.base import UNPARSED_TOPIC, DumpLayout
+from cdc_assets.lib.layouts.kafka_connect_s3 import KafkaConnectS3Layout
 from cdc_assets.lib.layouts.kafka_parquet import KafkaParquetLayout
 from cdc_assets.lib.layouts.kcat_jsonl import KcatJsonlLayout
 from cdc_assets.lib.layouts.lines import LinesLayout
@@ -23,7 +26,8 @@ from cdc_assets.lib.layouts.storage_sink import StorageSinkLayout
 
 LAYOUT_CLASSES: dict[str, DumpLayout] = {
     layout.name: layout
-    for layout in (KafkaParquetLayout(), KcatJsonlLayout(), LinesLayout(), StorageSinkLayout())
+    for layout in (KafkaParquetLayout(), KcatJsonlLayout(), LinesLayout(), StorageSinkLayout(),
+                   KafkaConnectS3Layout())
 }
 LAYOUTS = tuple(LAYOUT_CLASSES)
 
@@ -40,14 +44,21 @@ def list_dump_files(root: Path, layout: str) -> list[Path]:
 
 
 def detect_layout(root: Path) -> str:
-    """The one layout whose files are present (storage-sink wins, known by its `metadata` file
-    or its schema files: its data files are `.json` lines, as kcat's may be)."""
+    """The one layout whose files are present. Layouts known by their own names win over
+    those known by extension: storage-sink (its `metadata` file or its schema files: its data
+    files are `.json` lines, as kcat's may be), then kafka-connect-s3 when every file another
+    layout would read is one of its `<topic>+<partition>+<offset>.<ext>` objects."""
     if StorageSinkLayout().is_present(root):
         return StorageSinkLayout.name
     counts = {name: len(layout.list_files(root)) for name, layout in LAYOUT_CLASSES.items()
               if name != StorageSinkLayout.name}
-    found = [name for name, n in counts.items() if n]
-    if len(found) != 1:
+    connect = set(KafkaConnectS3Layout().list_files(root))
+    others = {p for name, layout in LAYOUT_CLASSES.items()
+              if name not in (StorageSinkLayout.name, KafkaConnectS3Layout.name) for p in layout.list_files(root)}
+    if connect and others <= connect:
+        return KafkaConnectS3Layout.name
+    found = [name for name, n in counts.items() if n and name != KafkaConnectS3Layout.name]
+    if len(found) != 1 or connect:
         raise ValueError(
             f"cannot detect the dump layout under {root}: files per layout {counts}; "
             f"pass the layout explicitly (one of {', '.join(LAYOUTS)})"
@@ -59,4 +70,4 @@ def read_dump(spark: SparkSession, files: list[Path], layout: str, root: Path) -
     return get_layout(layout).read(spark, files, root)
 
 
-__all__ = ["LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "detect_layout", "get_layout", "list_dump_files", "read_dump"]
+__all__ = ["LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "KafkaConnectS3Layout", "detect_layout", "get_layout", "list_dump_files", "read_dump"]

@@ -27,7 +27,12 @@ def whole_files(spark: SparkSession, files: list[Path]) -> DataFrame:
 def file_lines(spark: SparkSession, files: list[Path]) -> DataFrame:
     """One row per non-blank line of `files`, split on LF with one trailing CR removed:
     `source_file`, `line_no` (0-based, blank lines counted), `line` (binary)."""
-    exploded = whole_files(spark, files).select(
+    return content_lines(whole_files(spark, files))
+
+
+def content_lines(contents: DataFrame) -> DataFrame:
+    """`file_lines` of rows of `content` (binary) and `source_file` (e.g. decompressed files)."""
+    exploded = contents.select(
         "source_file",
         F.posexplode(F.split(F.decode("content", BYTES_AS_TEXT), "\n")).alias("line_no", "text"),
     )

@@ -12,9 +12,10 @@ snapshots with `truth.json`.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from cdc_assets.lib.simulator.encoder import KeyValue
 from cdc_assets.lib.simulator.kafka import KafkaMessage, RestartPlan, TopicSimulator
@@ -68,6 +69,7 @@ def generate(
     tables: tuple[TableDef, ...] = DEMO_TABLES,
     overwrite: bool = False,
     inject: Callable[[KafkaMessage], Iterable[KeyValue]] | None = None,
+    writer_options: Mapping[str, Any] | None = None,
 ) -> GeneratedDump:
     """Simulate the upstream and write `out_dir/dump/<topic>/...` (storage-sink: the sink's
     folders in `out_dir/dump`, without a topic) plus `out_dir/truth.json`.
@@ -78,6 +80,7 @@ def generate(
     for that (under ~10 minutes) gets no restart and truth.json says `"restart": null`.
     `inject(message)`: (key, value) pairs a broken producer puts in the message's partition just
     before it (fuzzing); later offsets move up, truth.json is unchanged, counts["injected"] counts them.
+    `writer_options`: the layout's writer's own (kafka-connect-s3: fmt, flush_size, store_keys, gzip).
     `watermark_phase_ms`: watermarks at this offset past each interval boundary (default: 30 s
     for a protocol that batches events, so that its batches straddle window ends; else 0).
     """
@@ -106,7 +109,7 @@ def generate(
         watermark_phase_ms=watermark_phase_ms, restart=plan, seed=seed,
     )
     truth = TruthRecorder(tables, window_ms=window_ms)
-    writer = make_writer(layout, dump_dir, topic, file_span_ms=file_span_ms)
+    writer = make_writer(layout, dump_dir, topic, file_span_ms=file_span_ms, **(writer_options or {}))
     shift = [0] * partitions  # offsets taken by injected messages, per partition
 
     def write(msg: KafkaMessage) -> None:

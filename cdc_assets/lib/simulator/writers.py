@@ -4,6 +4,7 @@
   `spark.readStream.format("kafka")` hands to a Parquet sink).
 - `kcat-jsonl`: the lines `kcat -C -J` prints, one message per line.
 - `storage-sink`: TiCDC's storage sink folders (Canal-JSON only; `StorageSinkWriter`).
+- `kafka-connect-s3`: Confluent's Kafka Connect S3 sink objects (`KafkaConnectS3Writer`).
 
 The first two stream: one open file per partition, rolled over whenever the Kafka timestamp
 enters a new `file_span_ms` bucket, named `<topic>/part-<partition>-<first offset>.<ext>`
@@ -12,6 +13,9 @@ enters a new `file_span_ms` bucket, named `<topic>/part-<partition>-<first offse
 
 from __future__ import annotations
 
+import base64
+import gzip
+import io
 import json
 import re
 import zlib
@@ -26,7 +30,7 @@ from cdc_assets.lib.simulator.canal_json import DDL_EVENT_TYPES
 from cdc_assets.lib.simulator.kafka import KafkaMessage
 from cdc_assets.lib.tidb_ddl_actions import DDL_ACTIONS
 
-LAYOUTS = ("kafka-parquet", "kcat-jsonl", "storage-sink")
+LAYOUTS = ("kafka-parquet", "kcat-jsonl", "storage-sink", "kafka-connect-s3")
 DEFAULT_FILE_SPAN_MS = 30 * 60_000
 
 # org.apache.spark.sql.kafka010 KafkaRecordToRowConverter.kafkaSchema (all nullable).
@@ -266,12 +270,80 @@ class StorageSinkWriter(DumpWriter):
         return sorted(self.files)
 
 
-WRITERS: dict[str, type[DumpWriter]] = {w.layout: w for w in (KafkaParquetWriter, KcatJsonlWriter, StorageSinkWriter)}
+class KafkaConnectS3Writer(DumpWriter):
+    """Confluent's S3 sink with the default partitioner: per Kafka partition, objects of
+    `flush_size` records, `topics/<topic>/partition=<p>/<topic>+<p>+<start offset:010d>.<ext>`,
+    values (and with `store_keys`, keys in `<name>.keys.<ext>`) as `fmt` writes them with the
+    ByteArrayConverter:
+    - `json` (JsonFormat): one JSON value per line (LF), bytes as a base64 string, null as `null`;
+    - `bin` (ByteArrayFormat): the raw bytes, each followed by `separator`;
+    - `parquet` / `avro` (ParquetFormat / AvroFormat): a record with one bytes field per value.
+    `gzip` (`s3.compression.type=gzip`, json and bin only) appends `.gz`."""
+
+    layout = "kafka-connect-s3"
+
+    def __init__(self, dump_dir: Path, topic: str, *, file_span_ms: int = DEFAULT_FILE_SPAN_MS, fmt: str = "json",
+                 flush_size: int = 200, store_keys: bool = True, gzip: bool = False, separator: bytes = b"\n"):
+        self.topic, self.fmt, self.flush_size, self.store_keys = topic, fmt, flush_size, store_keys
+        self.gzip, self.separator = gzip, separator
+        self.root = Path(dump_dir) / "topics" / topic
+        self.files: list[Path] = []
+        self._open: dict[int, tuple[int, list[KafkaMessage]]] = {}  # partition -> (start offset, records)
+
+    def write(self, msg: KafkaMessage) -> None:
+        start, records = self._open.setdefault(msg.partition, (msg.offset, []))
+        records.append(msg)
+        if len(records) >= self.flush_size:
+            self._commit(msg.partition)
+
+    def close(self) -> list[Path]:
+        for partition in list(self._open):
+            self._commit(partition)
+        return sorted(self.files)
+
+    def _commit(self, partition: int) -> None:
+        start, records = self._open.pop(partition)
+        folder = self.root / f"partition={partition}"
+        folder.mkdir(parents=True, exist_ok=True)
+        ext = "." + self.fmt + (".gz" if self.gzip else "")
+        stem = f"{self.topic}+{partition}+{start:010d}"
+        views = [("", [m.value for m in records])] + ([(".keys", [m.key for m in records])] if self.store_keys else [])
+        for view, values in views:
+            path = folder / f"{stem}{view}{ext}"
+            content = self._encode(values)
+            path.write_bytes(gzip.compress(content) if self.gzip else content)
+            self.files.append(path)
+
+    def _encode(self, values: list[bytes | None]) -> bytes:
+        if self.fmt == "json":
+            return b"".join((b"null" if v is None else json.dumps(base64.b64encode(v).decode()).encode()) + b"\n"
+                            for v in values)
+        if self.fmt == "bin":
+            return b"".join(v + self.separator for v in values)
+        if self.fmt == "parquet":
+            sink = io.BytesIO()
+            pq.write_table(pa.table({"value": pa.array(values, pa.binary())}), sink)
+            return sink.getvalue()
+        if self.fmt == "avro":
+            import fastavro
+
+            sink = io.BytesIO()
+            schema = {"type": "record", "name": "ConnectDefault", "namespace": "io.confluent.connect.avro",
+                      "fields": [{"name": "value", "type": ["null", "bytes"], "default": None}]}
+            fastavro.writer(sink, fastavro.parse_schema(schema), [{"value": v} for v in values])
+            return sink.getvalue()
+        raise ValueError(f"unknown Kafka Connect S3 format {self.fmt!r}")
 
 
-def make_writer(layout: str, dump_dir: Path, topic: str, *, file_span_ms: int = DEFAULT_FILE_SPAN_MS) -> DumpWriter:
+WRITERS: dict[str, type[DumpWriter]] = {w.layout: w for w in (KafkaParquetWriter, KcatJsonlWriter, StorageSinkWriter,
+                                                                KafkaConnectS3Writer)}
+
+
+def make_writer(layout: str, dump_dir: Path, topic: str, *, file_span_ms: int = DEFAULT_FILE_SPAN_MS,
+                **options) -> DumpWriter:
+    """`options`: the writer's own (KafkaConnectS3Writer's format, flush size, keys, gzip)."""
     try:
         cls = WRITERS[layout]
     except KeyError:
         raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}") from None
-    return cls(dump_dir, topic, file_span_ms=file_span_ms)
+    return cls(dump_dir, topic, file_span_ms=file_span_ms, **options)

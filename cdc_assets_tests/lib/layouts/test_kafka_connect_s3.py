@@ -1,0 +1,150 @@
+"""Kafka Connect S3 sink objects (Confluent's S3SinkConnector): names, formats, keys, detection,
+and a simulated dump written the way the connector writes it, replayed against the truth."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from pathlib import Path, PurePath
+
+import pyarrow.parquet as pq
+import pytest
+from dagster import DagsterInstance
+
+from cdc_assets.lib.layouts import detect_layout, get_layout, list_dump_files, read_dump
+from cdc_assets.lib.layouts.kafka_connect_s3 import parse_name
+from cdc_assets.lib.simulator import generate
+from cdc_assets.replay import replay
+from cdc_assets_tests.e2e import differences_from_truth, settings_for
+
+HOUR = 3_600_000
+LAYOUT = "kafka-connect-s3"
+
+
+def test_names_of_the_default_and_time_based_partitioners_are_parsed():
+    assert parse_name("tidb.cdc_v1+2+0000001200.json") == {
+        "topic": "tidb.cdc_v1", "partition": 2, "start_offset": 1200, "keys": False, "format": ".json", "gzip": False}
+    assert parse_name("orders+0+0000000000.keys.bin.gz") == {
+        "topic": "orders", "partition": 0, "start_offset": 0, "keys": True, "format": ".bin", "gzip": True}
+    assert parse_name("orders+11+00000000000000000042.snappy.parquet")["start_offset"] == 42
+    assert parse_name("orders+3+0000000007.avro")["format"] == ".avro"
+    # not read: headers, other formats, Spark's and the simulator's own part files
+    for name in ("orders+0+0000000000.headers.json", "orders+0+0000000000.csv", "orders+0+0000000000.avro.gz",
+                 "part-0-00000000000000000000.parquet", "part-00000-1b2c.c000.snappy.parquet", "orders.json"):
+        assert parse_name(name) is None, name
+    layout = get_layout(LAYOUT)
+    # default partitioner, time-based partitioner (path.format), a topics.dir of its own
+    for path in ("topics/orders/partition=0/orders+0+0000000000.json",
+                 "topics/orders/year=2026/month=01/day=02/hour=03/orders+0+0000000000.json",
+                 "cdc/raw/orders/dt=2026-01-02/orders+0+0000000000.json.gz"):
+        assert layout.is_data_file(PurePath(path)), path
+    assert not layout.is_data_file(PurePath("topics/orders/partition=0/.orders+0+0000000000.json"))
+    assert "format cdc_assets does not read" in layout.unsupported(PurePath("topics/o/partition=0/o+0+0000000000.csv"))
+    assert layout.unsupported(PurePath("topics/o/partition=0/o+0+0000000000.headers.avro")) is None
+
+
+def _put(root: Path, name: str, content: bytes, folder: str = "topics/t/partition=1") -> None:
+    path = root / folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+
+
+def _rows(spark, root: Path):
+    files = list_dump_files(root, LAYOUT)
+    rows = read_dump(spark, files, LAYOUT, root).orderBy("kafka_offset").collect()
+    return [(r.topic, r.kafka_partition, r.kafka_offset, r.key, r.value) for r in rows]
+
+
+def test_json_format_values_base64_text_and_documents_with_their_keys(spark, tmp_path):
+    frame = b"\x00\x01\n\xff binary \r\n"  # bytes a line separator would cut: safe as base64
+    doc = {"type": "INSERT", "data": [{"id": "1"}]}
+    values = [json.dumps(base64.b64encode(frame).decode()), json.dumps('{"id":1}'), json.dumps(doc), "null"]
+    _put(tmp_path, "t+1+0000000040.json", "".join(v + "\n" for v in values).encode())
+    keys = [json.dumps(base64.b64encode(b"k%d" % i).decode()) for i in range(4)]
+    _put(tmp_path, "t+1+0000000040.keys.json", "".join(k + "\n" for k in keys).encode())
+    assert _rows(spark, tmp_path) == [
+        ("t", 1, 40, b"k0", frame),
+        ("t", 1, 41, b"k1", b'{"id":1}'),
+        ("t", 1, 42, b"k2", json.dumps(doc).encode()),
+        ("t", 1, 43, b"k3", None),
+    ]
+
+
+def test_bytearray_format_lf_crlf_and_gzip_without_keys(spark, tmp_path):
+    _put(tmp_path, "t+1+0000000000.bin", b'{"a":1}\n{"a":2}\n')
+    _put(tmp_path, "t+1+0000000002.bin.gz", gzip.compress(b'{"a":3}\r\n{"a":4}\r\n'))
+    assert _rows(spark, tmp_path) == [("t", 1, i, None, b'{"a":%d}' % (i + 1)) for i in range(4)]
+
+
+def test_parquet_and_avro_records_with_their_keys(spark, tmp_path):
+    import fastavro
+    import pyarrow as pa
+
+    pq.write_table(pa.table({"value": pa.array([b"v0", b"v1"], pa.binary())}),
+                   tmp_path / "p.parquet")
+    _put(tmp_path, "t+1+0000000010.snappy.parquet", (tmp_path / "p.parquet").read_bytes())
+    # keys: the connector envelopes them in a RecordKey record with one field, `key`
+    pq.write_table(pa.table({"key": pa.array(["k0", "k1"], pa.string())}), tmp_path / "k.parquet")
+    _put(tmp_path, "t+1+0000000010.keys.snappy.parquet", (tmp_path / "k.parquet").read_bytes())
+    (tmp_path / "p.parquet").unlink(), (tmp_path / "k.parquet").unlink()
+    with (tmp_path / "a.avro").open("wb") as f:
+        fastavro.writer(f, fastavro.parse_schema("string"), ['{"a":1}', '{"a":2}'])
+    _put(tmp_path, "t+1+0000000012.avro", (tmp_path / "a.avro").read_bytes())
+    (tmp_path / "a.avro").unlink()
+    # a record of several fields: its JSON text
+    pq.write_table(pa.table({"op": ["c"], "id": [7]}), tmp_path / "r.parquet")
+    _put(tmp_path, "t+1+0000000014.parquet", (tmp_path / "r.parquet").read_bytes())
+    (tmp_path / "r.parquet").unlink()
+    assert _rows(spark, tmp_path) == [
+        ("t", 1, 10, b"k0", b"v0"), ("t", 1, 11, b"k1", b"v1"),
+        ("t", 1, 12, None, b'{"a":1}'), ("t", 1, 13, None, b'{"a":2}'),
+        ("t", 1, 14, None, b'{"op":"c","id":7}'),
+    ]
+
+
+def test_detected_over_the_layouts_that_share_its_extensions(tmp_path):
+    _put(tmp_path, "t+1+0000000000.json", b"null\n")
+    _put(tmp_path, "t+1+0000000000.keys.json", b"null\n")
+    assert detect_layout(tmp_path) == LAYOUT
+    (tmp_path / "other.jsonl").write_bytes(b"{}\n")  # a kcat file too: ambiguous, never a guess
+    with pytest.raises(ValueError, match="cannot detect the dump layout"):
+        detect_layout(tmp_path)
+
+
+def test_values_object_waits_for_its_keys_object_when_the_folder_has_keys(tmp_path):
+    layout = get_layout(LAYOUT)
+    _put(tmp_path, "t+1+0000000000.json", b"null\n")
+    _put(tmp_path, "t+1+0000000000.keys.json", b"null\n")
+    _put(tmp_path, "t+1+0000000001.json", b"null\n")
+    folder = tmp_path / "topics/t/partition=1"
+    assert layout.is_complete(folder / "t+1+0000000000.json")
+    assert not layout.is_complete(folder / "t+1+0000000001.json")
+    _put(tmp_path, "t+1+0000000001.keys.json", b"null\n")
+    assert layout.is_complete(folder / "t+1+0000000001.json")
+
+
+@pytest.mark.parametrize("protocol, writer_options", [
+    ("canal-json", {"fmt": "json", "flush_size": 150}),
+    ("open-protocol", {"fmt": "parquet", "flush_size": 150}),  # binary frames, keys needed
+])
+def test_replay_of_connector_objects_equals_the_truth(spark, tmp_path, protocol, writer_options):
+    dump = generate(tmp_path / "sim", seed=5, layout=LAYOUT, protocol=protocol, row_changes=400,
+                    duration_ms=int(2.5 * HOUR), writer_options=writer_options)
+    assert detect_layout(dump.dump_dir) == LAYOUT
+    settings = settings_for(tmp_path / "home", dump.dump_dir, protocol=protocol)
+    summary = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
+    assert summary.windows >= 2
+    assert differences_from_truth(settings, dump.truth_path) == {}
+
+
+def test_s3_mirror_wants_values_and_keys_objects_not_headers():
+    from cdc_assets.lib.input_files import wanted_object
+
+    wanted = wanted_object(LAYOUT)
+    folder = "topics/t/partition=0/"
+    assert wanted(PurePath(folder + "t+0+0000000000.json.gz"))
+    assert wanted(PurePath(folder + "t+0+0000000000.keys.json.gz"))
+    assert wanted(PurePath(folder + "t+0+0000000000.csv"))  # mirrored so that the landing names it
+    assert not wanted(PurePath(folder + "t+0+0000000000.headers.json.gz"))
+    assert wanted_object("auto")(PurePath(folder + "t+0+0000000000.keys.avro"))
