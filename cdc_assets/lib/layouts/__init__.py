@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_assets.lib.layouts.base import UNPARSED_TOPIC, DumpLayout
+from cdc_assets.lib.layouts.base import UNPARSED_TOPIC, DumpLayout, SampledMessage
 from cdc_assets.lib.layouts.kafka_parquet import KafkaParquetLayout
 from cdc_assets.lib.layouts.kcat_jsonl import KcatJsonlLayout
 from cdc_assets.lib.layouts.lines import LinesLayout
@@ -39,24 +39,31 @@ def list_dump_files(root: Path, layout: str) -> list[Path]:
     return get_layout(layout).list_files(root)
 
 
+def sniff_layouts(root: Path) -> dict[str, str]:
+    """Each layout the dump under `root` looks like -> why (`DumpLayout.sniff`), without the
+    layouts a sniffed one shadows."""
+    found = {name: why for name, layout in LAYOUT_CLASSES.items() if (why := layout.sniff(root)) is not None}
+    shadowed = {s for name in found for s in LAYOUT_CLASSES[name].shadows}
+    return {name: why for name, why in found.items() if name not in shadowed}
+
+
 def detect_layout(root: Path) -> str:
-    """The one layout whose files are present (storage-sink wins, known by its `metadata` file
-    or its schema files: its data files are `.json` lines, as kcat's may be)."""
-    if StorageSinkLayout().is_present(root):
-        return StorageSinkLayout.name
-    counts = {name: len(layout.list_files(root)) for name, layout in LAYOUT_CLASSES.items()
-              if name != StorageSinkLayout.name}
-    found = [name for name, n in counts.items() if n]
+    """The one layout the dump under `root` looks like; several or none is an error naming
+    them (never a guess)."""
+    found = sniff_layouts(root)
     if len(found) != 1:
+        seen = "; ".join(f"{name}: {why}" for name, why in found.items()) or (
+            "no file of any layout (" + ", ".join(f"{n} {'/'.join(lay.extensions)}" for n, lay in LAYOUT_CLASSES.items()) + ")")
         raise ValueError(
-            f"cannot detect the dump layout under {root}: files per layout {counts}; "
-            f"pass the layout explicitly (one of {', '.join(LAYOUTS)})"
+            f"cannot detect the dump layout under {root}: "
+            + (f"it looks like {len(found)} layouts ({seen})" if found else seen)
+            + f"; pass the layout explicitly (one of {', '.join(LAYOUTS)})"
         )
-    return found[0]
+    return next(iter(found))
 
 
 def read_dump(spark: SparkSession, files: list[Path], layout: str, root: Path) -> DataFrame:
     return get_layout(layout).read(spark, files, root)
 
 
-__all__ = ["LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "detect_layout", "get_layout", "list_dump_files", "read_dump"]
+__all__ = ["LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "SampledMessage", "detect_layout", "sniff_layouts", "get_layout", "list_dump_files", "read_dump"]
