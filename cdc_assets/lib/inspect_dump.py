@@ -190,22 +190,26 @@ class _Tally:
 
 
 def _blockers(state: LandingState, end_ms: int, policy: Completeness) -> list[str]:
-    """Why a window ending at `end_ms` is not complete: the partitions holding it back."""
-    out = []
+    """Why a window ending at `end_ms` is not complete: the partitions holding it back, by reason."""
+    by_reason: dict[str, list[str]] = {}
     for p in state.kafka_partitions():
         name = f"{p['topic']} partition {p['kafka_partition']}"
+        reason = None
         if policy.mode == WATERMARK_MODE:
             wm = p["max_watermark_ts"]
             if wm is None:
-                out.append(f"{name}: no watermark yet")
+                reason = "no watermark yet"
             elif wm < ms_to_tso(end_ms):
-                out.append(f"{name}: watermark at {iso_ms(tso_to_ms(wm))}")
+                reason = f"watermark at {iso_ms(tso_to_ms(wm))}"
         elif policy.mode == EVENT_TIME_MODE:
             newest = p["max_routing_ms"]
             if newest is None or newest - policy.allowed_lateness_ms < end_ms:
-                out.append(f"{name}: newest event at {iso_ms(newest)}"
-                           + (f" (minus {policy.allowed_lateness_ms} ms lateness)" if policy.allowed_lateness_ms else ""))
-    return out[:MAX_BLOCKERS] + ([f"... and {len(out) - MAX_BLOCKERS} more partitions"] if len(out) > MAX_BLOCKERS else [])
+                reason = f"newest event at {iso_ms(newest)}" + (
+                    f" (minus {policy.allowed_lateness_ms} ms lateness)" if policy.allowed_lateness_ms else "")
+        if reason is not None:
+            by_reason.setdefault(reason, []).append(name)
+    return [", ".join(names[:MAX_BLOCKERS]) + (f" and {len(names) - MAX_BLOCKERS} more" if len(names) > MAX_BLOCKERS
+                                                else "") + f": {reason}" for reason, names in by_reason.items()]
 
 
 def replay_command(input_location: str, resolved: Resolved, window_minutes: int, time_zone: str,
