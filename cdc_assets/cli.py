@@ -56,7 +56,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     base = load_settings()
     layout, protocol, options = args.layout, args.protocol, _options(args.option)
-    if "auto" in (layout, protocol):
+    # `--layout auto` alone on a folder not there yet is left to the landing (which detects it then)
+    if protocol == "auto" or (layout == "auto" and (is_s3_uri(args.input) or Path(args.input).is_dir())):
         source = SourceConfig(name=args.source, protocol="canal-json", input_path=args.input)
         landing_root = Path(args.warehouse).absolute() / args.source / "landing"
         if is_s3_uri(args.input):  # detection reads the mirror the landing reads (and reuses)

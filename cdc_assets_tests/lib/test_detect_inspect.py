@@ -189,23 +189,48 @@ def test_tiflow_open_protocol_frames_in_kafka_parquet(tmp_path, conformance):
     assert report["partitions"][0]["last_watermark_ts"] is not None
 
 
-def test_compressed_canal_json_values_are_detected(tmp_path):
-    plain = json.dumps({"id": 0, "database": "d", "table": "t", "pkNames": ["id"], "isDdl": False, "type": "INSERT",
-                        "es": 1767225600000, "ts": 1767225600001, "data": [{"id": "1"}],
-                        "mysqlType": {"id": "int"}, "_tidb": {"commitTs": ms_to_tso(1767225600000)}}).encode()
-    compressed = pa.compress(plain, codec="lz4", asbytes=True)  # a raw block is no frame: use the stream
+def _compressed(plain: bytes, codec: str) -> bytes:
+    """As TiCDC compresses: a raw snappy block (Go's snappy.Encode), an lz4 frame."""
+    if codec == "snappy":
+        return pa.compress(plain, codec="snappy", asbytes=True)
     sink = pa.BufferOutputStream()
     with pa.CompressedOutputStream(sink, "lz4") as out:
         out.write(plain)
-    assert compressed
+    return sink.getvalue().to_pybytes()
+
+
+@pytest.mark.parametrize("codec", ["snappy", "lz4"])
+def test_compressed_canal_json_values_are_detected(tmp_path, codec):
+    plain = json.dumps({"id": 0, "database": "d", "table": "t", "pkNames": ["id"], "isDdl": False, "type": "INSERT",
+                        "es": 1767225600000, "ts": 1767225600001, "data": [{"id": "1"}],
+                        "mysqlType": {"id": "int"}, "_tidb": {"commitTs": ms_to_tso(1767225600000)}}).encode()
     root = tmp_path / "dump"
     root.mkdir()
-    pq.write_table(pa.table({"value": [sink.getvalue().to_pybytes()], "offset": [7]}), root / "a.parquet")
+    pq.write_table(pa.table({"value": [_compressed(plain, codec)], "offset": [7]}), root / "a.parquet")
     resolved = resolve(root)
     assert resolved.protocol == "canal-json"
-    assert resolved.options == {"large-message-handle-compression": "lz4", "enable-tidb-extension": "true"}
+    assert resolved.options == {"large-message-handle-compression": codec, "enable-tidb-extension": "true"}
+    assert resolved.detection.facts["compression"] == codec
     report = inspect_dump(root)
     assert report["tables"] == [{"table": "d.t", "key": ["id"], "columns": {"id": "int"}, "row_events": 1, "ddl": 0}]
+    assert report["partitions"][0] == {
+        "topic": "dump", "partition": 0, "messages": 1, "min_offset": 7, "max_offset": 7,
+        "first_commit_ts": ms_to_tso(1767225600000), "first_commit_time": "2026-01-01T00:00:00.000Z",
+        "last_commit_ts": ms_to_tso(1767225600000), "last_commit_time": "2026-01-01T00:00:00.000Z",
+        "last_watermark_ts": None, "last_watermark_time": None}
+
+
+def test_handle_key_only_messages_show_the_large_message_handling(tmp_path):
+    msg = {"id": 0, "database": "d", "table": "t", "pkNames": ["id"], "isDdl": False, "type": "UPDATE",
+           "es": 1767225600000, "ts": 1767225600001, "data": [{"id": "1"}], "mysqlType": {"id": "int"},
+           "_tidb": {"commitTs": ms_to_tso(1767225600000), "onlyHandleKey": True}}
+    root = tmp_path / "dump"
+    root.mkdir()
+    (root / "a.log").write_text(json.dumps(msg) + "\n")
+    assert resolve(root).detection.facts["large-message-handle-option"] == "handle-key-only"
+    rejects = inspect_dump(root)["rejects"]
+    assert rejects["handle_key_only"]["count"] == 1 and rejects["handle_key_only"]["first"].endswith(
+        "a.log partition 0 offset 0")
 
 
 def test_messages_of_two_protocols_are_an_error_naming_both(tmp_path, conformance, capsys):
