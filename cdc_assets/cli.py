@@ -32,9 +32,10 @@ def _options(pairs: list[str]) -> dict[str, str]:
 
 
 def _s3_client(settings):
-    from cdc_assets.defs.resources import make_s3_resource
+    """A boto3 client outside a Dagster run (credentials from boto3's own chain, as in runs)."""
+    import boto3
 
-    return make_s3_resource(settings).get_client()
+    return boto3.client("s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.s3_region)
 
 
 def _resolve_auto(args: argparse.Namespace, root: Path) -> tuple[str, str, dict[str, str]]:

@@ -270,3 +270,30 @@ def test_the_sample_reads_the_first_messages_of_every_file(tmp_path):
     sample = detection_sample(layout, files, dump.dump_dir)
     assert {m.source_file for m in sample} == {str(f) for f in files}
     assert detect_protocol(sample).protocol == "open-protocol"
+
+
+def test_inspect_reads_a_dump_on_s3(tmp_path, capsys, monkeypatch):
+    """The prefix is mirrored into a temporary folder (as replay mirrors it) and inspected."""
+    import boto3
+
+    from cdc_assets_tests.servers import moto_s3
+
+    dump = generate(tmp_path / "sim", protocol="open-protocol", layout="kafka-parquet", row_changes=30, seed=6)
+    local = inspect_dump(dump.dump_dir)
+    with moto_s3(tmp_path) as endpoint:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATESTKEY")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+        monkeypatch.setenv("CDC_ASSETS_S3_ENDPOINT_URL", endpoint)
+        monkeypatch.setenv("CDC_ASSETS_S3_REGION", "us-east-1")
+        monkeypatch.delenv("CDC_ASSETS_SOURCES", raising=False)
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        client.create_bucket(Bucket="cdc")
+        for path in dump.files:
+            client.upload_file(str(path), "cdc", f"dumps/op/{path.relative_to(dump.dump_dir).as_posix()}")
+        code, out, _ = _inspect("--input", "s3://cdc/dumps/op", "--json", capsys=capsys)
+    assert code == 0
+    report = json.loads(out)
+    assert report["input"] == "s3://cdc/dumps/op" and report["protocol"]["name"] == "open-protocol"
+    assert report["partitions"] == local["partitions"] and report["windows"] == local["windows"]
+    assert report["replay_command"].startswith(
+        "cdc-assets replay --protocol open-protocol --input s3://cdc/dumps/op --warehouse WAREHOUSE_DIR --layout kafka-parquet")
