@@ -61,7 +61,7 @@ def _json(value: bytes | None) -> tuple[object, str | None]:
     """(parsed JSON, compression codec) of a value; (None, None) when it is no JSON."""
     if not value:
         return None, None
-    for codec in ("none", *[c for c in large_messages.CODECS if c != "none"]):
+    for codec in large_messages.CODECS:  # "none" first
         data = large_messages.decompress(value, codec)
         if codec != "none" and data is value:
             continue

@@ -52,13 +52,13 @@ def detect_layout(root: Path) -> str:
     them (never a guess)."""
     found = sniff_layouts(root)
     if len(found) != 1:
-        seen = "; ".join(f"{name}: {why}" for name, why in found.items()) or (
-            "no file of any layout (" + ", ".join(f"{n} {'/'.join(lay.extensions)}" for n, lay in LAYOUT_CLASSES.items()) + ")")
-        raise ValueError(
-            f"cannot detect the dump layout under {root}: "
-            + (f"it looks like {len(found)} layouts ({seen})" if found else seen)
-            + f"; pass the layout explicitly (one of {', '.join(LAYOUTS)})"
-        )
+        if found:
+            seen = f"it looks like {len(found)} layouts ({'; '.join(f'{n}: {why}' for n, why in found.items())})"
+        else:
+            kinds = ", ".join(f"{n} {'/'.join(lay.extensions)}" for n, lay in LAYOUT_CLASSES.items())
+            seen = f"no file of any layout ({kinds})"
+        raise ValueError(f"cannot detect the dump layout under {root}: {seen}; "
+                         f"pass the layout explicitly (one of {', '.join(LAYOUTS)})")
     return next(iter(found))
 
 
@@ -66,4 +66,5 @@ def read_dump(spark: SparkSession, files: list[Path], layout: str, root: Path) -
     return get_layout(layout).read(spark, files, root)
 
 
-__all__ = ["LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "SampledMessage", "detect_layout", "sniff_layouts", "get_layout", "list_dump_files", "read_dump"]
+__all__ = ["LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "SampledMessage", "detect_layout", "get_layout",
+           "list_dump_files", "read_dump", "sniff_layouts"]
