@@ -235,8 +235,11 @@ def _python_ddl_message(path: Path, rel: PurePath) -> SampledMessage | None:
     topic = "/".join(rel.parts[:2]) + "/meta" if old_layout else rel.parent.as_posix()
     value = content
     if readable:
-        action = DDL_ACTIONS.get(d.get("Type"), f"ddl type {d.get('Type')}")
-        value = json.dumps({"id": 0, "database": d["Schema"], "table": d.get("Table"), "isDdl": True, "type": action,
-                            "es": tso_to_ms(version), "ts": tso_to_ms(version), "sql": query,
-                            "_tidb": {"commitTs": version}}).encode()
+        code = d.get("Type") if type(d.get("Type")) is int else None
+        action = DDL_ACTIONS.get(code) or (None if code is None else f"ddl type {code}")
+        message = {"id": 0, "database": d["Schema"], "table": d.get("Table"), "isDdl": True, "type": action,
+                   "es": tso_to_ms(version), "ts": tso_to_ms(version), "sql": query, "_tidb": {"commitTs": version}}
+        # as Spark's to_json writes it: compact, nulls left out
+        value = json.dumps({k: v for k, v in message.items() if v is not None}, separators=(",", ":"),
+                           ensure_ascii=False).encode()
     return SampledMessage(topic, 0, version if version is not None else 0, None, None, value, str(path))
