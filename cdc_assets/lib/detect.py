@@ -1,7 +1,8 @@
 """Which protocol a dump's messages are in, from a sample, in plain Python (no Spark).
 
 Each message is recognised on its own by the marks only its protocol writes:
-- Open Protocol: a Kafka key of 8-byte big-endian version 1 then length-framed JSON;
+- Open Protocol: a Kafka key of 8-byte big-endian version 1 then length-framed JSON (an event
+  key's `ohk` / `ccl`: large-message handling);
 - Debezium: an envelope (`payload` with `op` / `ddl` / `source`, or those at the top);
   TiCDC's (`debezium`) has `source.commit_ts` or connector `TiCDC`, Debezium's own
   (`debezium-json`) has not; `schema` next to `payload` = schema on;
@@ -79,6 +80,12 @@ def _open_protocol(key: bytes | None, value: bytes | None) -> Guess | None:
     if err is not None or not frames or not frames[0].lstrip().startswith(b"{"):
         return None
     marks = set()
+    for frame in frames:  # event keys: TiCDC's large-message handling marks them
+        k, _ = _json(frame)
+        if isinstance(k, dict) and k.get("ccl"):
+            marks.add("large-message=claim-check")
+        elif isinstance(k, dict) and k.get("ohk"):
+            marks.add("large-message=handle-key-only")
     for frame in split_frames(value or b"")[0][:1]:
         if frame and not frame.lstrip().startswith(b"{"):
             _, codec = _json(frame)

@@ -301,3 +301,19 @@ def test_inspect_reads_a_dump_on_s3(tmp_path, capsys, monkeypatch):
     assert report["partitions"] == local["partitions"] and report["windows"] == local["windows"]
     assert report["replay_command"] == ("cdc-assets replay --protocol open-protocol --input s3://cdc/dumps/op "
                                         "--warehouse WAREHOUSE_DIR --layout kafka-parquet")
+
+
+def test_open_protocol_claim_check_keys_show_the_large_message_handling(tmp_path):
+    def frame(obj: dict) -> bytes:
+        data = json.dumps(obj).encode()
+        return len(data).to_bytes(8, "big") + data
+
+    ts = ms_to_tso(1767225600000)
+    key = (1).to_bytes(8, "big") + frame({"ts": ts, "scm": "d", "tbl": "t", "t": 1, "ccl": "s3://bucket/claim/1"})
+    value = frame({"u": {"id": {"t": 3, "h": True, "f": 11, "v": 1}}})
+    root = tmp_path / "dump"
+    root.mkdir()
+    pq.write_table(pa.table({"key": [key], "value": [value], "offset": [0]}), root / "p.parquet")
+    d = resolve(root).detection
+    assert (d.protocol, d.facts["large-message-handle-option"]) == ("open-protocol", "claim-check")
+    assert inspect_dump(root)["rejects"]["claim_check_not_supported"]["count"] == 1
