@@ -31,14 +31,43 @@ def _options(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def _s3_client(settings):
+    """A boto3 client outside a Dagster run (credentials from boto3's own chain, as in runs)."""
+    import boto3
+
+    return boto3.client("s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.s3_region)
+
+
+def _resolve_auto(args: argparse.Namespace, root: Path) -> tuple[str, str, dict[str, str]]:
+    """(layout, protocol, options) with `auto` resolved by detection; what was detected is
+    said on stderr (an ambiguous dump is a ValueError naming the candidates)."""
+    from cdc_assets.lib.inspect_dump import resolve
+
+    options = _options(args.option)
+    if args.layout != "auto" and args.protocol != "auto":
+        return args.layout, args.protocol, options
+    resolved = resolve(root, args.layout, args.protocol, options)
+    print(f"cdc-assets: {resolved.describe()}", file=sys.stderr, flush=True)
+    return resolved.layout, resolved.protocol, resolved.options
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
+    from cdc_assets.lib.input_files import local_dump_root, sync_s3_source
     from cdc_assets.replay import default_instance, replay
 
     base = load_settings()
+    layout, protocol, options = args.layout, args.protocol, _options(args.option)
+    # `--layout auto` alone on a folder not there yet is left to the landing (which detects it then)
+    if protocol == "auto" or (layout == "auto" and (is_s3_uri(args.input) or Path(args.input).is_dir())):
+        source = SourceConfig(name=args.source, protocol="canal-json", input_path=args.input)
+        landing_root = Path(args.warehouse).absolute() / args.source / "landing"
+        if is_s3_uri(args.input):  # detection reads the mirror the landing reads (and reuses)
+            sync_s3_source(source, landing_root, _s3_client(base))
+        layout, protocol, options = _resolve_auto(args, local_dump_root(source, landing_root))
     source = SourceConfig(
-        name=args.source, protocol=args.protocol,
+        name=args.source, protocol=protocol,
         input_path=args.input if is_s3_uri(args.input) else str(Path(args.input).absolute()),
-        layout=args.layout, options=_options(args.option), time_zone=args.time_zone,
+        layout=layout, options=options, time_zone=args.time_zone,
         completeness=args.completeness, allowed_lateness_seconds=args.allowed_lateness_seconds,
         max_quarantine_rate=quarantine_rate(
             os.environ.get("CDC_ASSETS_MAX_QUARANTINE_RATE", "0.01") if args.max_quarantine_rate is None
@@ -50,6 +79,29 @@ def cmd_replay(args: argparse.Namespace) -> int:
     summary = replay(settings, source.name, default_instance())
     print(json.dumps(summary.as_json(), sort_keys=True))
     return 0 if summary.ok else 1
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from cdc_assets.lib.inspect_dump import inspect_dump, render_text
+    from cdc_assets.lib.input_files import wanted_object
+    from cdc_assets.lib.s3_dump import mirror_prefix
+
+    def run(root: Path) -> dict:
+        return inspect_dump(root, input_location=args.input, layout=args.layout, protocol=args.protocol,
+                            options=_options(args.option), window_minutes=args.window_minutes,
+                            time_zone=args.time_zone, completeness=args.completeness,
+                            allowed_lateness_seconds=args.allowed_lateness_seconds, max_messages=args.max_messages)
+
+    if is_s3_uri(args.input):
+        with tempfile.TemporaryDirectory(prefix="cdc-assets-inspect-") as tmp:
+            mirror_prefix(_s3_client(load_settings()), args.input, Path(tmp), wanted_object(args.layout))
+            report = run(Path(tmp))
+    else:
+        report = run(Path(args.input))
+    print(json.dumps(report, sort_keys=True) if args.json else render_text(report))
+    return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -103,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("replay", help="land a dump and materialize every complete window through Dagster")
-    r.add_argument("--protocol", required=True, choices=sorted(DECODERS))
+    r.add_argument("--protocol", required=True, choices=["auto", *sorted(DECODERS)],
+                   help="auto: detected from a sample of the messages, as `inspect` does (said on stderr)")
     r.add_argument("--input", required=True,
                    help="folder holding the dump files, or s3://bucket/prefix (endpoint: CDC_ASSETS_S3_ENDPOINT_URL)")
     r.add_argument("--warehouse", required=True, help="folder for the landing area and every layer")
@@ -121,6 +174,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of a window's messages that may be quarantined before the ERROR check "
                         "quarantine_rate_within_limit fails (default: CDC_ASSETS_MAX_QUARANTINE_RATE, else 0.01)")
     r.set_defaults(func=cmd_replay)
+
+    i = sub.add_parser("inspect", help="detect a dump's layout and protocol, and show its partitions, "
+                       "windows, tables and the replay command to run (no Spark)")
+    i.add_argument("--input", required=True, help="dump folder, or s3://bucket/prefix (as replay)")
+    i.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    i.add_argument("--protocol", default="auto", choices=["auto", *sorted(DECODERS)])
+    i.add_argument("--layout", default="auto", choices=["auto", *LAYOUTS])
+    i.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="protocol option (overrides a detected one)")
+    i.add_argument("--time-zone", default="UTC")
+    i.add_argument("--window-minutes", type=int, default=60)
+    i.add_argument("--completeness", default="auto", choices=["auto", *COMPLETENESS_MODES])
+    i.add_argument("--allowed-lateness-seconds", type=int, default=0)
+    i.add_argument("--max-messages", type=int, default=1_000_000,
+                   help="read at most this many messages (the report says when it stopped there)")
+    i.set_defaults(func=cmd_inspect)
 
     e = sub.add_parser("export", help="write each table's snapshot as OUT/<database>.<table>.parquet")
     e.add_argument("--warehouse", required=True)

@@ -48,3 +48,41 @@ def test_a_rate_outside_zero_to_one_is_a_usage_error(tmp_path, replayed, capsys)
     assert _replay(tmp_path, "--max-quarantine-rate", "1.5") == 2
     assert "max_quarantine_rate must be between 0 and 1" in capsys.readouterr().err
     assert replayed == []
+
+
+def test_protocol_auto_detects_and_says_what_it_chose(tmp_path, replayed, capsys):
+    from cdc_assets.lib.simulator import generate
+
+    dump = generate(tmp_path / "sim", protocol="canal-official", layout="kcat-jsonl", row_changes=20, seed=1)
+    assert main(["replay", "--protocol", "auto", "--input", str(dump.dump_dir),
+                 "--warehouse", str(tmp_path / "wh"), "--option", "time-zone=UTC"]) == 0
+    [source] = replayed
+    assert (source.protocol, source.layout) == ("canal-json", "kcat-jsonl")
+    assert source.options == {"enable-tidb-extension": "false", "content-compatible": "true", "time-zone": "UTC"}
+    err = capsys.readouterr().err
+    assert "cdc-assets: layout kcat-jsonl (detected: " in err
+    assert "protocol canal-json (detected from 26 sampled messages" in err
+    assert "variant official Canal" in err
+
+
+def test_an_explicit_option_wins_over_a_detected_one(tmp_path, replayed, capsys):
+    from cdc_assets.lib.simulator import generate
+
+    dump = generate(tmp_path / "sim", protocol="canal-json", layout="kafka-parquet", row_changes=20, seed=1)
+    assert main(["replay", "--protocol", "auto", "--layout", "kafka-parquet", "--input", str(dump.dump_dir),
+                 "--warehouse", str(tmp_path / "wh"), "--option", "enable-tidb-extension=false"]) == 0
+    assert replayed[0].options == {"enable-tidb-extension": "false"}
+    assert "layout kafka-parquet (given), protocol canal-json" in capsys.readouterr().err
+
+
+def test_protocol_auto_on_an_ambiguous_dump_exits_2_naming_the_candidates(tmp_path, replayed, capsys):
+    root = tmp_path / "dump"
+    root.mkdir()
+    (root / "a.log").write_text('{"id":1,"isDdl":false,"type":"INSERT","database":"d","table":"t","es":1,"data":[]}\n'
+                                '{"payload":{"op":"c","source":{"db":"d","table":"t","ts_ms":1},"after":{"id":1}}}\n')
+    assert main(["replay", "--protocol", "auto", "--input", str(root), "--warehouse", str(tmp_path / "wh")]) == 2
+    err = capsys.readouterr().err
+    assert "ambiguous dump: its messages are of 2 protocols" in err
+    assert "canal-json (1 messages, first at" in err
+    assert f"debezium-json (1 messages, first at {root / 'a.log'} partition 0 offset 1)" in err
+    assert replayed == []

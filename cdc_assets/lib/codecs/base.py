@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import ClassVar
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from cdc_assets.lib.codecs.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, zone
@@ -74,6 +75,16 @@ class Decoder(ABC):
         """Whether the protocol (with these options) carries watermarks / resolved ts.
         Sources without them decide completeness by event time instead."""
         return False
+
+    def batch_function(self) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+        """The plain-Python function `decode` maps over Arrow batches of messages (`PASSED`
+        columns in, `PARSED_SCHEMA`'s out), for decoders that parse in Python."""
+        raise NotImplementedError(f"{self.name} decodes in Spark only")
+
+    def python_events(self, batch: pa.RecordBatch) -> list[dict]:
+        """The events of a batch of raw messages (`PASSED` columns) decoded without Spark
+        (`cdc-assets inspect`): dicts named as `arrow_events.EVENT_FIELDS`."""
+        return [row for out in self.batch_function()(iter([batch])) for row in out.to_pylist()]
 
     @abstractmethod
     def route(self, raw: DataFrame) -> DataFrame:

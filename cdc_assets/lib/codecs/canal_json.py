@@ -101,11 +101,9 @@ class CanalJsonDecoder(Decoder):
             }
         )
 
+    def batch_function(self):
+        return functools.partial(decode_batches, time_zone=self.options["time-zone"], key_option=self.key_option,
+                                 codec=self.options[large_messages.OPTION], max_bytes=self.max_message_bytes)
+
     def decode(self, raw: DataFrame) -> DataFrame:
-        time_zone = self.options["time-zone"]
-        parsed = raw.select(*PASSED).mapInArrow(
-            functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option,
-                              codec=self.options[large_messages.OPTION], max_bytes=self.max_message_bytes),
-            PARSED_SCHEMA
-        )
-        return decoded_columns(parsed)
+        return decoded_columns(raw.select(*PASSED).mapInArrow(self.batch_function(), PARSED_SCHEMA))

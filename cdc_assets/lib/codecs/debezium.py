@@ -102,14 +102,16 @@ class DebeziumDecoder(Decoder):
             }
         )
 
-    def decode(self, raw: DataFrame) -> DataFrame:
+    def batch_function(self):
         options = Options(derive_commit_ts=self.derive_commit_ts, key_option=self.key_option,
                           binary_mode=self.options.get("binary-handling-mode", "bytes"),
                           apply_snapshot_drops=self.flag("apply-snapshot-drops"),
                           unavailable=placeholder_forms(self.options.get("unavailable-value-placeholder", "")),
                           max_message_bytes=self.max_message_bytes)
-        parsed = raw.select(*PASSED).mapInArrow(functools.partial(decode_batches, options=options), PARSED_SCHEMA)
-        return decoded_columns(parsed)
+        return functools.partial(decode_batches, options=options)
+
+    def decode(self, raw: DataFrame) -> DataFrame:
+        return decoded_columns(raw.select(*PASSED).mapInArrow(self.batch_function(), PARSED_SCHEMA))
 
 
 class DebeziumJsonDecoder(DebeziumDecoder):

@@ -153,6 +153,23 @@ class DtsAvroDecoder(Decoder):
             }
         ).drop("_source_ts", "_operation")
 
+    def python_events(self, batch: pa.RecordBatch) -> list[dict]:
+        """Enough of each event for `cdc-assets inspect` (no type learned from other events)."""
+        out = []
+        for row in next(_decode_batches(iter([batch]), self.key_option, self.max_message_bytes)).to_pylist():
+            op, ms = row["operation"], None if row["source_ts"] is None else row["source_ts"] * 1000
+            kind = ROW if row["reject_reason"] or op in DML_OPERATIONS else DDL if op == "DDL" else WATERMARK
+            ts = None if ms is None else ms << PHYSICAL_SHIFT
+            names = row["col_names"] or []
+            types = [t or c for t, c in zip(row["col_types"] or [None] * len(names), row["code_types"] or [])]
+            out.append({**{c: row[c] for c in _PASS_THROUGH}, "event_kind": kind, "op": op if kind == ROW else None,
+                        "database": row["database"], "table": row["table"],
+                        "commit_ts": ts if kind != WATERMARK else None, "event_ms": ms,
+                        "pk_names": row["pk_names"], "column_types": dict(zip(names, types)) if names else None,
+                        "watermark_ts": ts if kind == WATERMARK and op == HEARTBEAT and self.emits_watermarks() else None,
+                        REJECT_REASON: row["reject_reason"], REJECT_DETAIL: row["reject_detail"]})
+        return out
+
     def decode(self, raw: DataFrame) -> DataFrame:
         batches = functools.partial(_decode_batches, key_option=self.key_option, max_bytes=self.max_message_bytes)
         ev = _with_column_types(raw.select(*_PASS_THROUGH).mapInArrow(batches, _DECODED_SCHEMA))

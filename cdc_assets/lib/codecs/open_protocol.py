@@ -464,12 +464,11 @@ class OpenProtocolDecoder(Decoder):
         return routed.withColumn("routing_ms", routing_ms).select(
             *raw.columns, "routing_ms", "watermark_ts", EVENT_ROUTING_MS)
 
+    def batch_function(self):
+        return functools.partial(decode_batches, time_zone=self.options["time-zone"], key_option=self.key_option,
+                                 codec=self.options[large_messages.OPTION], max_bytes=self.max_message_bytes)
+
     def decode(self, raw: DataFrame) -> DataFrame:
-        time_zone = self.options["time-zone"]
-        parsed = raw.select(*PASSED).mapInArrow(
-            functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option,
-                              codec=self.options[large_messages.OPTION], max_bytes=self.max_message_bytes),
-            PARSED_SCHEMA
-        )
+        parsed = raw.select(*PASSED).mapInArrow(self.batch_function(), PARSED_SCHEMA)
         # No separate event time; no source position (commit_ts is already a total order).
         return decoded_columns(parsed)

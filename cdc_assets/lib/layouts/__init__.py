@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_assets.lib.layouts.base import UNPARSED_TOPIC, DumpLayout
+from cdc_assets.lib.layouts.base import UNPARSED_TOPIC, DumpLayout, SampledMessage
 from cdc_assets.lib.layouts.kafka_connect_s3 import KafkaConnectS3Layout
 from cdc_assets.lib.layouts.kafka_parquet import KafkaParquetLayout
 from cdc_assets.lib.layouts.kcat_jsonl import KcatJsonlLayout
@@ -43,31 +43,32 @@ def list_dump_files(root: Path, layout: str) -> list[Path]:
     return get_layout(layout).list_files(root)
 
 
+def sniff_layouts(root: Path) -> dict[str, str]:
+    """Each layout the dump under `root` looks like -> why (`DumpLayout.sniff`), without the
+    layouts a sniffed one shadows."""
+    found = {name: why for name, layout in LAYOUT_CLASSES.items() if (why := layout.sniff(root)) is not None}
+    shadowed = {s for name in found for s in LAYOUT_CLASSES[name].shadowed(root)}
+    return {name: why for name, why in found.items() if name not in shadowed}
+
+
 def detect_layout(root: Path) -> str:
-    """The one layout whose files are present. Layouts known by their own names win over
-    those known by extension: storage-sink (its `metadata` file or its schema files: its data
-    files are `.json` lines, as kcat's may be), then kafka-connect-s3 when every file another
-    layout would read is one of its `<topic>+<partition>+<offset>.<ext>` objects."""
-    if StorageSinkLayout().is_present(root):
-        return StorageSinkLayout.name
-    counts = {name: len(layout.list_files(root)) for name, layout in LAYOUT_CLASSES.items()
-              if name != StorageSinkLayout.name}
-    connect = set(KafkaConnectS3Layout().list_files(root))
-    others = {p for name, layout in LAYOUT_CLASSES.items()
-              if name not in (StorageSinkLayout.name, KafkaConnectS3Layout.name) for p in layout.list_files(root)}
-    if connect and others <= connect:
-        return KafkaConnectS3Layout.name
-    found = [name for name, n in counts.items() if n and name != KafkaConnectS3Layout.name]
-    if len(found) != 1 or connect:
-        raise ValueError(
-            f"cannot detect the dump layout under {root}: files per layout {counts}; "
-            f"pass the layout explicitly (one of {', '.join(LAYOUTS)})"
-        )
-    return found[0]
+    """The one layout the dump under `root` looks like; several or none is an error naming
+    them (never a guess)."""
+    found = sniff_layouts(root)
+    if len(found) != 1:
+        if found:
+            seen = f"it looks like {len(found)} layouts ({'; '.join(f'{n}: {why}' for n, why in found.items())})"
+        else:
+            kinds = ", ".join(f"{n} {'/'.join(lay.extensions)}" for n, lay in LAYOUT_CLASSES.items())
+            seen = f"no file of any layout ({kinds})"
+        raise ValueError(f"cannot detect the dump layout under {root}: {seen}; "
+                         f"pass the layout explicitly (one of {', '.join(LAYOUTS)})")
+    return next(iter(found))
 
 
 def read_dump(spark: SparkSession, files: list[Path], layout: str, root: Path) -> DataFrame:
     return get_layout(layout).read(spark, files, root)
 
 
-__all__ = ["LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "KafkaConnectS3Layout", "detect_layout", "get_layout", "list_dump_files", "read_dump"]
+__all__ = ["LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "KafkaConnectS3Layout", "SampledMessage", "detect_layout",
+           "get_layout", "list_dump_files", "read_dump", "sniff_layouts"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import ClassVar
 
@@ -50,9 +52,42 @@ def relative_path(file_uri: Column, root: Path) -> Column:
     return F.when(path.startswith(prefix), F.substring(path, len(prefix) + 1, 1 << 30)).otherwise(path)
 
 
+@dataclass(frozen=True)
+class SampledMessage:
+    """One message read in plain Python (`DumpLayout.sample`): `RAW_MESSAGE_SCHEMA`'s fields."""
+
+    topic: str
+    kafka_partition: int
+    kafka_offset: int
+    timestamp_ms: int | None
+    key: bytes | None
+    value: bytes | None
+    source_file: str
+
+
 class DumpLayout(ABC):
     name: ClassVar[str]
     extensions: ClassVar[tuple[str, ...]]
+    #: Layouts whose files this layout's files also look like (the storage sink's data files
+    #: are `.json` lines, as kcat's may be): when this layout is sniffed, they are no candidates.
+    shadows: ClassVar[tuple[str, ...]] = ()
+
+    def shadowed(self, root: Path) -> tuple[str, ...]:
+        """The layouts this one overrides for the dump under `root` (`shadows` by default)."""
+        return self.shadows
+
+    def sniff(self, root: Path) -> str | None:
+        """Why the dump under `root` looks like this layout (for `detect_layout` and
+        `cdc-assets inspect`), or None. A layout with a surer sign than its files' names
+        (a marker file, a naming scheme) overrides this."""
+        files = self.list_files(root)
+        return f"{len(files)} {'/'.join(self.extensions)} file(s)" if files else None
+
+    def sample(self, files: list[Path], root: Path) -> Iterator[SampledMessage]:
+        """The messages of `files` in plain Python, file by file (no Spark): what
+        `cdc-assets inspect` and protocol detection read. Same topics, partitions and offsets
+        as `read`."""
+        raise NotImplementedError(f"the {self.name} layout has no plain-Python reader")
 
     def is_data_file(self, relative: PurePath) -> bool:
         """Whether a file at this path below the dump root is data of this layout (also

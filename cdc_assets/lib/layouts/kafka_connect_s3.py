@@ -92,6 +92,22 @@ class KafkaConnectS3Layout(DumpLayout):
         return ("a Kafka Connect S3 sink object of a format cdc_assets does not read (it reads ByteArrayFormat "
                 ".bin, JsonFormat .json, each optionally .gz, ParquetFormat .parquet and AvroFormat .avro)")
 
+    def sniff(self, root: Path) -> str | None:
+        files = self.list_files(root)
+        return f"{len(files)} <topic>+<partition>+<start offset> object(s)" if files else None
+
+    def shadowed(self, root: Path) -> tuple[str, ...]:
+        """Its objects end in `.json` / `.parquet` / `.bin` as other layouts' files do: it
+        overrides them when every file they would read is one of its objects (a mix of both
+        stays ambiguous, an error that names them)."""
+        from cdc_assets.lib.layouts import LAYOUT_CLASSES  # the registry imports this module
+
+        mine = set(self.list_files(root))
+        others = {n for n, lay in LAYOUT_CLASSES.items() if n != self.name and lay.list_files(root)}
+        if all(set(LAYOUT_CLASSES[n].list_files(root)) <= mine for n in others):
+            return tuple(others)
+        return ()
+
     def is_present(self, root: Path) -> bool:
         """Some file is named `<topic>+<partition>+<start offset>.<ext>` (any depth)."""
         return any(p.is_file() and parse_name(p.name) is not None for p in root.rglob("*+*+*"))

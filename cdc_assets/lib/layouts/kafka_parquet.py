@@ -13,12 +13,16 @@ stops with that reason.
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 
-from cdc_assets.lib.layouts.base import DumpLayout, absolute_path, percent_decoded
+from cdc_assets.lib.layouts.base import DumpLayout, SampledMessage, absolute_path, percent_decoded
 
 
 class KafkaParquetLayout(DumpLayout):
@@ -76,6 +80,47 @@ class KafkaParquetLayout(DumpLayout):
             F.col("value").cast("binary").alias("value"),
             F.col("_metadata.file_path").alias("source_file"),
         )
+
+
+    def sample(self, files: list[Path], root: Path) -> Iterator[SampledMessage]:
+        """As `read`, with pyarrow."""
+        for path in files:
+            pf = pq.ParquetFile(path)
+            names = set(pf.schema_arrow.names)
+            if not {"value", "offset"} <= names:
+                raise ValueError(f"{path}: kafka-parquet files need a value and an offset column "
+                                 f"(columns: {', '.join(sorted(names))}); expected Spark's Kafka source schema")
+            topic_folder, partition_folder = _python_folder(path, "topic"), _python_folder(path, "partition")
+            folder_partition = int(partition_folder) if partition_folder and partition_folder.isdigit() else None
+            columns = [c for c in ("topic", "partition", "offset", "timestamp", "key", "value") if c in names]
+            for batch in pf.iter_batches(columns=columns):
+                d = batch.to_pydict()
+                for i in range(batch.num_rows):
+                    topic, partition = _get(d, "topic", i), _get(d, "partition", i)
+                    topic = str(topic) if topic is not None else topic_folder
+                    if partition is None and partition_folder is not None and folder_partition is None:
+                        topic = f"{topic or root.name}/partition={partition_folder}"
+                    partition = int(partition) if partition is not None else folder_partition
+                    ts = _get(d, "timestamp", i)
+                    yield SampledMessage(
+                        topic or root.name, 0 if partition is None else partition, int(d["offset"][i]),
+                        int(ts.timestamp() * 1000) if isinstance(ts, datetime) else ts,
+                        _bytes(_get(d, "key", i)), _bytes(d["value"][i]), str(path))
+
+
+def _get(d: dict, name: str, i: int):
+    return d[name][i] if name in d else None
+
+
+def _bytes(v) -> bytes | None:
+    return v.encode() if isinstance(v, str) else v
+
+
+def _python_folder(path: Path, name: str) -> str | None:
+    """`_folder_value` of a plain path."""
+    m = re.match(rf"^.*/{name}=([^/]*)/", str(Path(path).absolute()))
+    value = m.group(1) if m else ""
+    return unquote(value) if value not in ("", "__HIVE_DEFAULT_PARTITION__") else None
 
 
 def _column(df: DataFrame, name: str) -> Column:

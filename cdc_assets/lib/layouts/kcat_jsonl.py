@@ -11,13 +11,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
-from cdc_assets.lib.layouts.base import UNPARSED_TOPIC, DumpLayout
-from cdc_assets.lib.layouts.line_files import BYTES_AS_TEXT, file_lines
+from cdc_assets.lib.layouts.base import UNPARSED_TOPIC, DumpLayout, SampledMessage
+from cdc_assets.lib.layouts.line_files import BYTES_AS_TEXT, file_lines, python_lines
 
 _KCAT_SCHEMA = T.StructType(
     [
@@ -63,6 +66,26 @@ def _last_record(path: Path) -> bytes | None:
 # timestamp): the message is kept with a null timestamp.
 _MIN_TS_MS = 0
 _END_TS_MS = int(dt.datetime(2201, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
+
+
+def _record(text: str, utf8: bool) -> tuple | None:
+    """(topic, partition, offset, ts ms, key, payload) of one kcat record, or None."""
+    try:
+        r = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(r, dict) or not isinstance(r.get("topic"), str):
+        return None
+    partition, offset, ts = r.get("partition"), r.get("offset"), r.get("ts")
+    if type(partition) is not int or type(offset) is not int:
+        return None
+    encoding = "UTF-8" if utf8 else BYTES_AS_TEXT
+    try:
+        key, payload = (v.encode(encoding) if isinstance(v, str) else None for v in (r.get("key"), r.get("payload")))
+    except UnicodeEncodeError:  # an escape beyond a byte in a line read per byte: not a record
+        return None
+    ts_ok = type(ts) is int and _MIN_TS_MS <= ts < _END_TS_MS
+    return r["topic"], partition, offset, ts if ts_ok else None, key, payload
 
 
 class KcatJsonlLayout(DumpLayout):
@@ -124,3 +147,21 @@ class KcatJsonlLayout(DumpLayout):
             F.when(ok, as_bytes(r["payload"])).otherwise(as_bytes(F.col("text"))).alias("value"),
             "source_file",
         ).select(*[f.name for f in RAW_MESSAGE_SCHEMA.fields])
+
+    def sample(self, files: list[Path], root: Path) -> Iterator[SampledMessage]:
+        """As `read`: a line that is not a record keeps its bytes under partition -1."""
+        for path in files:
+            for line_no, line in python_lines(path):
+                try:
+                    text, utf8 = line.decode("UTF-8"), True
+                except UnicodeDecodeError:
+                    text, utf8 = line.decode(BYTES_AS_TEXT), False
+                pieces = re.split(_RECORD_START, text) if _GLUED in text else [text]
+                for piece_no, piece in enumerate(pieces):
+                    r = _record(piece, utf8)
+                    if r is None:
+                        pseudo = zlib.crc32(f"{path}:{line_no}:{piece_no}".encode())
+                        raw = piece.encode("UTF-8" if utf8 else BYTES_AS_TEXT)
+                        yield SampledMessage(UNPARSED_TOPIC, -1, pseudo, None, None, raw, str(path))
+                    else:
+                        yield SampledMessage(*r, str(path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
@@ -62,3 +63,11 @@ def read_line_files(spark: SparkSession, files: list[Path], topic: Column, parti
         F.col("line").alias("value"),
         "source_file",
     ).select(*[f.name for f in RAW_MESSAGE_SCHEMA.fields])
+
+
+def python_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """`file_lines` in plain Python: (line_no, line) per non-blank line of one file."""
+    for line_no, line in enumerate(path.read_bytes().split(b"\n")):
+        line = line[:-1] if line.endswith(b"\r") else line
+        if line.strip():
+            yield line_no, line

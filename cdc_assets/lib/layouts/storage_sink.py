@@ -34,15 +34,16 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path, PurePath
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
-from cdc_assets.lib.layouts.base import DumpLayout, is_hidden_name, relative_path
-from cdc_assets.lib.layouts.line_files import read_line_files, whole_files
+from cdc_assets.lib.layouts.base import DumpLayout, SampledMessage, is_hidden_name, relative_path
+from cdc_assets.lib.layouts.line_files import LINE_BITS, python_lines, read_line_files, whole_files
 from cdc_assets.lib.tidb_ddl_actions import DDL_ACTIONS
-from cdc_assets.lib.tso import tso_ms_col
+from cdc_assets.lib.tso import tso_ms_col, tso_to_ms
 
 # CDC<n>.json, or CDC_<dispatcher>_<n>.json when one table is written from several nodes
 # (TiCDC's `enable-table-across-nodes`): each dispatcher's files are a stream of their own.
@@ -95,6 +96,12 @@ def _below(path: Path, root: Path) -> PurePath:
 class StorageSinkLayout(DumpLayout):
     name = "storage-sink"
     extensions = (".json",)
+    shadows = ("kcat-jsonl",)  # its data files are `.json` lines
+
+    def sniff(self, root: Path) -> str | None:
+        if (root / "metadata").is_file():
+            return "TiCDC storage sink's metadata file"
+        return "TiCDC storage sink's schema files" if self.is_present(root) else None
 
     def is_present(self, root: Path) -> bool:
         """The `metadata` file, or (a database's folders copied without it) a schema file."""
@@ -124,6 +131,24 @@ class StorageSinkLayout(DumpLayout):
         parts = ([_row_messages(spark, row_files, root)] if row_files else []) + (
             [_ddl_messages(spark, schema_files, root)] if schema_files else [])
         return functools.reduce(DataFrame.unionByName, parts)
+
+    def sample(self, files: list[Path], root: Path) -> Iterator[SampledMessage]:
+        """As `read`, in plain Python."""
+        for path in files:
+            rel = _below(path, root)
+            if _is_schema_file(rel):
+                message = _python_ddl_message(path, rel)
+                if message is not None:
+                    yield message
+                continue
+            parts = list(rel.parent.parts)
+            partition = int(parts[3]) if len(parts) > 3 and parts[3].isascii() and parts[3].isdigit() else None
+            topic = "/".join(parts[:3] + parts[4:] if partition is not None else parts)
+            m = _DATA_FILE_NAME.fullmatch(rel.name)
+            topic += f"/CDC_{m.group(1)}" if m.group(1) else ""
+            for line_no, line in python_lines(path):
+                yield SampledMessage(topic, partition or 0, (int(m.group(2)) << LINE_BITS) + line_no,
+                                     None, None, line, str(path))
 
     def checkpoint_ts(self, root: Path) -> int | None:
         meta = root / "metadata"
@@ -190,3 +215,31 @@ def _ddl_messages(spark: SparkSession, files: list[Path], root: Path) -> DataFra
         F.when(readable, F.encode(message, "UTF-8")).otherwise(F.col("content")).alias("value"),
         "source_file",
     ).select(*[F.col(f.name).cast(f.dataType) for f in RAW_MESSAGE_SCHEMA.fields])
+
+
+def _python_ddl_message(path: Path, rel: PurePath) -> SampledMessage | None:
+    """`_ddl_messages` for one schema file: None for a definition without a statement."""
+    content = path.read_bytes()
+    try:
+        d = json.loads(content)
+    except (ValueError, RecursionError):
+        d = None
+    d = d if isinstance(d, dict) else {}
+    m = re.search(r"(?:schema_|/)(\d+)(?:_\d+\.json|/schema\.json)$", "/" + rel.as_posix())
+    version = d.get("TableVersion") if type(d.get("TableVersion")) is int else int(m.group(1)) if m else None
+    readable = isinstance(d.get("Schema"), str) and d["Schema"] != "" and version is not None
+    query = d.get("Query") if isinstance(d.get("Query"), str) else ""
+    if readable and not query.strip():
+        return None
+    old_layout = rel.name == _OLD_SCHEMA_FILE_NAME
+    topic = "/".join(rel.parts[:2]) + "/meta" if old_layout else rel.parent.as_posix()
+    value = content
+    if readable:
+        code = d.get("Type") if type(d.get("Type")) is int else None
+        action = DDL_ACTIONS.get(code) or (None if code is None else f"ddl type {code}")
+        message = {"id": 0, "database": d["Schema"], "table": d.get("Table"), "isDdl": True, "type": action,
+                   "es": tso_to_ms(version), "ts": tso_to_ms(version), "sql": query, "_tidb": {"commitTs": version}}
+        # as Spark's to_json writes it: compact, nulls left out
+        value = json.dumps({k: v for k, v in message.items() if v is not None}, separators=(",", ":"),
+                           ensure_ascii=False).encode()
+    return SampledMessage(topic, 0, version if version is not None else 0, None, None, value, str(path))
