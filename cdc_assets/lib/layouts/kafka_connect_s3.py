@@ -25,11 +25,13 @@ null. Kafka timestamps are not in the objects (null). Headers (`.headers.<ext>`)
 
 from __future__ import annotations
 
+import base64
 import functools
 import gzip
 import io
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path, PurePath
 
 import pyarrow as pa
@@ -37,7 +39,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
-from cdc_assets.lib.layouts.base import DumpLayout, absolute_path
+from cdc_assets.lib.layouts.base import DumpLayout, SampledMessage, absolute_path
 from cdc_assets.lib.layouts.line_files import content_lines, whole_files
 
 # Kafka topic names are [A-Za-z0-9._-]+, so the `+` delimiters (file.delim) are unambiguous.
@@ -127,6 +129,19 @@ class KafkaConnectS3Layout(DumpLayout):
         return keys.is_file() or not any(
             (q := parse_name(p.name)) is not None and q["keys"] for p in path.parent.iterdir())
 
+    def sample(self, files: list[Path], root: Path) -> Iterator[SampledMessage]:
+        """As `read`, in plain Python (`cdc-assets inspect`)."""
+        for path in files:
+            parts = parse_name(path.name)
+            if parts["keys"]:
+                continue
+            keys_file = _keys_path(path)
+            keys = dict(_python_records(keys_file)) if keys_file.is_file() else {}
+            m = _NAME_RE.fullmatch(path.name)
+            for k, value in _python_records(path):
+                yield SampledMessage(m.group(1), int(m.group(2)), int(m.group(3)) + k, None, keys.get(k), value,
+                                     str(path))
+
     def read(self, spark: SparkSession, files: list[Path], root: Path) -> DataFrame:
         """Values numbered within their object (k), joined with the k-th key of their keys
         object when it is there, offset = start + k."""
@@ -153,6 +168,45 @@ class KafkaConnectS3Layout(DumpLayout):
             F.lit(None).cast("timestamp").alias("kafka_timestamp"),
             "key", "value", "source_file",
         ).select(*[f.name for f in RAW_MESSAGE_SCHEMA.fields])
+
+
+def _python_records(path: Path) -> list[tuple[int, bytes | None]]:
+    """(k, value) of one object in plain Python: what `_records` gives for it."""
+    fmt = parse_name(path.name)["format"]
+    if fmt == ".parquet":
+        table = pq.read_table(path)
+        names = table.column_names
+        one = len(names) == 1 and (pa.types.is_string(table.schema.field(0).type)
+                                   or pa.types.is_binary(table.schema.field(0).type))
+        rows = table.column(0).to_pylist() if one else [
+            json.dumps(r, default=str, separators=(",", ":")) for r in table.to_pylist()]
+        return [(k, v.encode("utf-8") if isinstance(v, str) else v) for k, v in enumerate(rows)]
+    content = path.read_bytes()
+    if fmt == ".avro":
+        import fastavro
+
+        return [(k, _avro_value(r)) for k, r in enumerate(fastavro.reader(io.BytesIO(content)))]
+    if parse_name(path.name)["gzip"]:
+        content = gzip.decompress(content)
+    lines = [(k, line.removesuffix(b"\r")) for k, line in enumerate(content.split(b"\n"))]
+    lines = [(k, line) for k, line in lines if line.strip()]
+    return [(k, _python_json_value(line) if fmt == ".json" else line) for k, line in lines]
+
+
+def _python_json_value(line: bytes) -> bytes | None:
+    """`_json_value` in plain Python."""
+    if line == b"null":
+        return None
+    if line.startswith(b'"'):
+        try:
+            text = json.loads(line)
+        except ValueError:
+            return line
+        if isinstance(text, str):
+            if re.fullmatch(_BASE64, text):
+                return base64.b64decode(text)
+            return text.encode("utf-8")
+    return line
 
 
 def _keys_path(values: Path) -> Path:

@@ -41,3 +41,14 @@ def test_lines_sample_keeps_exact_bytes_and_line_numbers(tmp_path, spark):
     (tmp_path / "a" / "x.log").write_bytes(b'{"x":1}\r\n\n  \n\xff\xfe\r\nlast\r')
     assert _python_rows("lines", tmp_path) == _spark_rows(spark, "lines", tmp_path) == [
         ("a/x.log", 0, 0, None, b'{"x":1}'), ("a/x.log", 0, 3, None, b"\xff\xfe"), ("a/x.log", 0, 4, None, b"last")]
+
+
+@pytest.mark.parametrize("protocol, writer_options", [
+    ("open-protocol", {"fmt": "parquet", "store_keys": True}), ("canal-json", {"fmt": "json", "gzip": True}),
+    ("dts-avro", {"fmt": "avro", "store_keys": True}),
+])
+def test_kafka_connect_s3_sample_reads_what_spark_reads(tmp_path, spark, protocol, writer_options):
+    dump = generate(tmp_path, protocol=protocol, layout="kafka-connect-s3", row_changes=40, seed=8,
+                    writer_options=writer_options)
+    python_rows = _python_rows("kafka-connect-s3", dump.dump_dir)
+    assert python_rows == _spark_rows(spark, "kafka-connect-s3", dump.dump_dir) and len(python_rows) > 40
