@@ -151,6 +151,22 @@ def _source_position(source: dict) -> int | None:
     return None
 
 
+def _database(source: dict) -> str | None:
+    """The change log's database: `source.db`, or `<db>.<schema>` for connectors whose tables
+    live in a schema (PostgreSQL, SQL Server, Oracle, Db2 write `source.schema`). Keeping the
+    schema never merges `public.t` with `sales.t`; storage escapes the `.` inside a name part
+    (`storage.table_id`), so `<db>.<schema>` cannot meet a MySQL database of that name."""
+    db, schema = _blank_to_none(_text(source.get("db"))), _blank_to_none(_text(source.get("schema")))
+    return db if db is None or schema is None else f"{db}.{schema}"
+
+
+def _schema_dialect(source: dict) -> str | None:
+    """The connector of a source with schemas (their DDL is not MySQL's), else None."""
+    if _blank_to_none(_text(source.get("schema"))) is None:
+        return None
+    return _text(source.get("connector")) or "non-MySQL"
+
+
 def _positive(n: int | None) -> int | None:
     return n if n is not None and n > 0 else None
 
@@ -226,7 +242,8 @@ def _control_record(payload: dict) -> tuple[str, str] | None:
 def _ddl_event(payload: dict, source: dict, ddl: str | None, common: dict, options: Options) -> tuple:
     change = _table_change(payload)
     database = _text(payload.get("databaseName"))
-    database = _blank_to_none(database if database is not None else _text(source.get("db")))
+    database = _database({**source, "db": database if database is not None else source.get("db")})
+    dialect = _schema_dialect(source)
     table_from_id = _TABLE_FROM_ID.search(_text(change.get("id")) or "")
     table = _blank_to_none(_text(source.get("table"))) or (table_from_id and _blank_to_none(table_from_id.group(1)))
     if not options.apply_snapshot_drops and _from_snapshot(source) and _SNAPSHOT_DROP.match(ddl or ""):
@@ -242,7 +259,9 @@ def _ddl_event(payload: dict, source: dict, ddl: str | None, common: dict, optio
         first = _FIRST_WORD.search(ddl)
         ddl_type = first.group(1).upper() if first else ""
     reason = (
-        ("missing_ddl_sql", "DDL event without ddl") if not (ddl or "").strip(" ")
+        ("unsupported_ddl_dialect", f"a {dialect} connector's schema change: its SQL is not MySQL's, so it "
+         "is not applied (the table's columns follow its row images)") if dialect is not None
+        else ("missing_ddl_sql", "DDL event without ddl") if not (ddl or "").strip(" ")
         else ("missing_commit_ts", _commit_hint(options)) if common["commit_ts"] is None
         else (None, None)
     )
@@ -260,7 +279,7 @@ def _from_snapshot(source: dict) -> bool:
 
 def _truncate_event(source: dict, common: dict, options: Options) -> tuple:
     """`op: t` names its table in `source` only: the DDL event gets the statement it stands for."""
-    database, table = _blank_to_none(_text(source.get("db"))), _blank_to_none(_text(source.get("table")))
+    database, table = _database(source), _blank_to_none(_text(source.get("table")))
     if database is None or table is None:
         return event(0, DDL, "missing_table_name", "truncate (op t) without source.db or source.table",
                      database=database, table=table, ddl_type="TRUNCATE", **common)
@@ -293,7 +312,7 @@ def _row_event(payload: dict, row_schema: RowSchema, source: dict, op: str, key:
     if column_types is None:
         image = after_in if after_in is not None else before_in
         column_types = None if image is None else {k: value_kind_type(v) for k, v in image.items()}
-    database, table = _blank_to_none(_text(source.get("db"))), _blank_to_none(_text(source.get("table")))
+    database, table = _database(source), _blank_to_none(_text(source.get("table")))
     pk_names = _key_names(key) or options.key_option.names_for(database, table)
     not_logged = None
     if options.unavailable and row_op != READ:  # a snapshot reads whole rows
