@@ -38,7 +38,7 @@ import functools
 
 from pyspark.sql import DataFrame, functions as F, types as T
 
-from cdc_assets.lib.codecs import large_messages
+from cdc_assets.lib.codecs import kafka_time, large_messages
 from cdc_assets.lib.codecs.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.canal_json_events import decode_batches
@@ -72,11 +72,13 @@ class CanalJsonDecoder(Decoder):
         "content-compatible": "false",
         "only-output-updated-columns": "false",
         large_messages.OPTION: "none",
+        # `kafka-timestamp`: producers without event time (Flink CDC's Kafka sink; `kafka_time`)
+        kafka_time.OPTION: kafka_time.MESSAGE,
     }
-    option_choices = {large_messages.OPTION: large_messages.CODECS}
+    option_choices = {large_messages.OPTION: large_messages.CODECS, kafka_time.OPTION: kafka_time.CHOICES}
 
     def emits_watermarks(self) -> bool:
-        return self.flag("enable-tidb-extension")
+        return self.flag("enable-tidb-extension") and not self.kafka_commit_time
 
     def route(self, raw: DataFrame) -> DataFrame:
         codec = self.options[large_messages.OPTION]
@@ -91,7 +93,7 @@ class CanalJsonDecoder(Decoder):
         is_watermark = F.coalesce(~m["isDdl"], F.lit(True)) & (m["type"] == "TIDB_WATERMARK")
         return raw.withColumns(
             {
-                "routing_ms": F.coalesce(
+                "routing_ms": kafka_time.kafka_ms() if self.kafka_commit_time else F.coalesce(
                     F.shiftright(tidb["commitTs"], PHYSICAL_SHIFT),
                     F.shiftright(tidb["watermarkTs"], PHYSICAL_SHIFT),
                     m["es"],
@@ -105,6 +107,8 @@ class CanalJsonDecoder(Decoder):
         time_zone = self.options["time-zone"]
         parsed = raw.select(*PASSED).mapInArrow(
             functools.partial(decode_batches, time_zone=time_zone, key_option=self.key_option,
-                              codec=self.options[large_messages.OPTION]), PARSED_SCHEMA
+                              codec=self.options[large_messages.OPTION], kafka_commit_time=self.kafka_commit_time),
+            PARSED_SCHEMA,
         )
-        return decoded_columns(parsed)
+        decoded = decoded_columns(parsed)
+        return kafka_time.with_kafka_commit_time(decoded) if self.kafka_commit_time else decoded

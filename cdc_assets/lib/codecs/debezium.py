@@ -38,6 +38,7 @@ import functools
 
 from pyspark.sql import Column, DataFrame, functions as F
 
+from cdc_assets.lib.codecs import kafka_time
 from cdc_assets.lib.codecs.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.debezium_events import WATERMARK_OP, Options, decode_batches, placeholder_forms
@@ -92,7 +93,7 @@ class DebeziumDecoder(Decoder):
         commit_ts = self._commit_ts(source, ts_ms)
         return raw.withColumns(
             {
-                "routing_ms": F.coalesce(
+                "routing_ms": kafka_time.kafka_ms() if self.kafka_commit_time else F.coalesce(
                     F.shiftright(commit_ts, PHYSICAL_SHIFT),
                     _positive(source["ts_ms"]),
                     _positive(ts_ms),
@@ -106,9 +107,11 @@ class DebeziumDecoder(Decoder):
         options = Options(derive_commit_ts=self.derive_commit_ts, key_option=self.key_option,
                           binary_mode=self.options.get("binary-handling-mode", "bytes"),
                           apply_snapshot_drops=self.flag("apply-snapshot-drops"),
-                          unavailable=placeholder_forms(self.options.get("unavailable-value-placeholder", "")))
+                          unavailable=placeholder_forms(self.options.get("unavailable-value-placeholder", "")),
+                          kafka_commit_time=self.kafka_commit_time)
         parsed = raw.select(*PASSED).mapInArrow(functools.partial(decode_batches, options=options), PARSED_SCHEMA)
-        return decoded_columns(parsed)
+        decoded = decoded_columns(parsed)
+        return kafka_time.with_kafka_commit_time(decoded) if self.kafka_commit_time else decoded
 
 
 class DebeziumJsonDecoder(DebeziumDecoder):
@@ -127,6 +130,8 @@ class DebeziumJsonDecoder(DebeziumDecoder):
         "apply-snapshot-drops": "false",
         # The connector's `unavailable.value.placeholder`: a value the binlog did not log (NOBLOB).
         "unavailable-value-placeholder": "__debezium_unavailable_value",
+        # `kafka-timestamp`: producers without event time (Flink CDC's Kafka sink; `kafka_time`)
+        kafka_time.OPTION: kafka_time.MESSAGE,
     }
-    option_choices = {"binary-handling-mode": tuple(BINARY_STRING_RULES)}
+    option_choices = {"binary-handling-mode": tuple(BINARY_STRING_RULES), kafka_time.OPTION: kafka_time.CHOICES}
     derive_commit_ts = True

@@ -22,6 +22,7 @@ from cdc_assets.lib.changelog_schema import (
 from cdc_assets.lib.codecs.arrow_events import EventRows, Reject, event, gc_paused
 from cdc_assets.lib.codecs.debezium_envelope import EnvelopeReader, RowSchema
 from cdc_assets.lib.codecs.debezium_values import canonical_values, loads_exact, text_of, to_long, value_kind_type
+from cdc_assets.lib.codecs.kafka_time import HINT, PENDING
 from cdc_assets.lib.codecs.key_option import KeyOption, key_values
 from cdc_assets.lib.tso import ms_to_commit_ts
 
@@ -54,6 +55,7 @@ class Options:
     # the `unavailable-value-placeholder` option's forms in the change log (`placeholder_forms`);
     # the decoder always passes them (TiCDC's `debezium`: none)
     unavailable: frozenset = frozenset()
+    kafka_commit_time: bool = False  # `commit-time=kafka-timestamp`: set after decoding (`kafka_time`)
 
 
 def placeholder_forms(placeholder: str) -> frozenset:
@@ -213,7 +215,9 @@ def _event(payload, row_schema: RowSchema, key: bytes | None, options: Options) 
         raise Reject(*_control_record(payload) or ("unexpected_shape", _NOT_AN_EVENT))
     kind = DDL if op == DDL_OP or op is None else WATERMARK if op == WATERMARK_OP else ROW
     commit_ts = source_commit_ts
-    if options.derive_commit_ts and commit_ts is None:
+    if options.kafka_commit_time:
+        commit_ts = PENDING
+    elif options.derive_commit_ts and commit_ts is None:
         ms = _positive(source_ms) or _positive(to_long(payload.get("ts_ms")))
         commit_ts = ms_to_commit_ts(ms)
     common = dict(commit_ts=commit_ts, source_position=_source_position(source), event_ms=source_ms)
@@ -289,7 +293,7 @@ def _truncate_event(source: dict, common: dict, options: Options) -> tuple:
 
 
 def _commit_hint(options: Options) -> str:
-    return ("no source.ts_ms or ts_ms" if options.derive_commit_ts
+    return ("no source.ts_ms or ts_ms" + HINT if options.derive_commit_ts
             else "no source.commit_ts (Debezium's own connector: use protocol debezium-json)")
 
 
