@@ -23,6 +23,10 @@ Spec: shared/specs/ticdc-canal-json.txt. Rules implemented here:
   text, never rounded through a double (`json_fields.parse_rows_exactly`); numbers nested
   inside a JSON column's value are written as orjson read them.
 
+`commit-time=kafka-timestamp`: for producers that write no `es` (Flink CDC's Kafka pipeline
+sink), the Kafka record timestamp is every event's commit time and its offset the source
+position; the landing routes by that timestamp (`kafka_time`).
+
 TiCDC's `large-message-handle-compression` (snappy / lz4 values) is the option of the same
 name (`large_messages.py`): values are decompressed for routing and decoding, and the landing
 and the quarantine keep them as they came.

@@ -23,6 +23,11 @@ binary column written as a string is encoded; see `debezium_values`). The
 - commit_ts: `source.commit_ts` (TiCDC). `debezium-json` without it derives
   `source.ts_ms << 18` (`payload.ts_ms` when the source time is 0, as in Debezium 1.x
   snapshots) and puts the binlog order (`file` number << 32 | `pos`) in source_position.
+- Connectors with schemas (PostgreSQL, SQL Server, Oracle, Db2: `source.schema`): the
+  database is `<db>.<schema>`, so two schemas' tables never merge; their schema changes
+  are not MySQL's SQL and are quarantined (`unsupported_ddl_dialect`).
+- `commit-time=kafka-timestamp` (debezium-json): commit_ts from the Kafka record timestamp,
+  source_position = the offset, for producers that write no time (`kafka_time`).
 - Primary key: the Kafka key's fields (key schema order, else key payload order);
   without a usable key, the `primary-key` option (`key_option`: every table or per table). DDL
   events report `tableChanges[0].table.primaryKeyColumnNames`; rows do not borrow it
