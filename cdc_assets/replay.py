@@ -1,8 +1,10 @@
 """Land a dump and materialize every complete window through Dagster (the CLI's engine).
 
 Runs go through the same Definitions, jobs, IO manager and checks as the UI and the
-schedules: `execute_in_process` per window, in window order (snapshots build on the
-previous window).
+schedules: `execute_in_process` per window with data, in window order (snapshots build on the
+previous window). A window in which nothing landed gets no run: its manifest carries the
+previous snapshot forward (`snapshot_store.carry_forward_window`), so commits years apart
+cost one small file per quiet window, not a Spark run.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from typing import Callable
 
 from dagster import DagsterInstance, Definitions
 
-from cdc_assets.defs.automation import land_job_name, window_job_name
+from cdc_assets.defs.automation import carry_quiet_windows, land_job_name, window_job_name
 from cdc_assets.defs.factory import build_definitions, source_builds
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.settings import Settings
+from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
 
 Progress = Callable[[str], None]
@@ -42,6 +45,8 @@ class ReplaySummary:
     quarantined: int = 0
     ignored_watermarks: int = 0  # moved backwards or implausible (docs/reliability.md)
     windows: int = 0
+    windows_with_data: int = 0  # materialized by a Dagster run (Spark)
+    quiet_windows: int = 0  # nothing landed: carried forward by a manifest alone
     incomplete_windows: int = 0
     tables: int = 0
     rows: int = 0
@@ -101,11 +106,27 @@ def replay(
     defs = build_definitions(windowed)
     build = next(b for b in source_builds(windowed) if b.source.name == source_name)
     job = defs.resolve_job_def(window_job_name(build))
-    keys = [
-        k for k in build.partitions_def.get_partition_keys()
-        if _key_start_ms(build, k) <= complete[-1]
-    ]
-    for i, key in enumerate(keys, start=1):
+    starts = list(range(first, complete[-1] + 1, settings.window_ms))
+    with_data = [w for w in starts if w in state.windows]
+    summary.windows_with_data = len(with_data)
+    progress(f"[{source.name}] {len(starts)} window(s) to materialize, {len(with_data)} with data (one run "
+             f"each); {len(starts) - len(with_data)} quiet, carried forward without Spark")
+    snap_root = settings.warehouse / source.name / "snapshots"
+    i = 0
+    for start, quiet in _runs_of_quiet(starts, state.windows):
+        if quiet:
+            # Nothing landed in these windows: each snapshot is the previous one (a manifest, no run).
+            carried = carry_quiet_windows(snap_root, quiet, settings.window_ms)
+            summary.windows += carried
+            summary.quiet_windows += carried
+            if carried < len(quiet):
+                progress(f"[{source.name}] window {quiet[carried]}: no previous snapshot to carry forward")
+                summary.ok = False
+                break
+        if start is None:
+            continue
+        i += 1
+        key = partition_key_for_ms(build.partitions_def, start)
         started = time.perf_counter()
         result = job.execute_in_process(
             partition_key=key, instance=instance, raise_on_error=False, run_config=QUIET
@@ -115,14 +136,13 @@ def replay(
         failed = _record_checks(result, summary, key)
         summary.windows += 1
         progress(
-            f"[{source.name}] window {key} ({i}/{len(keys)}): "
+            f"[{source.name}] window {key} ({i}/{len(with_data)} with data): "
             f"{'ok' if result.success and not failed else 'FAILED'} in {elapsed:.1f}s"
             + (f" checks failed: {', '.join(failed)}" if failed else "")
         )
         if not result.success:
             summary.ok = False
             break
-    snap_root = settings.warehouse / source.name / "snapshots"
     manifests = list_manifests(snap_root)
     if manifests:
         last = read_manifest(snap_root, manifests[-1]) or {"tables": {}}
@@ -130,6 +150,19 @@ def replay(
         summary.rows = sum(t["rows"] for t in last["tables"].values())
     summary.ok = summary.ok and not summary.checks_failed
     return summary
+
+
+def _runs_of_quiet(starts: list[int], with_data: dict[int, int]):
+    """(window with data, the quiet windows just before it), in order; the last has start None."""
+    quiet: list[int] = []
+    for w in starts:
+        if w in with_data:
+            yield w, quiet
+            quiet = []
+        else:
+            quiet.append(w)
+    if quiet:
+        yield None, quiet
 
 
 def _record_checks(result, summary: ReplaySummary, where: str) -> list[str]:
@@ -140,10 +173,6 @@ def _record_checks(result, summary: ReplaySummary, where: str) -> list[str]:
     summary.checks_failed += failed
     summary.checks_warned += [n for n, severity in named if severity != "ERROR"]
     return failed
-
-
-def _key_start_ms(build, key: str) -> int:
-    return int(build.partitions_def.time_window_for_partition_key(key).start.timestamp() * 1000)
 
 
 def _collect(result, summary: ReplaySummary) -> None:

@@ -3,6 +3,7 @@
 
 import hashlib
 import json
+from pathlib import Path
 
 from dagster import (
     AssetSelection,
@@ -25,8 +26,8 @@ from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, HISTORY, LANDED, QUARANTINE, RAW, SNAPSHOTS, SourceBuild
 from cdc_assets.lib.input_files import InputFile, files_not_landed, list_input_files, settled
 from cdc_assets.lib.landing import load_state
-from cdc_assets.lib.snapshot_store import list_manifests
-from cdc_assets.lib.window_plan import windows_to_materialize
+from cdc_assets.lib.snapshot_store import carry_forward_window, list_manifests, read_manifest
+from cdc_assets.lib.window_plan import split_quiet, windows_to_materialize
 
 _ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
            DagsterRunStatus.STARTED]
@@ -43,16 +44,35 @@ def _windows_with_active_runs(instance: DagsterInstance, b: SourceBuild) -> set[
 
 def pending_window_keys(b: SourceBuild, instance: DagsterInstance) -> list[str]:
     """Oldest first: windows the global watermark has completed that have no snapshot
-    manifest and no queued or running run (the schedule and the sensor share this)."""
+    manifest and no queued or running run (the schedule and the sensor share this).
+
+    Quiet windows (nothing landed) that can be committed now are carried forward here, by a
+    manifest and no run (`carry_quiet_windows`); the windows with data after them are
+    returned, up to the first quiet window that must wait for one of them."""
     landing_root = b.settings.warehouse / b.source.name / "landing"
     snapshots = b.settings.warehouse / b.source.name / "snapshots"
     busy = _windows_with_active_runs(instance, b)
+    state = load_state(landing_root)
     pending = windows_to_materialize(
-        load_state(landing_root), b.completeness(), b.settings.window_ms,
-        int(b.settings.partition_start.timestamp() * 1000), set(list_manifests(snapshots)),
+        state, b.completeness(), b.settings.window_ms,
+        int(b.settings.partition_start.timestamp() * 1000), set(list_manifests(snapshots)), limit=None,
     )
-    keys = [partition_key_for_ms(b.partitions_def, w) for w in pending]
-    return [k for k in keys if k not in busy]
+    keys = {w: partition_key_for_ms(b.partitions_def, w) for w in pending}
+    carry, runs = split_quiet(pending, state.windows, busy=frozenset(w for w, k in keys.items() if k in busy))
+    carry_quiet_windows(snapshots, carry, b.settings.window_ms)
+    return [keys[w] for w in runs if keys[w] not in busy]
+
+
+def carry_quiet_windows(snapshots: Path, starts: list[int], window_ms: int) -> int:
+    """Commit consecutive quiet windows on the previous window's snapshot; stops at the first
+    whose previous window has none. Returns how many were committed."""
+    previous = None
+    for n, start in enumerate(starts):
+        previous = previous or read_manifest(snapshots, start - window_ms)
+        if previous is None:
+            return n
+        previous = carry_forward_window(snapshots, start, start + window_ms, previous)
+    return len(starts)
 
 
 def window_job_name(b: SourceBuild) -> str:

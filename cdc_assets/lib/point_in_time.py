@@ -73,6 +73,8 @@ def plan(snapshots: Path, tso: int) -> Plan:
         return Plan(tso, base, None)
     if ms_to_tso(start_ms) > tso:  # before the first window: no table had rows yet
         return Plan(tso, None, None)
+    if base is not None and manifests.get(start_ms, {}).get("carried_forward"):
+        return Plan(tso, base, None)  # nothing landed in the next window: the base is exact
     if start_ms not in manifests:
         latest_end = manifests[windows[-1]]["window_end_ms"]
         raise ValueError(

@@ -99,6 +99,34 @@ def write_window_snapshot(
     return manifest
 
 
+def carried_entry(entry: dict) -> dict:
+    """A table the window did not change: the previous entry (same folder), no changes counted."""
+    return {**entry, "previous_rows": entry["rows"], "inserted_keys": 0, "deleted_keys": 0, "ranges_rewritten": [],
+            "removed_by_ddl": 0, "moved_in": 0, "conversion_failures": 0, "schema_changes": []}
+
+
+QUIET_DDL = {"applied": 0, "dropped_tables": {}, "unparsed": [], "history_versions_ended": {}}
+
+
+def carry_forward_window(snapshots: Path, window_start_ms: int, window_end_ms: int, previous: dict) -> dict:
+    """Commit a window in which nothing landed: its manifest points at the previous window's
+    folders. No Spark, no new files: a quiet hour costs one small JSON file, so a dump whose
+    commits lie years apart is not thousands of runs. `carried_forward` tells readers that
+    the window has no change table (point in time needs none)."""
+    if previous.get("window_end_ms") != window_start_ms:
+        raise RuntimeError(f"window {window_start_ms}: the previous manifest ends at "
+                           f"{previous.get('window_end_ms')}, not where this window starts")
+    manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms,
+                "tables": {tid: carried_entry(e) for tid, e in previous["tables"].items()},
+                "ddl": QUIET_DDL, "carried_forward": True,
+                # a table that failed to build stays failed until its window is materialized again
+                "failed_tables": previous.get("failed_tables", {})}
+    manifest_file = manifest_path(snapshots, window_start_ms)
+    with exclusive(manifest_file):
+        write_json_atomic(manifest_file, manifest)
+    return manifest
+
+
 def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, window_start_ms: int,
                   previous: dict | None, history_root: Path | None,
                   range_rows: int) -> tuple[dict[str, dict], dict, dict[str, dict]]:
@@ -137,11 +165,11 @@ def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, wind
             tid = state_id(name)
             if name in result.failed:
                 if tid in prev_tables:
-                    tables[tid] = {**_carried_over(prev_tables[tid]), "failed": result.failed[name]}
+                    tables[tid] = {**carried_entry(prev_tables[tid]), "failed": result.failed[name]}
             elif state.changed:
                 tables[tid] = written[name]
             else:
-                tables[tid] = _carried_over(prev_tables[tid])
+                tables[tid] = carried_entry(prev_tables[tid])
     finally:
         result.release()
     ddl = {
@@ -154,11 +182,6 @@ def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, wind
               for n, reason in sorted(result.failed.items())}
     return tables, ddl, failed
 
-
-def _carried_over(entry: dict) -> dict:
-    """A table the window did not change: the previous entry, with no changes counted."""
-    return {**entry, "previous_rows": entry["rows"], "inserted_keys": 0, "deleted_keys": 0, "ranges_rewritten": [],
-            "removed_by_ddl": 0, "moved_in": 0, "conversion_failures": 0, "schema_changes": []}
 
 
 def _write_table(spark: SparkSession, snapshots: Path, window_start_ms: int, name: tuple[str, str],

@@ -25,7 +25,8 @@ from cdc_assets.lib.settings import load_settings
 from cdc_assets.lib.storage import write_json_atomic
 from cdc_assets.lib.tso import ms_to_tso
 from cdc_assets.lib.watermark_state import Completeness, LandingState
-from cdc_assets.lib.window_plan import windows_to_materialize
+from cdc_assets.lib.snapshot_store import read_manifest
+from cdc_assets.lib.window_plan import split_quiet, windows_to_materialize
 
 REPO = Path(__file__).resolve().parents[2]
 H = 3_600_000
@@ -55,8 +56,10 @@ def test_schedule_requests_pending_windows_oldest_first(tmp_path):
     settings = load_settings({"CDC_ASSETS_HOME": str(tmp_path)})
     landing = settings.warehouse / "sample" / "landing"
     write_json_atomic(landing / "state.json", _state(W0 + 3 * H).to_json())
-    write_json_atomic(settings.warehouse / "sample" / "snapshots" / "_manifests" / f"window_start_ms={W0}.json",
-                      {"tables": {}})
+    snapshots = settings.warehouse / "sample" / "snapshots"
+    table = {"rows": 3, "path": "db.t/window_start_ms=0/run=a", "spark_schema": "{}"}
+    write_json_atomic(snapshots / "_manifests" / f"window_start_ms={W0}.json",
+                      {"window_start_ms": W0, "window_end_ms": W0 + H, "tables": {"db.t": table}})
     defs = build_definitions(settings)
     schedule = next(s for s in defs.schedules if s.name.endswith("complete_windows_hourly"))
     with instance_for_test() as instance:
@@ -64,7 +67,21 @@ def test_schedule_requests_pending_windows_oldest_first(tmp_path):
             instance=instance, repository_def=defs.get_repository_def(),
             scheduled_execution_time=datetime(2026, 1, 1, 4, 10, tzinfo=timezone.utc))
         requests = list(schedule.evaluate_tick(context).run_requests)
-    assert [r.partition_key for r in requests] == ["2026-01-01-01:00", "2026-01-01-02:00"]
+    # the quiet hour is carried forward by its manifest, without a run; the hour with data runs
+    assert [r.partition_key for r in requests] == ["2026-01-01-02:00"]
+    carried = read_manifest(snapshots, W0 + H)
+    assert carried["carried_forward"] and carried["tables"]["db.t"]["path"] == table["path"]
+    assert (carried["tables"]["db.t"]["rows"], carried["tables"]["db.t"]["inserted_keys"]) == (3, 0)
+
+
+def test_quiet_windows_wait_for_the_run_before_them():
+    with_data = {W0, W0 + 3 * H}
+    pending = [W0 + i * H for i in range(6)]
+    # W0 must run before W0+1h..2h can be carried; nothing after them is requested yet
+    assert split_quiet(pending, with_data) == ([], [W0])
+    # once W0 is committed: carry 1h..2h, run 3h, and 4h..5h wait for it
+    assert split_quiet(pending[1:], with_data) == ([W0 + H, W0 + 2 * H], [W0 + 3 * H])
+    assert split_quiet([W0, W0 + 3 * H], with_data, limit=1) == ([], [W0])
 
 
 def _sensor_setup(tmp_path, watermark_ms: int):

@@ -117,6 +117,7 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
                     "ddl_events": kinds.get("ddl", 0),
                     "watermark_events": kinds.get("watermark", 0),
                     "quarantined": quarantined,
+                    "commit_order": b.decoder().commit_order(),
                 },
             )
             yield Output(

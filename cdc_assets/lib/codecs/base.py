@@ -9,6 +9,7 @@ from typing import ClassVar
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from cdc_assets.lib.codecs import kafka_time
 from cdc_assets.lib.codecs.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, zone
 from cdc_assets.lib.codecs.key_option import parse_key_option
 
@@ -70,6 +71,15 @@ class Decoder(ABC):
     def flag(self, option: str) -> bool:
         """A boolean option ("true"/"false", as TiCDC's sink URI writes them)."""
         return str(self.options.get(option, "false")).lower() == "true"
+
+    @property
+    def kafka_commit_time(self) -> bool:
+        """`commit-time=kafka-timestamp` (decoders that offer it): times from Kafka (`kafka_time`)."""
+        return self.options.get(kafka_time.OPTION) == kafka_time.KAFKA_TIMESTAMP
+
+    def commit_order(self) -> str:
+        """Which order the change log's commit_ts and source_position give (asset metadata)."""
+        return kafka_time.ORDER[kafka_time.KAFKA_TIMESTAMP if self.kafka_commit_time else kafka_time.MESSAGE]
 
     def emits_watermarks(self) -> bool:
         """Whether the protocol (with these options) carries watermarks / resolved ts.

@@ -23,6 +23,10 @@ Spec: shared/specs/ticdc-canal-json.txt. Rules implemented here:
   text, never rounded through a double (`json_fields.parse_rows_exactly`); numbers nested
   inside a JSON column's value are written as orjson read them.
 
+`commit-time=kafka-timestamp`: for producers that write no `es` (Flink CDC's Kafka pipeline
+sink), the Kafka record timestamp is every event's commit time and its offset the source
+position; the landing routes by that timestamp (`kafka_time`).
+
 TiCDC's `large-message-handle-compression` (snappy / lz4 values) is the option of the same
 name (`large_messages.py`): values are decompressed for routing and decoding, and the landing
 and the quarantine keep them as they came.
@@ -38,7 +42,7 @@ import functools
 
 from pyspark.sql import DataFrame, functions as F, types as T
 
-from cdc_assets.lib.codecs import large_messages
+from cdc_assets.lib.codecs import kafka_time, large_messages
 from cdc_assets.lib.codecs.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.canal_json_events import decode_batches
@@ -72,11 +76,13 @@ class CanalJsonDecoder(Decoder):
         "content-compatible": "false",
         "only-output-updated-columns": "false",
         large_messages.OPTION: "none",
+        # `kafka-timestamp`: producers without event time (Flink CDC's Kafka sink; `kafka_time`)
+        kafka_time.OPTION: kafka_time.MESSAGE,
     }
-    option_choices = {large_messages.OPTION: large_messages.CODECS}
+    option_choices = {large_messages.OPTION: large_messages.CODECS, kafka_time.OPTION: kafka_time.CHOICES}
 
     def emits_watermarks(self) -> bool:
-        return self.flag("enable-tidb-extension")
+        return self.flag("enable-tidb-extension") and not self.kafka_commit_time
 
     def route(self, raw: DataFrame) -> DataFrame:
         codec = self.options[large_messages.OPTION]
@@ -91,7 +97,7 @@ class CanalJsonDecoder(Decoder):
         is_watermark = F.coalesce(~m["isDdl"], F.lit(True)) & (m["type"] == "TIDB_WATERMARK")
         return raw.withColumns(
             {
-                "routing_ms": F.coalesce(
+                "routing_ms": kafka_time.kafka_ms() if self.kafka_commit_time else F.coalesce(
                     F.shiftright(tidb["commitTs"], PHYSICAL_SHIFT),
                     F.shiftright(tidb["watermarkTs"], PHYSICAL_SHIFT),
                     m["es"],
@@ -106,4 +112,5 @@ class CanalJsonDecoder(Decoder):
                                  codec=self.options[large_messages.OPTION], max_bytes=self.max_message_bytes)
 
     def decode(self, raw: DataFrame) -> DataFrame:
-        return decoded_columns(raw.select(*PASSED).mapInArrow(self.batch_function(), PARSED_SCHEMA))
+        decoded = decoded_columns(raw.select(*PASSED).mapInArrow(self.batch_function(), PARSED_SCHEMA))
+        return kafka_time.with_kafka_commit_time(decoded) if self.kafka_commit_time else decoded

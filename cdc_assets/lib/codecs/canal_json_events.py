@@ -9,6 +9,7 @@ the order `_events` checks them (the large-message reasons first).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from datetime import tzinfo
 
@@ -20,6 +21,7 @@ from cdc_assets.lib.codecs.canal_values import canonical, key_and_reject, type_f
 from cdc_assets.lib.codecs.json_fields import (
     bool_field, decode_each_object, long_field, object_field, objects_field, positive_long_field, texts_field,
 )
+from cdc_assets.lib.codecs.kafka_time import HINT, PENDING
 from cdc_assets.lib.codecs.key_option import NO_KEYS, KeyOption
 from cdc_assets.lib.codecs.large_messages import key_only_reject
 from cdc_assets.lib.tso import ms_to_commit_ts
@@ -54,7 +56,7 @@ def _large_message_reject(tidb: dict, op: str | None) -> tuple[str, str] | None:
 
 
 # -- events -----------------------------------------------------------------------------
-def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
+def _events(m: dict, tz: tzinfo, key_option: KeyOption, kafka_commit_time: bool = False) -> list[tuple]:
     is_ddl, kind_text = bool_field(m.get("isDdl")), as_text(m.get("type"))
     tidb = object_field(m.get("_tidb")) or {}
     # A `_tidb.commitTs` that is there is the commit time, even 0 or -1: the decode step
@@ -71,10 +73,12 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     commit_ts = tidb_ts if tidb_ts is not None else ms_to_commit_ts(es)
     # official Canal's batch id (> 0; TiCDC writes 0) orders ties on `es`
     position = msg_id if tidb_ts is None and msg_id is not None and msg_id > 0 else None
+    if kafka_commit_time:  # set from the Kafka timestamp and offset after decoding (`kafka_time`)
+        commit_ts, position = PENDING, None
     if kind == DDL:
         sql = as_text(m.get("sql"))
         reason, detail = (
-            ("missing_commit_ts", "no usable _tidb.commitTs or es") if commit_ts is None
+            ("missing_commit_ts", "no usable _tidb.commitTs or es" + HINT) if commit_ts is None
             else ("missing_ddl_sql", "DDL message without sql") if not (sql or "").strip(" ")
             else (None, None))
         return [event(0, DDL, database=database, table=table, commit_ts=commit_ts,
@@ -90,7 +94,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
         if op not in _DML_TYPES
         else _STATEMENT_DML if not data and (as_text(m.get("sql")) or "").strip()
         else ("missing_row_data", "DML message without data rows") if not data
-        else ("missing_commit_ts", "no usable _tidb.commitTs or es") if commit_ts is None
+        else ("missing_commit_ts", "no usable _tidb.commitTs or es" + HINT) if commit_ts is None
         else ("missing_table_name", "DML message without database or table") if database is None or table is None
         else ("missing_primary_key", "DML message without pkNames, and "
                                      "the primary-key option names none for its table")
@@ -120,8 +124,11 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,
-                   codec: str = "none", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Iterator[pa.RecordBatch]:
+                   codec: str = "none", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                   kafka_commit_time: bool = False) -> Iterator[pa.RecordBatch]:
     """All events of each message (one per element of `data` for DML, else one), or a reject.
     `codec`: TiCDC's `large-message-handle-compression` of the values; `max_bytes`: the
-    `max-message-bytes` option."""
-    return decode_each_object(batches, time_zone, _events, ("data", "old"), key_option, codec, max_bytes)
+    `max-message-bytes` option. `kafka_commit_time`: commit times come from Kafka
+    (`kafka_time`), not from the message."""
+    events = functools.partial(_events, kafka_commit_time=True) if kafka_commit_time else _events
+    return decode_each_object(batches, time_zone, events, ("data", "old"), key_option, codec, max_bytes)

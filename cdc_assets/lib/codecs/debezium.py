@@ -23,6 +23,11 @@ binary column written as a string is encoded; see `debezium_values`). The
 - commit_ts: `source.commit_ts` (TiCDC). `debezium-json` without it derives
   `source.ts_ms << 18` (`payload.ts_ms` when the source time is 0, as in Debezium 1.x
   snapshots) and puts the binlog order (`file` number << 32 | `pos`) in source_position.
+- Connectors with schemas (PostgreSQL, SQL Server, Oracle, Db2: `source.schema`): the
+  database is `<db>.<schema>`, so two schemas' tables never merge; their schema changes
+  are not MySQL's SQL and are quarantined (`unsupported_ddl_dialect`).
+- `commit-time=kafka-timestamp` (debezium-json): commit_ts from the Kafka record timestamp,
+  source_position = the offset, for producers that write no time (`kafka_time`).
 - Primary key: the Kafka key's fields (key schema order, else key payload order);
   without a usable key, the `primary-key` option (`key_option`: every table or per table). DDL
   events report `tableChanges[0].table.primaryKeyColumnNames`; rows do not borrow it
@@ -38,6 +43,7 @@ import functools
 
 from pyspark.sql import Column, DataFrame, functions as F
 
+from cdc_assets.lib.codecs import kafka_time
 from cdc_assets.lib.codecs.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns
 from cdc_assets.lib.codecs.base import Decoder
 from cdc_assets.lib.codecs.debezium_events import WATERMARK_OP, Options, decode_batches, placeholder_forms
@@ -92,7 +98,7 @@ class DebeziumDecoder(Decoder):
         commit_ts = self._commit_ts(source, ts_ms)
         return raw.withColumns(
             {
-                "routing_ms": F.coalesce(
+                "routing_ms": kafka_time.kafka_ms() if self.kafka_commit_time else F.coalesce(
                     F.shiftright(commit_ts, PHYSICAL_SHIFT),
                     _positive(source["ts_ms"]),
                     _positive(ts_ms),
@@ -107,11 +113,12 @@ class DebeziumDecoder(Decoder):
                           binary_mode=self.options.get("binary-handling-mode", "bytes"),
                           apply_snapshot_drops=self.flag("apply-snapshot-drops"),
                           unavailable=placeholder_forms(self.options.get("unavailable-value-placeholder", "")),
-                          max_message_bytes=self.max_message_bytes)
+                          max_message_bytes=self.max_message_bytes, kafka_commit_time=self.kafka_commit_time)
         return functools.partial(decode_batches, options=options)
 
     def decode(self, raw: DataFrame) -> DataFrame:
-        return decoded_columns(raw.select(*PASSED).mapInArrow(self.batch_function(), PARSED_SCHEMA))
+        decoded = decoded_columns(raw.select(*PASSED).mapInArrow(self.batch_function(), PARSED_SCHEMA))
+        return kafka_time.with_kafka_commit_time(decoded) if self.kafka_commit_time else decoded
 
 
 class DebeziumJsonDecoder(DebeziumDecoder):
@@ -130,6 +137,8 @@ class DebeziumJsonDecoder(DebeziumDecoder):
         "apply-snapshot-drops": "false",
         # The connector's `unavailable.value.placeholder`: a value the binlog did not log (NOBLOB).
         "unavailable-value-placeholder": "__debezium_unavailable_value",
+        # `kafka-timestamp`: producers without event time (Flink CDC's Kafka sink; `kafka_time`)
+        kafka_time.OPTION: kafka_time.MESSAGE,
     }
-    option_choices = {"binary-handling-mode": tuple(BINARY_STRING_RULES)}
+    option_choices = {"binary-handling-mode": tuple(BINARY_STRING_RULES), kafka_time.OPTION: kafka_time.CHOICES}
     derive_commit_ts = True

@@ -24,6 +24,7 @@ from cdc_assets.lib.codecs.arrow_events import (
 )
 from cdc_assets.lib.codecs.debezium_envelope import EnvelopeReader, RowSchema
 from cdc_assets.lib.codecs.debezium_values import canonical_values, loads_exact, text_of, to_long, value_kind_type
+from cdc_assets.lib.codecs.kafka_time import HINT, PENDING
 from cdc_assets.lib.codecs.key_option import KeyOption, key_values
 from cdc_assets.lib.tso import ms_to_commit_ts
 
@@ -57,6 +58,7 @@ class Options:
     # the decoder always passes them (TiCDC's `debezium`: none)
     unavailable: frozenset = frozenset()
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # the `max-message-bytes` option
+    kafka_commit_time: bool = False  # `commit-time=kafka-timestamp`: set after decoding (`kafka_time`)
 
 
 def placeholder_forms(placeholder: str) -> frozenset:
@@ -80,10 +82,6 @@ def _text(v) -> str | None:
 
 def _blank_to_none(s: str | None) -> str | None:
     return s if s else None
-
-
-def _source_db(source: dict) -> str | None:
-    return name_text(source.get("db"), "source.db")
 
 
 def _source_table(source: dict) -> str | None:
@@ -162,6 +160,22 @@ def _source_position(source: dict) -> int | None:
     return None
 
 
+def _database(source: dict) -> str | None:
+    """The change log's database: `source.db`, or `<db>.<schema>` for connectors whose tables
+    live in a schema (PostgreSQL, SQL Server, Oracle, Db2 write `source.schema`). Keeping the
+    schema never merges `public.t` with `sales.t`; storage escapes the `.` inside a name part
+    (`storage.table_id`), so `<db>.<schema>` cannot meet a MySQL database of that name."""
+    db, schema = name_text(source.get("db"), "source.db"), name_text(source.get("schema"), "source.schema")
+    return db if db is None or schema is None else f"{db}.{schema}"
+
+
+def _schema_dialect(source: dict) -> str | None:
+    """The connector of a source with schemas (their DDL is not MySQL's), else None."""
+    if _blank_to_none(_text(source.get("schema"))) is None:
+        return None
+    return _text(source.get("connector")) or "non-MySQL"
+
+
 def _positive(n: int | None) -> int | None:
     return n if n is not None and n > 0 else None
 
@@ -208,7 +222,9 @@ def _event(payload, row_schema: RowSchema, key: bytes | None, options: Options) 
         raise Reject(*_control_record(payload) or ("unexpected_shape", _NOT_AN_EVENT))
     kind = DDL if op == DDL_OP or op is None else WATERMARK if op == WATERMARK_OP else ROW
     commit_ts = source_commit_ts
-    if options.derive_commit_ts and commit_ts is None:
+    if options.kafka_commit_time:
+        commit_ts = PENDING
+    elif options.derive_commit_ts and commit_ts is None:
         ms = _positive(source_ms) or _positive(to_long(payload.get("ts_ms")))
         commit_ts = ms_to_commit_ts(ms)
     common = dict(commit_ts=commit_ts, source_position=_source_position(source), event_ms=source_ms)
@@ -237,8 +253,8 @@ def _control_record(payload: dict) -> tuple[str, str] | None:
 def _ddl_event(payload: dict, source: dict, ddl: str | None, common: dict, options: Options) -> tuple:
     change = _table_change(payload)
     database = name_text(payload.get("databaseName"), "databaseName")
-    if payload.get("databaseName") is None:
-        database = _source_db(source)
+    database = _database({**source, "db": database if payload.get("databaseName") is not None else source.get("db")})
+    dialect = _schema_dialect(source)
     table_from_id = _TABLE_FROM_ID.search(_text(change.get("id")) or "")
     table = _source_table(source) or (table_from_id and _blank_to_none(table_from_id.group(1)))
     if not options.apply_snapshot_drops and _from_snapshot(source) and _SNAPSHOT_DROP.match(ddl or ""):
@@ -254,7 +270,9 @@ def _ddl_event(payload: dict, source: dict, ddl: str | None, common: dict, optio
         first = _FIRST_WORD.search(ddl)
         ddl_type = first.group(1).upper() if first else ""
     reason = (
-        ("missing_ddl_sql", "DDL event without ddl") if not (ddl or "").strip(" ")
+        ("unsupported_ddl_dialect", f"a {dialect} connector's schema change: its SQL is not MySQL's, so it "
+         "is not applied (the table's columns follow its row images)") if dialect is not None
+        else ("missing_ddl_sql", "DDL event without ddl") if not (ddl or "").strip(" ")
         else ("missing_commit_ts", _commit_hint(options)) if common["commit_ts"] is None
         else (None, None)
     )
@@ -272,7 +290,7 @@ def _from_snapshot(source: dict) -> bool:
 
 def _truncate_event(source: dict, common: dict, options: Options) -> tuple:
     """`op: t` names its table in `source` only: the DDL event gets the statement it stands for."""
-    database, table = _source_db(source), _source_table(source)
+    database, table = _database(source), _source_table(source)
     if database is None or table is None:
         return event(0, DDL, "missing_table_name", "truncate (op t) without source.db or source.table",
                      database=database, table=table, ddl_type="TRUNCATE", **common)
@@ -282,7 +300,7 @@ def _truncate_event(source: dict, common: dict, options: Options) -> tuple:
 
 
 def _commit_hint(options: Options) -> str:
-    return ("no source.ts_ms or ts_ms" if options.derive_commit_ts
+    return ("no source.ts_ms or ts_ms" + HINT if options.derive_commit_ts
             else "no source.commit_ts (Debezium's own connector: use protocol debezium-json)")
 
 
@@ -305,7 +323,7 @@ def _row_event(payload: dict, row_schema: RowSchema, source: dict, op: str, key:
     if column_types is None:
         image = after_in if after_in is not None else before_in
         column_types = None if image is None else {k: value_kind_type(v) for k, v in image.items()}
-    database, table = _source_db(source), _source_table(source)
+    database, table = _database(source), _source_table(source)
     pk_names = _key_names(key) or options.key_option.names_for(database, table)
     not_logged = None
     if options.unavailable and row_op != READ:  # a snapshot reads whole rows
