@@ -39,9 +39,16 @@ def test_batched_rows_without_extension_use_es_and_the_batch_id():
     assert {e["source_position"] for e in events} == {7}
 
 
-def test_a_commit_ts_of_zero_is_none_and_es_is_used():
-    """As without the extension: commit_ts from `es`, ties ordered by the batch `id`."""
+def test_a_commit_ts_of_zero_is_kept_never_replaced_by_es():
+    """A `_tidb.commitTs` that is there is the commit time: 0 is not replaced by a time
+    guessed from `es`; the decode step quarantines it (`window_events`, implausible_commit_ts)."""
     (ev,) = _decode(_row(_tidb={"commitTs": 0}, id=9))
+    assert (ev["commit_ts"], ev["source_position"], ev[REJECT_REASON]) == (0, None, None)
+
+
+def test_without_a_commit_ts_es_is_used():
+    """Without the extension's commitTs: commit_ts from `es`, ties ordered by the batch `id`."""
+    (ev,) = _decode(_row(_tidb={}, id=9))
     assert (ev["commit_ts"], ev["source_position"], ev[REJECT_REASON]) == (1_700_000_000_000 << 18, 9, None)
 
 
@@ -122,7 +129,7 @@ def test_a_message_too_deep_to_read_its_numbers_exactly_is_invalid_json():
     (_row(_tidb=None, es=None), "missing_commit_ts"),
     (_row(_tidb=None, es=0), "missing_commit_ts"),
     (_row(_tidb=None, es=1 << 45), "missing_commit_ts"),  # es << 18 would not be a positive long
-    ({"isDdl": True, "type": "ALTER", "sql": "x", "es": -1, "_tidb": {"commitTs": 0}}, "missing_commit_ts"),
+    ({"isDdl": True, "type": "ALTER", "sql": "x", "es": -1, "_tidb": {}}, "missing_commit_ts"),
     (_row(table=""), "missing_table_name"),
     (_row(pkNames=[]), "missing_primary_key"),
     (_row(data=[{"id": None}]), "null_primary_key"),
