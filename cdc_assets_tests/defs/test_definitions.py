@@ -30,6 +30,7 @@ def test_module_definitions_load_with_every_layer_and_check():
         "sample/quarantine:quarantine_rate_within_limit",
         "sample/landed_dump:watermarks_trusted",
         "sample/landed_dump:files_complete",
+        "sample/landed_dump:messages_routable",
         "sample/change_table:window_complete",
         "sample/change_table:events_inside_window",
         "sample/change_table:change_table_contract",
