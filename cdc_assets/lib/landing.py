@@ -396,9 +396,9 @@ def _collect_stats(routed: DataFrame, dump_root: Path) -> BatchStats:
     stats = _partition_stats(routed)
     home = routed.where(is_home_copy(F.col("window_start_ms")))
     per_file = (
-        home.groupBy(relative_path(F.col("source_file"), dump_root).alias("file"), "topic", "kafka_partition",
-                     UNROUTABLE_REASON)
+        home.groupBy("source_file", "topic", "kafka_partition", UNROUTABLE_REASON)
         .agg(F.count(F.lit(1)).alias("n"))
+        .withColumn("file", relative_path(F.col("source_file"), dump_root))  # on the few groups only
         .collect()
     )
     files: dict[str, dict] = {}

@@ -110,13 +110,6 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
             context.log.warning(unroutable_line(state, b.source.protocol))
         return MaterializeResult(
             check_results=[AssetCheckResult(
-                check_name=ROUTABLE_CHECK, passed=not unroutable,
-                severity=AssetCheckSeverity.ERROR if whole else AssetCheckSeverity.WARN,
-                metadata={"unroutable_messages": sum(sum(f["unroutable"].values()) for f in unroutable.values()),
-                          "files_wholly_unroutable": MetadataValue.json(whole[:_LISTED_FILES]),
-                          "unroutable_by_file": MetadataValue.json(dict(list(unroutable.items())[:_LISTED_FILES])),
-                          "first_unroutable": MetadataValue.json(state.first_unroutable or {})},
-            ), AssetCheckResult(
                 check_name=WATERMARK_CHECK, passed=not regressed and not implausible,
                 severity=AssetCheckSeverity.WARN,
                 metadata={"regressed_watermarks": MetadataValue.json(regressed),
@@ -127,6 +120,13 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
                 metadata={"waiting_files": len(waiting), "unreadable_files": len(unreadable),
                           "first_waiting_files": MetadataValue.json(waiting[:_LISTED_FILES]),
                           "first_unreadable_files": MetadataValue.json(unreadable[:_LISTED_FILES])},
+            ), AssetCheckResult(
+                check_name=ROUTABLE_CHECK, passed=not unroutable,
+                severity=AssetCheckSeverity.ERROR if whole else AssetCheckSeverity.WARN,
+                metadata={"unroutable_messages": sum(sum(f["unroutable"].values()) for f in unroutable.values()),
+                          "files_wholly_unroutable": MetadataValue.json(whole[:_LISTED_FILES]),
+                          "unroutable_by_file": MetadataValue.json(dict(list(unroutable.items())[:_LISTED_FILES])),
+                          "first_unroutable": MetadataValue.json(state.first_unroutable or {})},
             )],
             metadata={
                 "waiting_files": len(waiting),
