@@ -49,7 +49,7 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
             ROUTABLE_CHECK, asset=b.key(LANDED),
             description=f"fails when new messages carry no usable time of the `{b.source.protocol}` "
             "protocol (wrong protocol or encoding, e.g. base64 text instead of bytes; records the "
-            "layout could not read): ERROR when a whole file is so, WARN otherwise. Counts by reason, "
+            "layout could not read): ERROR when no message of a file has one, WARN otherwise. Counts by reason, "
             "file and Kafka partition in the metadata",
         )],
         description=(
