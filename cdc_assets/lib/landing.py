@@ -223,6 +223,9 @@ def _route(decoder: Decoder, raw: DataFrame) -> DataFrame:
     """`decoder.route` on the protocol's fields alone (Kafka's timestamp hidden from it), then
     the Kafka timestamp as the fallback routing time every decoder used to apply itself: the
     same `routing_ms`, and `_PROTOCOL_MS` says whether the protocol found a time."""
+    if decoder.routes_by_kafka_timestamp():  # the Kafka timestamp is the protocol's time
+        routed = decoder.route(raw)
+        return routed.withColumn(_PROTOCOL_MS, F.col("routing_ms"))
     hidden = raw.withColumns({_KAFKA_TIMESTAMP: F.col("kafka_timestamp"),
                               "kafka_timestamp": F.lit(None).cast("timestamp")})
     routed = decoder.route(hidden)

@@ -165,3 +165,14 @@ def test_a_named_layout_lands_other_names_or_says_why_and_exits_1_on_nothing(spa
     assert (summary["files_landed"], summary["files_ignored"], summary["messages"]) == (0, 1, 0)
     assert '[src] skipped topic.out: not a Parquet file (starts with b\'{"to\', not b\'PAR1\')' in err
     assert f"[src] landed nothing from {dump} as kafka-parquet: 1 file(s) skipped (above)" in err
+
+
+def test_a_source_whose_time_is_the_kafka_timestamp_counts_nothing_unroutable(spark, tmp_path):
+    """`Decoder.routes_by_kafka_timestamp`: the record timestamp is then the message's own time."""
+    decoder = get_decoder("canal-json")
+    decoder.routes_by_kafka_timestamp = lambda: True
+    dump = tmp_path / "dump"
+    _kcat(dump / "topic.jsonl", [(0, 0, None, b'{"type":"INSERT","data":[{"id":"1"}]}')])
+    result = land(spark, dump_root=dump, layout="kcat-jsonl", decoder=decoder, landing_root=tmp_path / "landing",
+                  window_ms=HOUR)
+    assert (result.unroutable_files, result.state.unroutable_messages(), result.state.windows) == ({}, 0, {T0: 1})

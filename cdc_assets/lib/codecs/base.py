@@ -71,6 +71,12 @@ class Decoder(ABC):
         Sources without them decide completeness by event time instead."""
         return False
 
+    def routes_by_kafka_timestamp(self) -> bool:
+        """Whether the Kafka record timestamp is this source's own time (a producer that writes
+        no event time). Otherwise the landing hides it from `route` and applies it as the
+        fallback itself, counting the messages that needed it (`landing.unroutable_reason`)."""
+        return False
+
     @abstractmethod
     def route(self, raw: DataFrame) -> DataFrame:
         """Add `routing_ms` (long: the physical time that picks the message's window) and
