@@ -19,10 +19,10 @@ from cdc_assets.defs.automation import land_job_name, window_job_name
 from cdc_assets.defs.factory import build_definitions, source_builds
 from cdc_assets.lib.landing import load_state, unroutable_line
 from cdc_assets.lib.layouts.base import is_hidden_name
-from cdc_assets.lib.tso import tso_to_datetime
-from cdc_assets.lib.watermark_state import WATERMARK_MODE, Completeness, LandingState
 from cdc_assets.lib.settings import Settings
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
+from cdc_assets.lib.tso import ms_to_tso, tso_to_datetime
+from cdc_assets.lib.watermark_state import WATERMARK_MODE, Completeness, LandingState
 
 Progress = Callable[[str], None]
 # Dagster's per-event DEBUG lines would drown the progress lines; warnings still show.
@@ -171,10 +171,10 @@ def _why_no_window(state: LandingState, policy: Completeness, protocol: str) -> 
                        + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
     else:
         wm = state.global_watermark_ts(policy)
-        first_end = (min(state.windows) + (state.window_ms or 0)) if state.windows else None
-        reasons.append(f"the global watermark ({tso_to_datetime(wm).isoformat() if wm is not None else 'none'}, "
-                       f"{policy.mode}) has not reached the end of the first window with data "
-                       f"({first_end} ms)")
+        shown = tso_to_datetime(wm).isoformat() if wm is not None else "none"
+        first_end = tso_to_datetime(ms_to_tso(min(state.windows) + (state.window_ms or 0))).isoformat()
+        reasons.append(f"the global watermark ({policy.mode}: {shown}) has not reached the end of the "
+                       f"first window with data ({first_end})")
     if state.unroutable_messages():
         reasons.append(unroutable_line(state, protocol))
     return "; ".join(reasons)

@@ -176,3 +176,18 @@ def test_a_source_whose_time_is_the_kafka_timestamp_counts_nothing_unroutable(sp
     result = land(spark, dump_root=dump, layout="kcat-jsonl", decoder=decoder, landing_root=tmp_path / "landing",
                   window_ms=HOUR)
     assert (result.unroutable_files, result.state.unroutable_messages(), result.state.windows) == ({}, 0, {T0: 1})
+
+
+def test_the_no_window_line_says_how_far_the_watermark_got():
+    from cdc_assets.lib.watermark_state import Completeness
+    from cdc_assets.replay import _why_no_window
+
+    state = LandingState(window_ms=HOUR, windows={T0: 3}, partitions={"cdc/0": {
+        **_partition(ms_to_tso(T0 + 10), 2), "unroutable": {"implausible_time": 1}}})
+    state.first_unroutable = {"file": "a.jsonl", "topic": "cdc", "kafka_partition": 0, "kafka_offset": 1,
+                              "reason": "implausible_time", "key_first_bytes": "null", "value_first_bytes": "b'{}'"}
+    assert _why_no_window(state, Completeness(), "canal-json") == (
+        "the global watermark (watermark: 2026-01-01T00:00:00.010000+00:00) has not reached the end of the "
+        "first window with data (2026-01-01T01:00:00+00:00); 1 message(s) not routable as canal-json "
+        "(implausible_time: 1): first in file a.jsonl, partition cdc/0, offset 1: first bytes of key null, "
+        "of value b'{}'")
