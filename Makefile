@@ -52,7 +52,7 @@ dev: $(STAMP) $(JVM_ARCHIVE_STAMP) $(DAGSTER_HOME)/dagster.yaml
 connect-server: $(STAMP) $(JVM_ARCHIVE_STAMP)
 	$(BIN)/cdc-assets connect-server
 
-validate: $(STAMP)
+validate: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster definitions validate -w workspace.yaml
 
 # `make bench BENCH_EVENTS=20000 BENCH_RUNS=1 BENCH_HISTORY_WINDOWS=0 BENCH_TABLE_SIZES=` is a quick smoke run.

@@ -19,10 +19,13 @@ from dagster import DagsterInstance, Definitions
 
 from cdc_assets.defs.automation import carry_quiet_windows, land_job_name, window_job_name
 from cdc_assets.defs.factory import build_definitions, source_builds
-from cdc_assets.lib.landing import load_state
+from cdc_assets.lib.landing import load_state, unroutable_line
+from cdc_assets.lib.layouts.base import is_hidden_name
 from cdc_assets.lib.settings import Settings
 from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
+from cdc_assets.lib.tso import ms_to_tso, tso_to_datetime
+from cdc_assets.lib.watermark_state import WATERMARK_MODE, Completeness, LandingState
 
 Progress = Callable[[str], None]
 # Dagster's per-event DEBUG lines would drown the progress lines; warnings still show.
@@ -38,11 +41,13 @@ class ReplaySummary:
     source: str
     protocol: str
     files_landed: int = 0
+    files_ignored: int = 0  # not read as the layout named explicitly (each printed with why)
     messages: int = 0
     events: int = 0
     duplicates: int = 0
     late: int = 0
     quarantined: int = 0
+    unroutable: int = 0  # landed messages without a usable time of the protocol (docs/reliability.md)
     ignored_watermarks: int = 0  # moved backwards or implausible (docs/reliability.md)
     windows: int = 0
     windows_with_data: int = 0  # materialized by a Dagster run (Spark)
@@ -89,13 +94,31 @@ def replay(
         progress(f"[{source.name}] {unreadable} dump file(s) cut short and unreadable, left out "
                  "(see the landing's files_complete check)")
         summary.ok = False
+    ignored: dict[str, str] = {}
+    for meta in landed_meta:
+        summary.files_ignored += int(_metadata_value(meta, "ignored_files"))
+        ignored.update(_metadata_value(meta, "first_ignored_files", {}))
+    for name, why in ignored.items():
+        progress(f"[{source.name}] skipped {name}: {why}")
     landing_root = settings.warehouse / source.name / "landing"
     state = load_state(landing_root)
     summary.messages = sum(p["messages"] for p in state.partitions.values())
-    complete = state.complete_windows(settings.window_ms, build.completeness())
+    summary.unroutable = state.unroutable_messages()
+    policy = build.completeness()
+    complete = state.complete_windows(settings.window_ms, policy)
     summary.incomplete_windows = len([w for w in state.windows if w not in complete])
+    if not summary.messages and _has_files(build.dump_root):
+        progress(f"[{source.name}] landed nothing from {source.input_path} as {build.layout()}"
+                 + (f": {summary.files_ignored} file(s) skipped (above)" if summary.files_ignored else
+                    ": no file of the input holds a message of it"))
+        summary.ok = False
+        return summary
     if not complete:
-        progress(f"[{source.name}] no complete window yet: nothing to materialize")
+        if summary.messages:  # a non-empty dump that completes no window is not ok: say why
+            progress(f"[{source.name}] no window can complete: {_why_no_window(state, policy, source.protocol)}")
+            summary.ok = False
+        else:
+            progress(f"[{source.name}] no complete window yet: nothing to materialize")
         return summary
 
     # Partitions start at the first window with data, so every window is materialized in order.
@@ -163,6 +186,31 @@ def _runs_of_quiet(starts: list[int], with_data: dict[int, int]):
             quiet.append(w)
     if quiet:
         yield None, quiet
+
+
+def _has_files(root) -> bool:
+    """Whether the (local or mirrored) input holds any non-hidden file."""
+    return root.exists() and any(
+        p.is_file() and not any(is_hidden_name(part) for part in p.relative_to(root).parts) for p in root.rglob("*"))
+
+
+def _why_no_window(state: LandingState, policy: Completeness, protocol: str) -> str:
+    """What holds every window back, in one line: partitions without a watermark (or how far
+    the global one got), and the messages with no usable time of the protocol."""
+    reasons = []
+    missing = state.partitions_without_watermark() if policy.mode == WATERMARK_MODE else []
+    if missing:
+        reasons.append(f"no watermark in partition(s) {', '.join(missing[:5])}"
+                       + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+    else:
+        wm = state.global_watermark_ts(policy)
+        shown = tso_to_datetime(wm).isoformat() if wm is not None else "none"
+        first_end = tso_to_datetime(ms_to_tso(min(state.windows) + (state.window_ms or 0))).isoformat()
+        reasons.append(f"the global watermark ({policy.mode}: {shown}) has not reached the end of the "
+                       f"first window with data ({first_end})")
+    if state.unroutable_messages():
+        reasons.append(unroutable_line(state, protocol))
+    return "; ".join(reasons)
 
 
 def _record_checks(result, summary: ReplaySummary, where: str) -> list[str]:

@@ -174,10 +174,12 @@ def test_replay_cli_on_kcat_jsonl_equals_the_truth(tmp_path, capsys, spark):
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     counts = load_truth(dump.truth_path)["counts"]
     assert code == 0
-    # WARN checks fail (reported, not fatal): the restart's replayed resolved ts, and the
-    # quarantine of the window that got the bad lines.
+    # WARN checks fail (reported, not fatal): the restart's replayed resolved ts, the two bad
+    # lines without a usable time (counted at landing), and the quarantine of their window.
     assert [c.split("@")[0] for c in summary["checks_warned"]] == [
-        "src/landed_dump:watermarks_trusted", "src/quarantine:nothing_quarantined"]
+        "src/landed_dump:watermarks_trusted", "src/landed_dump:messages_routable",
+        "src/quarantine:nothing_quarantined"]
+    assert summary["unroutable"] == 2
     assert summary["windows"] == sum(w["complete"] for w in load_truth(dump.truth_path)["windows"])
     assert (summary["duplicates"], summary["late"], summary["quarantined"]) == (
         counts["duplicates"], counts["late"], 2)

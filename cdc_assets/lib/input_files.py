@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from cdc_assets.lib.landing import changed_within, load_state
 from cdc_assets.lib.layouts import LAYOUT_CLASSES, detect_layout, get_layout
+from cdc_assets.lib.layouts.base import is_hidden_name
 from cdc_assets.lib.s3_dump import MirrorResult, is_s3_uri, list_objects, mirror_prefix, not_mirrored
 from cdc_assets.lib.settings import SourceConfig
 
@@ -50,10 +51,13 @@ def resolved_layout(source: SourceConfig, root: Path) -> str | None:
 def wanted_object(layout: str) -> Callable[[PurePath], bool]:
     """Which paths below an S3 prefix to mirror: data of the layout (of any layout with
     `auto`), data it cannot read (so the landing names them), and the storage sink's
-    checkpoint file."""
+    checkpoint file. A layout named explicitly: every object that is not hidden, which the
+    landing reads as that layout or reports with why not (`DumpLayout.scan_named`)."""
     layouts = list(LAYOUT_CLASSES.values()) if layout == "auto" else [get_layout(layout)]
 
     def wanted(relative: PurePath) -> bool:
+        if layout != "auto":
+            return not any(is_hidden_name(part) for part in relative.parts)
         return str(relative) == CHECKPOINT_FILE or any(
             lay.is_data_file(relative) or lay.unsupported(relative) for lay in layouts)
 
@@ -115,7 +119,11 @@ def _local_data_files(source: SourceConfig, root: Path) -> list[Path]:
     if not layout:
         return []
     # Files the layout cannot read count as new too: their landing stops with the reason.
-    data, refused = get_layout(layout).scan(root)
+    # A layout named explicitly reads files of other names too (those it skips are reported).
+    if source.layout != "auto":
+        data, refused, _ = get_layout(layout).scan_named(root)
+    else:
+        data, refused = get_layout(layout).scan(root)
     return data + list(refused)
 
 

@@ -31,7 +31,8 @@ from pyspark.sql import Column, DataFrame, SparkSession, functions as F, types a
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 from cdc_assets.lib.codecs import Decoder
 from cdc_assets.lib.codecs.base import EVENT_ROUTING_MS
-from cdc_assets.lib.layouts import get_layout, read_dump
+from cdc_assets.lib.layouts import UNPARSED_TOPIC, get_layout, read_dump
+from cdc_assets.lib.layouts.base import relative_path
 from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.storage import exclusive, read_json, remove_path, replace_dir, temp_sibling, window_dir, write_json_atomic
 from cdc_assets.lib.tso import plausible_ms
@@ -69,6 +70,11 @@ class LandingResult:
     waiting_files: list[str] = field(default_factory=list)
     # Files cut short longer ago that cannot be read (Parquet): left out, reported each time.
     unreadable_files: list[str] = field(default_factory=list)
+    # This landing's messages without a usable time of their protocol (`unroutable_reason`):
+    # per file (relative path) {"messages": n, "unroutable": {reason: n}}, files with any only.
+    unroutable_files: dict[str, dict] = field(default_factory=dict)
+    # Files of the input not read as the layout, and why (a layout named explicitly: `scan_named`).
+    ignored_files: dict[str, str] = field(default_factory=dict)
 
 
 def file_digest(path: Path) -> str:
@@ -119,7 +125,10 @@ def land(
     landing_root: Path,
     window_ms: int,
     settle_seconds: int = SETTLE_SECONDS,
+    layout_named: bool = False,
 ) -> LandingResult:
+    """`layout_named`: the user named the layout (not detected): every non-hidden file of the
+    dump is read as it, or reported in `ignored_files` with why not (`DumpLayout.scan_named`)."""
     with landing_lock(landing_root):
         state = load_state(landing_root)
         _remove_uncommitted_batches(landing_root, state)
@@ -128,7 +137,11 @@ def land(
         # then not covered by a checkpoint we record now.
         dump_layout = get_layout(layout)
         checkpoint = dump_layout.checkpoint_ts(dump_root)
-        files, refused = dump_layout.scan(dump_root)
+        if layout_named:
+            files, refused, ignored_paths = dump_layout.scan_named(dump_root)
+        else:
+            (files, refused), ignored_paths = dump_layout.scan(dump_root), {}
+        ignored = {str(p.relative_to(dump_root)): why for p, why in ignored_paths.items()}
         if refused:
             raise ValueError(f"{len(refused)} file(s) under {dump_root} cannot be read as {layout}: "
                              + "; ".join(f"{path.relative_to(dump_root)}: {reason}"
@@ -142,7 +155,7 @@ def land(
             # Landing the others could move a partition's watermark past messages of a
             # waiting file, which would then arrive late: wait for the whole set.
             return LandingResult(0, 0, 0, None, state, waiting_files=_names(waiting, dump_root),
-                                 unreadable_files=_names(unreadable, dump_root))
+                                 unreadable_files=_names(unreadable, dump_root), ignored_files=ignored)
         files = [p for p in files if p not in unreadable]
         new: dict[str, Path] = {}
         for path in files:
@@ -156,13 +169,15 @@ def land(
         if not new:
             state.apply_checkpoint(checkpoint)
             write_json_atomic(landing_root / "state.json", state.to_json())
-            return LandingResult(0, skipped, 0, None, state, unreadable_files=_names(unreadable, dump_root))
+            return LandingResult(0, skipped, 0, None, state, unreadable_files=_names(unreadable, dump_root),
+                                 ignored_files=ignored)
 
         batch_id = hashlib.sha256("".join(sorted(new)).encode()).hexdigest()[:16]
-        routed = decoder.route(read_dump(spark, list(new.values()), layout, dump_root))
+        routed = _route(decoder, read_dump(spark, list(new.values()), layout, dump_root))
         if EVENT_ROUTING_MS not in routed.columns:
             routed = routed.withColumn(EVENT_ROUTING_MS, F.lit(None).cast("array<long>"))
         routed = routed.withColumns({
+            UNROUTABLE_REASON: unroutable_reason(),
             "routing_ms": plausible_ms(F.col("routing_ms")),
             "claimed_watermark_ts": F.col("watermark_ts"),
             "watermark_ts": plausible_watermark(F.col("watermark_ts")),
@@ -181,7 +196,7 @@ def land(
                 "window_start_ms", F.coalesce(F.col("window_start_ms"), F.lit(unroutable_window)))
             regressed = regressions_by_partition(
                 read_watermark_index(spark, landing_root), staged.where(F.col("watermark_ts").isNotNull()))
-            stats = _collect_stats(staged)
+            stats = _collect_stats(staged, dump_root)
             _write_watermarks(staged, landing_root, batch_id)
             # Last: `staged` reads the staging folder, which publishing empties.
             _publish_messages(staging, landing_root, batch_id, unroutable_window)
@@ -192,7 +207,62 @@ def land(
         state.apply_checkpoint(checkpoint)
         write_json_atomic(landing_root / "state.json", state.to_json())
         return LandingResult(len(new), skipped, stats.messages, batch_id, state,
-                             regressed, stats.implausible_watermarks, unreadable_files=_names(unreadable, dump_root))
+                             regressed, stats.implausible_watermarks, unreadable_files=_names(unreadable, dump_root),
+                             unroutable_files=stats.unroutable_files, ignored_files=ignored)
+
+
+# Why a message has no usable time of its protocol (null: it has one). Such a message is
+# placed by its Kafka timestamp when it has one, else it is unroutable; either way no window
+# can rely on it, so the landing counts it (docs/reliability.md, "Unroutable messages").
+UNROUTABLE_REASON = "unroutable_reason"
+_PROTOCOL_MS = "_protocol_routing_ms"
+_KAFKA_TIMESTAMP = "_cdc_kafka_timestamp"
+
+
+def _route(decoder: Decoder, raw: DataFrame) -> DataFrame:
+    """`decoder.route` on the protocol's fields alone (Kafka's timestamp hidden from it), then
+    the Kafka timestamp as the fallback routing time every decoder used to apply itself: the
+    same `routing_ms`, and `_PROTOCOL_MS` says whether the protocol found a time."""
+    if decoder.routes_by_kafka_timestamp():  # the Kafka timestamp is the protocol's time
+        routed = decoder.route(raw)
+        return routed.withColumn(_PROTOCOL_MS, F.col("routing_ms"))
+    hidden = raw.withColumns({_KAFKA_TIMESTAMP: F.col("kafka_timestamp"),
+                              "kafka_timestamp": F.lit(None).cast("timestamp")})
+    routed = decoder.route(hidden)
+    return routed.withColumns({
+        _PROTOCOL_MS: F.col("routing_ms"),
+        "routing_ms": F.coalesce(F.col("routing_ms"), F.unix_millis(F.col(_KAFKA_TIMESTAMP))),
+        "kafka_timestamp": F.col(_KAFKA_TIMESTAMP),
+    }).drop(_KAFKA_TIMESTAMP)
+
+
+def unroutable_reason() -> Column:
+    """Over a `_route`d frame (before `routing_ms` is checked for plausibility). A message
+    without a value (a Debezium tombstone) has no time of its own by design: not counted."""
+    protocol_ms = F.col(_PROTOCOL_MS)
+    return (
+        F.when(F.col("topic") == UNPARSED_TOPIC, F.lit("unparsed_record"))
+        .when(F.col("value").isNull() | (F.length("value") == 0), F.lit(None))
+        .when(protocol_ms.isNull(), F.lit("no_time_in_message"))
+        .when(plausible_ms(protocol_ms).isNull(), F.lit("implausible_time"))
+    )
+
+
+def unroutable_line(state: LandingState, protocol: str) -> str:
+    """One line: how many landed messages have no usable time of `protocol`, by reason, and
+    where the first one is with its first bytes."""
+    reasons: dict[str, int] = {}
+    for p in state.partitions.values():
+        for reason, n in p.get("unroutable", {}).items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    line = (f"{sum(reasons.values())} message(s) not routable as {protocol} ("
+            + ", ".join(f"{r}: {n}" for r, n in sorted(reasons.items())) + ")")
+    first = state.first_unroutable
+    if first:
+        line += (f": first in file {first['file']}, partition {first['topic']}/{first['kafka_partition']}, "
+                 f"offset {first['kafka_offset']}: first bytes of key {first['key_first_bytes']}, "
+                 f"of value {first['value_first_bytes']}")
+    return line
 
 
 def changed_within(path: Path, seconds: int) -> bool:
@@ -226,8 +296,11 @@ def _remove_uncommitted_batches(landing_root: Path, state: LandingState) -> None
 _ROUTING_COLUMNS = ["routing_ms", "watermark_ts", "claimed_watermark_ts"]
 _STAGED_SCHEMA = T.StructType([
     T.StructField("topic", T.StringType()), T.StructField("kafka_partition", T.IntegerType()),
-    T.StructField("kafka_offset", T.LongType()),
+    T.StructField("kafka_offset", T.LongType()), T.StructField("source_file", T.StringType()),
+    # read only for the first unroutable message (Parquet reads the columns a query needs)
+    T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
     *[T.StructField(c, T.LongType()) for c in _ROUTING_COLUMNS],
+    T.StructField(UNROUTABLE_REASON, T.StringType()),
     T.StructField(ROUTED_WINDOWS, T.ArrayType(T.LongType())),
     T.StructField("window_start_ms", T.LongType()),  # the folder; null: no usable routing time
 ])
@@ -241,7 +314,7 @@ def _stage_messages(routed: DataFrame, staging: Path, window_ms: int) -> None:
     staged = (
         routed.withColumn(ROUTED_WINDOWS, routed_windows(F.col("routing_ms"), F.col(EVENT_ROUTING_MS), window_ms))
         .withColumn("window_start_ms", F.explode(F.coalesce(F.col(ROUTED_WINDOWS), F.array(_window_of("routing_ms", window_ms)))))
-        .select(*[f.name for f in LANDED_SCHEMA.fields], *_ROUTING_COLUMNS, "window_start_ms")
+        .select(*[f.name for f in LANDED_SCHEMA.fields], *_ROUTING_COLUMNS, UNROUTABLE_REASON, "window_start_ms")
         .repartition("window_start_ms")
         .sortWithinPartitions("topic", "kafka_partition", "kafka_offset")
     )
@@ -313,9 +386,59 @@ class BatchStats:
     partitions: list[dict]  # topic, kafka_partition, messages, max_offset, max_watermark_ts, max_routing_ms
     windows: dict[int, int]  # window_start_ms -> messages landed in it (with copies of straddling batches)
     implausible_watermarks: dict[str, int] = field(default_factory=dict)  # "topic/partition" -> messages
+    unroutable_files: dict[str, dict] = field(default_factory=dict)  # see LandingResult
+    first_unroutable: dict | None = None  # file, topic, partition, offset, reason, first bytes
 
 
-def _collect_stats(routed: DataFrame) -> BatchStats:
+# Bytes of the first unroutable message shown to the user (enough to tell base64 text,
+# JSON or a binary frame apart).
+FIRST_BYTES = 24
+
+
+def _collect_stats(routed: DataFrame, dump_root: Path) -> BatchStats:
+    stats = _partition_stats(routed)
+    home = routed.where(is_home_copy(F.col("window_start_ms")))
+    per_file = (
+        home.groupBy("source_file", "topic", "kafka_partition", UNROUTABLE_REASON)
+        .agg(F.count(F.lit(1)).alias("n"))
+        .withColumn("file", relative_path(F.col("source_file"), dump_root))  # on the few groups only
+        .collect()
+    )
+    files: dict[str, dict] = {}
+    for r in per_file:
+        f = files.setdefault(r.file, {"messages": 0, "unroutable": {}})
+        f["messages"] += r.n
+        if r[UNROUTABLE_REASON] is not None:
+            f["unroutable"][r[UNROUTABLE_REASON]] = f["unroutable"].get(r[UNROUTABLE_REASON], 0) + r.n
+            p = next(p for p in stats.partitions
+                     if (p["topic"], p["kafka_partition"]) == (r.topic, r.kafka_partition))
+            p["unroutable"][r[UNROUTABLE_REASON]] = p["unroutable"].get(r[UNROUTABLE_REASON], 0) + r.n
+    unroutable = {name: f for name, f in sorted(files.items()) if f["unroutable"]}
+    first = None
+    if unroutable:
+        first = _first_unroutable(home, dump_root)
+    return BatchStats(stats.messages, stats.partitions, stats.windows, stats.implausible_watermarks,
+                      unroutable, first)
+
+
+def _first_unroutable(home: DataFrame, dump_root: Path) -> dict:
+    """The first unroutable message (by file, partition, offset) with its first bytes."""
+    r = (home.where(F.col(UNROUTABLE_REASON).isNotNull())
+         .select(relative_path(F.col("source_file"), dump_root).alias("file"), "topic", "kafka_partition",
+                 "kafka_offset", UNROUTABLE_REASON, F.substring("key", 1, FIRST_BYTES).alias("key"),
+                 F.substring("value", 1, FIRST_BYTES).alias("value"))
+         .orderBy("file", "topic", "kafka_partition", "kafka_offset").first())
+    return {"file": r.file, "topic": r.topic, "kafka_partition": r.kafka_partition,
+            "kafka_offset": r.kafka_offset, "reason": r[UNROUTABLE_REASON],
+            "key_first_bytes": _shown(r.key), "value_first_bytes": _shown(r.value)}
+
+
+def _shown(data: bytes | bytearray | None) -> str:
+    """Bytes as Python writes them (printable ASCII as is, others escaped), or `null`."""
+    return "null" if data is None else repr(bytes(data))
+
+
+def _partition_stats(routed: DataFrame) -> BatchStats:
     per_partition = (
         routed.groupBy("topic", "kafka_partition", "window_start_ms")
         .agg(
@@ -337,7 +460,7 @@ def _collect_stats(routed: DataFrame) -> BatchStats:
         p = partitions.setdefault(
             (r.topic, r.kafka_partition),
             {"topic": r.topic, "kafka_partition": r.kafka_partition, "messages": 0,
-             "max_offset": None, "max_watermark_ts": None, "max_routing_ms": None},
+             "max_offset": None, "max_watermark_ts": None, "max_routing_ms": None, "unroutable": {}},
         )
         p["messages"] += r.messages
         if r.implausible_watermarks:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 
 from cdc_assets.lib.plots import bar_chart_svg, svg_markdown
 from cdc_assets.lib.tso import tso_to_datetime
@@ -14,19 +15,33 @@ from cdc_assets.lib.watermark_state import LandingState
 MAX_BARS = 60
 
 
-def watermark_table(state: LandingState) -> str:
-    """Per Kafka partition: its watermark and how far it lags behind the newest commit
-    (routing time) seen in that partition."""
-    lines = ["| topic/partition | watermark ts | watermark time (UTC) | lag behind newest commit (ms) | max offset |",
-             "|---|---|---|---|---|"]
+def watermark_table(state: LandingState, now: float | None = None) -> str:
+    """Per Kafka partition: its watermark ("none yet") and for how long it has held, how far
+    it lags behind the newest commit (routing time) seen in that partition, and how many of
+    its messages had no usable time of their protocol."""
+    lines = ["| topic/partition | watermark ts | watermark time (UTC) | for how long | lag behind newest commit (ms) "
+             "| max offset | unroutable messages |",
+             "|---|---|---|---|---|---|---|"]
+    now = time.time() if now is None else now
     for key, p in state.partition_watermarks().items():
         wm = p["watermark_ts"]
         lines.append(
-            f"| {key} | {wm if wm is not None else '—'} | "
-            f"{tso_to_datetime(wm).isoformat() if wm is not None else '—'} | "
-            f"{p['lag_ms'] if p['lag_ms'] is not None else '—'} | {p['max_offset']} |"
+            f"| {key} | {wm if wm is not None else 'none yet'} | "
+            f"{tso_to_datetime(wm).isoformat() if wm is not None else 'none yet'} | "
+            f"{_held_for(p['since'], now)} | "
+            f"{p['lag_ms'] if p['lag_ms'] is not None else '—'} | {p['max_offset']} | {p['unroutable']} |"
         )
     return "\n".join(lines)
+
+
+def _held_for(since: float | None, now: float) -> str:
+    """Wall-clock time the partition's watermark (or its lack of one) has held: since it last
+    moved, or since the partition was first landed."""
+    if since is None:
+        return "—"
+    seconds = max(0, int(now - since))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours} h {rest // 60} min" if hours else f"{rest // 60} min {rest % 60} s"
 
 
 def watermark_lag_chart(state: LandingState) -> str:

@@ -12,6 +12,7 @@ A partition's progress depends on the source's completeness mode:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,10 @@ class LandingState:
     landed_digests: set[str] = field(default_factory=set)
     fingerprints: dict[str, dict] = field(default_factory=dict)
     window_ms: int | None = None  # the width the landed folders are keyed by
+    # Messages without a usable time of their protocol, per file (`landing.UNROUTABLE_REASON`):
+    # {"messages": n, "unroutable": {reason: n}}; and the first such message ever landed.
+    unroutable_files: dict[str, dict] = field(default_factory=dict)
+    first_unroutable: dict | None = None
 
     # -- persistence -------------------------------------------------------------
     @classmethod
@@ -60,6 +65,8 @@ class LandingState:
             landed_digests=set(data.get("landed_digests", [])),
             fingerprints=dict(data.get("fingerprints", {})),
             window_ms=data.get("window_ms"),
+            unroutable_files=dict(data.get("unroutable_files", {})),
+            first_unroutable=data.get("first_unroutable"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -70,6 +77,8 @@ class LandingState:
             "landed_digests": sorted(self.landed_digests),
             "fingerprints": self.fingerprints,
             "window_ms": self.window_ms,
+            "unroutable_files": self.unroutable_files,
+            "first_unroutable": self.first_unroutable,
             "global_watermark_ts": self.global_watermark_ts(),
         }
 
@@ -97,7 +106,8 @@ class LandingState:
         self.fingerprints[str(path)] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "digest": digest}
 
     # -- batches -----------------------------------------------------------------
-    def apply_batch(self, batch_id: str, digests: list[str], stats: "BatchStats") -> None:
+    def apply_batch(self, batch_id: str, digests: list[str], stats: "BatchStats", now: float | None = None) -> None:
+        now = time.time() if now is None else now  # wall clock: how long a partition waits
         for p in stats.partitions:
             key = _partition_key(p["topic"], p["kafka_partition"])
             cur = self.partitions.setdefault(
@@ -106,6 +116,13 @@ class LandingState:
                  "max_offset": None, "max_watermark_ts": None, "max_routing_ms": None},
             )
             cur["messages"] += p["messages"]
+            cur.setdefault("first_landed_at", now)
+            if p["max_watermark_ts"] is not None and (
+                    cur["max_watermark_ts"] is None or p["max_watermark_ts"] > cur["max_watermark_ts"]):
+                cur["watermark_since"] = now  # the last watermark has held since this landing
+            for reason, n in p.get("unroutable", {}).items():
+                counts = cur.setdefault("unroutable", {})
+                counts[reason] = counts.get(reason, 0) + n
             for name in ("max_offset", "max_watermark_ts", "max_routing_ms"):
                 # max(): a watermark that moves backwards (a replayed resolved ts) is ignored.
                 if p[name] is not None and (cur[name] is None or p[name] > cur[name]):
@@ -113,6 +130,10 @@ class LandingState:
         for window, n in stats.windows.items():
             self.windows[int(window)] = self.windows.get(int(window), 0) + n
         self.batches.append({"batch_id": batch_id, "files": len(digests), "messages": stats.messages})
+        for name, f in stats.unroutable_files.items():
+            self.unroutable_files[name] = f  # a file is landed once (by content)
+        if self.first_unroutable is None:
+            self.first_unroutable = stats.first_unroutable
         self.landed_digests.update(digests)
 
     def record_ignored_watermarks(self, regressed: dict[str, int], implausible: dict[str, int]) -> None:
@@ -123,13 +144,14 @@ class LandingState:
                     p = self.partitions[key]
                     p[field_name] = p.get(field_name, 0) + n
 
-    def apply_checkpoint(self, checkpoint_ts: int | None) -> None:
+    def apply_checkpoint(self, checkpoint_ts: int | None, now: float | None = None) -> None:
         """A layout-level watermark (TiCDC storage sink's checkpoint-ts) covers every stream."""
         if checkpoint_ts is None:
             return
         for p in self.partitions.values():
             if p["max_watermark_ts"] is None or checkpoint_ts > p["max_watermark_ts"]:
                 p["max_watermark_ts"] = checkpoint_ts
+                p["watermark_since"] = time.time() if now is None else now
 
     # -- watermarks --------------------------------------------------------------
     def kafka_partitions(self) -> list[dict]:
@@ -170,5 +192,20 @@ class LandingState:
             lag = None
             if wm is not None and p["max_routing_ms"] is not None:
                 lag = max(0, p["max_routing_ms"] - tso_to_ms(wm))
-            out[key] = {"watermark_ts": wm, "lag_ms": lag, "max_offset": p["max_offset"]}
+            out[key] = {"watermark_ts": wm, "lag_ms": lag, "max_offset": p["max_offset"],
+                        # wall-clock time since the watermark last moved, or since the first
+                        # landing of the partition when it has none (older states: unknown)
+                        "since": p.get("watermark_since") if wm is not None else p.get("first_landed_at"),
+                        "unroutable": sum(p.get("unroutable", {}).values())}
         return out
+
+    def unroutable_messages(self) -> int:
+        return sum(sum(p.get("unroutable", {}).values()) for p in self.partitions.values())
+
+    def partitions_without_watermark(self) -> list[str]:
+        return [f"{p['topic']}/{p['kafka_partition']}" for p in self.kafka_partitions() if p["max_watermark_ts"] is None]
+
+    def whole_unroutable_files(self, names: list[str] | None = None) -> list[str]:
+        """Files (of `names`, default all) none of whose messages has a usable time."""
+        return [n for n, f in sorted(self.unroutable_files.items())
+                if (names is None or n in names) and f["messages"] and sum(f["unroutable"].values()) == f["messages"]]

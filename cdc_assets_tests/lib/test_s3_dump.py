@@ -54,7 +54,7 @@ def test_mirror_downloads_only_new_and_changed_data_objects(client, bucket, tmp_
     put("cdc/notes.md", b"not a dump file")
     put("cdcx/t/part-7.parquet", b"another prefix")
     uri, mirror = f"s3://{bucket}/cdc", tmp_path / "mirror"
-    wanted = wanted_object("kafka-parquet")
+    wanted = wanted_object("auto")
 
     first = mirror_prefix(client, uri, mirror, wanted)
     assert (first.objects, first.downloaded, first.bytes_downloaded) == (2, 2, 7)
@@ -70,6 +70,16 @@ def test_mirror_downloads_only_new_and_changed_data_objects(client, bucket, tmp_
     third = mirror_prefix(client, uri, mirror, wanted)
     assert (third.objects, third.downloaded, third.unchanged) == (3, 2, 1)
     assert (mirror / "t/part-1.parquet").read_bytes() == b"one, rewritten"
+
+
+def test_a_named_layout_mirrors_every_object_that_is_not_hidden(client, bucket, tmp_path):
+    """The landing then reads each as that layout or reports why not (issue 44 item 6)."""
+    for key in ["cdc/t/part-0.parquet", "cdc/t/_SUCCESS", "cdc/.staging/part-9.parquet", "cdc/notes.md"]:
+        client.put_object(Bucket=bucket, Key=key, Body=b"x")
+    mirror = tmp_path / "mirror"
+    mirror_prefix(client, f"s3://{bucket}/cdc", mirror, wanted_object("kafka-parquet"))
+    files = sorted(str(p.relative_to(mirror)) for p in mirror.rglob("*") if p.is_file())
+    assert files == [MIRROR_INDEX, "notes.md", "t/part-0.parquet"]
 
 
 def test_a_key_that_would_leave_the_mirror_is_refused(client, bucket, tmp_path):

@@ -18,12 +18,13 @@ from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import LANDED, SourceBuild
 from cdc_assets.lib.input_files import sync_s3_source
-from cdc_assets.lib.landing import land
+from cdc_assets.lib.landing import land, unroutable_line
 from cdc_assets.lib.metadata import watermark_lag_chart, watermark_table
 from cdc_assets.lib.tso import tso_to_datetime
 
 WATERMARK_CHECK = "watermarks_trusted"
 FILES_COMPLETE_CHECK = "files_complete"
+ROUTABLE_CHECK = "messages_routable"
 _LISTED_FILES = 20
 
 
@@ -44,6 +45,12 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
             f"{b.settings.settle_seconds} s), "
             "so nothing was landed and the next landing tries again; or Parquet files left so longer "
             "ago by a writer that died, which cannot be read and are left out",
+        ), AssetCheckSpec(
+            ROUTABLE_CHECK, asset=b.key(LANDED),
+            description=f"fails when new messages carry no usable time of the `{b.source.protocol}` "
+            "protocol (wrong protocol or encoding, e.g. base64 text instead of bytes; records the "
+            "layout could not read): ERROR when no message of a file has one, WARN otherwise. Counts by reason, "
+            "file and Kafka partition in the metadata",
         )],
         description=(
             f"New files of the `{b.source.protocol}` dump at {b.source.input_path}, landed into "
@@ -69,6 +76,7 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
             pyspark.spark_session,
             dump_root=b.dump_root,
             layout=b.layout(),
+            layout_named=b.source.layout != "auto",
             decoder=b.decoder(),
             landing_root=warehouse.landing_root(b.source.name),
             window_ms=b.settings.window_ms,
@@ -92,6 +100,14 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
         if unreadable:
             context.log.warning(f"left out {len(unreadable)} file(s) cut short by a writer that stopped, e.g. "
                                 f"{', '.join(unreadable[:3])}")
+        ignored = result.ignored_files
+        if ignored:
+            context.log.warning(f"did not read {len(ignored)} file(s) as {b.layout()}: "
+                                + "; ".join(f"{n}: {why}" for n, why in list(ignored.items())[:3]))
+        unroutable = result.unroutable_files
+        whole = state.whole_unroutable_files(list(unroutable))
+        if unroutable:
+            context.log.warning(unroutable_line(state, b.source.protocol))
         return MaterializeResult(
             check_results=[AssetCheckResult(
                 check_name=WATERMARK_CHECK, passed=not regressed and not implausible,
@@ -104,6 +120,13 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
                 metadata={"waiting_files": len(waiting), "unreadable_files": len(unreadable),
                           "first_waiting_files": MetadataValue.json(waiting[:_LISTED_FILES]),
                           "first_unreadable_files": MetadataValue.json(unreadable[:_LISTED_FILES])},
+            ), AssetCheckResult(
+                check_name=ROUTABLE_CHECK, passed=not unroutable,
+                severity=AssetCheckSeverity.ERROR if whole else AssetCheckSeverity.WARN,
+                metadata={"unroutable_messages": sum(sum(f["unroutable"].values()) for f in unroutable.values()),
+                          "files_wholly_unroutable": MetadataValue.json(whole[:_LISTED_FILES]),
+                          "unroutable_by_file": MetadataValue.json(dict(list(unroutable.items())[:_LISTED_FILES])),
+                          "first_unroutable": MetadataValue.json(state.first_unroutable or {})},
             )],
             metadata={
                 "waiting_files": len(waiting),
@@ -111,6 +134,9 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
                 "regressed_watermarks": sum(regressed.values()),
                 "implausible_watermarks": sum(implausible.values()),
                 "new_files": result.new_files,
+                "ignored_files": len(ignored),
+                "first_ignored_files": MetadataValue.json(dict(list(ignored.items())[:_LISTED_FILES])),
+                "unroutable_messages": state.unroutable_messages(),
                 "skipped_files": result.skipped_files,
                 "messages_landed": result.messages,
                 "global_watermark_ts": wm if wm is not None else -1,

@@ -96,6 +96,12 @@ class Decoder(ABC):
         (`cdc-assets inspect`): dicts named as `arrow_events.EVENT_FIELDS`."""
         return [row for out in self.batch_function()(iter([batch])) for row in out.to_pylist()]
 
+    def routes_by_kafka_timestamp(self) -> bool:
+        """Whether the Kafka record timestamp is this source's own time (a producer that writes
+        no event time). Otherwise the landing hides it from `route` and applies it as the
+        fallback itself, counting the messages that needed it (`landing.unroutable_reason`)."""
+        return self.kafka_commit_time
+
     @abstractmethod
     def route(self, raw: DataFrame) -> DataFrame:
         """Add `routing_ms` (long: the physical time that picks the message's window) and

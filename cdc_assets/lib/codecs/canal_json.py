@@ -9,9 +9,12 @@ Spec: shared/specs/ticdc-canal-json.txt. Rules implemented here:
   back into the exact bytes (canonical base64 in the change log).
 - primary key = `pkNames`, else the `primary-key` option (`key_option.py`; RisingWave's
   and some official Canal messages carry `pkNames: null`).
-- commit_ts is `_tidb.commitTs`; without the extension it is derived from `es << 18`
-  (millisecond precision only) and official Canal's batch `id` (> 0; TiCDC writes 0)
-  becomes `source_position`, so that a later batch wins a tie on `es`.
+- commit_ts is `_tidb.commitTs`; without the extension (`enable-tidb-extension=false`, as
+  official Canal is read) it is derived from `es << 18` (millisecond precision only) and
+  official Canal's batch `id` (> 0; TiCDC writes 0) becomes `source_position`, so that a later
+  batch wins a tie on `es`. With the extension on (the default) a row or DDL message without
+  `_tidb.commitTs` is quarantined (`missing_commit_ts`): `es` is not its commit time, and
+  applying it there could reorder it against its neighbours' exact TSOs.
 - official Canal (Paimon/Flink corpora): geometry values are MySQL's internal bytes as
   ISO-8859-1 text like binary ones; ENUM / SET arrive as index / bit mask (Canal and TiCDC
   write nothing else), mapped to the names listed in a parameterised `mysqlType`
@@ -109,7 +112,9 @@ class CanalJsonDecoder(Decoder):
 
     def batch_function(self):
         return functools.partial(decode_batches, time_zone=self.options["time-zone"], key_option=self.key_option,
-                                 codec=self.options[large_messages.OPTION], max_bytes=self.max_message_bytes)
+                                 codec=self.options[large_messages.OPTION], max_bytes=self.max_message_bytes,
+                                 kafka_commit_time=self.kafka_commit_time,
+                                 tidb_extension=self.flag("enable-tidb-extension"))
 
     def decode(self, raw: DataFrame) -> DataFrame:
         decoded = decoded_columns(raw.select(*PASSED).mapInArrow(self.batch_function(), PARSED_SCHEMA))

@@ -56,7 +56,12 @@ def _large_message_reject(tidb: dict, op: str | None) -> tuple[str, str] | None:
 
 
 # -- events -----------------------------------------------------------------------------
-def _events(m: dict, tz: tzinfo, key_option: KeyOption, kafka_commit_time: bool = False) -> list[tuple]:
+def _events(m: dict, tz: tzinfo, key_option: KeyOption, kafka_commit_time: bool = False,
+            tidb_extension: bool = False) -> list[tuple]:
+    """`tidb_extension`: the stream carries `_tidb` (`enable-tidb-extension=true`), so a
+    row or DDL without `_tidb.commitTs` has no commit time: `es` is only the event's time,
+    and placing it there could apply it out of order (missing_commit_ts).
+    `kafka_commit_time`: commit times come from Kafka (`kafka_time`), set after decoding."""
     is_ddl, kind_text = bool_field(m.get("isDdl")), as_text(m.get("type"))
     tidb = object_field(m.get("_tidb")) or {}
     # A `_tidb.commitTs` that is there is the commit time, even 0 or -1: the decode step
@@ -70,7 +75,10 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption, kafka_commit_time: bool 
             if watermark_ts is None else (None, None)
         return [event(0, WATERMARK, database=database, table=table, event_ms=es,
                       watermark_ts=watermark_ts, reason=reason, detail=detail)]
-    commit_ts = tidb_ts if tidb_ts is not None else ms_to_commit_ts(es)
+    commit_ts = tidb_ts if tidb_ts is not None else None if tidb_extension else ms_to_commit_ts(es)
+    no_commit_ts = ("missing_commit_ts", "no _tidb.commitTs in a stream with the TiDB extension "
+                    "(enable-tidb-extension=true; official Canal: set it false to use es)") \
+        if tidb_extension else ("missing_commit_ts", "no usable _tidb.commitTs or es" + HINT)
     # official Canal's batch id (> 0; TiCDC writes 0) orders ties on `es`
     position = msg_id if tidb_ts is None and msg_id is not None and msg_id > 0 else None
     if kafka_commit_time:  # set from the Kafka timestamp and offset after decoding (`kafka_time`)
@@ -78,7 +86,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption, kafka_commit_time: bool 
     if kind == DDL:
         sql = as_text(m.get("sql"))
         reason, detail = (
-            ("missing_commit_ts", "no usable _tidb.commitTs or es" + HINT) if commit_ts is None
+            no_commit_ts if commit_ts is None
             else ("missing_ddl_sql", "DDL message without sql") if not (sql or "").strip(" ")
             else (None, None))
         return [event(0, DDL, database=database, table=table, commit_ts=commit_ts,
@@ -94,7 +102,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption, kafka_commit_time: bool 
         if op not in _DML_TYPES
         else _STATEMENT_DML if not data and (as_text(m.get("sql")) or "").strip()
         else ("missing_row_data", "DML message without data rows") if not data
-        else ("missing_commit_ts", "no usable _tidb.commitTs or es" + HINT) if commit_ts is None
+        else no_commit_ts if commit_ts is None
         else ("missing_table_name", "DML message without database or table") if database is None or table is None
         else ("missing_primary_key", "DML message without pkNames, and "
                                      "the primary-key option names none for its table")
@@ -125,10 +133,11 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption, kafka_commit_time: bool 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,
                    codec: str = "none", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                   kafka_commit_time: bool = False) -> Iterator[pa.RecordBatch]:
+                   kafka_commit_time: bool = False, tidb_extension: bool = False) -> Iterator[pa.RecordBatch]:
     """All events of each message (one per element of `data` for DML, else one), or a reject.
     `codec`: TiCDC's `large-message-handle-compression` of the values; `max_bytes`: the
     `max-message-bytes` option. `kafka_commit_time`: commit times come from Kafka
-    (`kafka_time`), not from the message."""
-    events = functools.partial(_events, kafka_commit_time=True) if kafka_commit_time else _events
+    (`kafka_time`), not from the message; `tidb_extension`: every row and DDL must carry
+    `_tidb.commitTs` (`_events`)."""
+    events = functools.partial(_events, kafka_commit_time=kafka_commit_time, tidb_extension=tidb_extension)
     return decode_each_object(batches, time_zone, events, ("data", "old"), key_option, codec, max_bytes)

@@ -111,6 +111,32 @@ class DumpLayout(ABC):
                 refused[path] = reason
         return sorted(data), dict(sorted(refused.items()))
 
+    def scan_named(self, root: Path) -> tuple[list[Path], dict[Path, str], dict[Path, str]]:
+        """`scan` for a layout the user named explicitly: every other non-hidden file is read as
+        this layout too (`reads_other_names`), or returned with why it is not (never left out
+        silently): (data files, refused files -> why, ignored files -> why)."""
+        data, refused = self.scan(root)
+        known, ignored = set(data) | set(refused), {}
+        for path in sorted(root.rglob("*")):
+            relative = path.relative_to(root)
+            if path in known or not path.is_file() or _hidden(relative) or self.is_bookkeeping(relative):
+                continue
+            why = self.reads_other_names(path)
+            if why is None:
+                data.append(path)
+            else:
+                ignored[path] = why
+        return sorted(data), refused, ignored
+
+    def reads_other_names(self, path: Path) -> str | None:
+        """For a layout named explicitly: None to read a file not named like its data as it
+        (line layouts: any file holds lines), else why it is not read."""
+        return None
+
+    def is_bookkeeping(self, relative: PurePath) -> bool:
+        """A file the layout knows and reads otherwise or needs not (storage sink's index)."""
+        return False
+
     def list_files(self, root: Path) -> list[Path]:
         return self.scan(root)[0]
 

@@ -30,6 +30,12 @@ class KafkaParquetLayout(DumpLayout):
     extensions = (".parquet",)
     cut_files_readable = False
 
+    def reads_other_names(self, path: Path) -> str | None:
+        """Any file that starts like Parquet (`PAR1`) is read, whatever its name."""
+        with path.open("rb") as f:
+            head = f.read(4)
+        return None if head == b"PAR1" else f"not a Parquet file (starts with {head!r}, not b'PAR1')"
+
     def is_complete(self, path: Path) -> bool:
         """A Parquet file is whole once its footer is written. Spark's streaming file sink
         writes its files in place, so a landing may see one mid-write (or left by a crash)."""

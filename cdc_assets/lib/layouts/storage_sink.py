@@ -116,6 +116,15 @@ class StorageSinkLayout(DumpLayout):
             return False
         return _is_schema_file(relative) or _is_row_file(relative, _DATA_FILE_NAME)
 
+    def is_bookkeeping(self, relative: PurePath) -> bool:
+        """The root `metadata` (its checkpoint is read) and the index files (not needed)."""
+        return relative == PurePath("metadata") or relative.name == "CDC.index" or relative.suffix == ".index"
+
+    def reads_other_names(self, path: Path) -> str | None:
+        """Rows live at fixed places only: anything else is not read, and named as such."""
+        return ("not a storage-sink file: data is <schema>/<table>/<table-version>/[<partition>/][<date>/]"
+                "CDC<n>.json, DDL is .../meta/schema_<version>_<checksum>.json")
+
     def unsupported(self, relative: PurePath) -> str | None:
         """A data file of TiCDC's other storage-sink protocol, csv (`CDC000001.csv`)."""
         if (len(relative.parts) < 4 or _hidden_below_root(relative)

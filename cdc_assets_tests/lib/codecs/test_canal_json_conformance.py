@@ -7,9 +7,12 @@ import base64
 
 import pytest
 
+from cdc_assets.lib.changelog_schema import REJECT_REASON
 from cdc_assets_tests.helpers import crlf_records, decode, reasons
 
 MCCC = "pingcap+ticdc/extracted/mccc_decoder_test.DataContent{}.ticdc-canal-json.crlf.txt"
+
+NO_EXTENSION = {"enable-tidb-extension": "false"}
 
 # ORACLES.md §1.1: (commitTs, pk values, first_name, last_name, _tidb_softdelete_time)
 DATA_CONTENT_1 = [
@@ -108,7 +111,8 @@ def test_ddl_message_with_extension(spark, conformance):
 def test_terminated_batch_insert_update_delete(spark, conformance):
     path = conformance / ("pingcap+tiflow/extracted/canal_json_txn_event_decoder_test."
                           "TestCanalJSONBatchDecoderWithTerminator.canal-json.txt")
-    good, bad = decode(spark, crlf_records(path.read_bytes()))
+    # TiCDC's test encodes without the extension (its own default): declared here.
+    good, bad = decode(spark, crlf_records(path.read_bytes()), **NO_EXTENSION)
     assert bad == []
     assert [(e["event_kind"], e["op"]) for e in good] == [("row", "INSERT"), ("row", "UPDATE"), ("row", "DELETE")]
     update = good[1]
@@ -116,6 +120,19 @@ def test_terminated_batch_insert_update_delete(spark, conformance):
     assert good[2]["after"] is None and good[2]["before"]["id"] == "101"
     # Without `_tidb` the commit ts is derived from `es` (millisecond precision).
     assert good[0]["commit_ts"] == 1668067205238 << 18
+
+
+def test_without_tidb_in_an_extension_stream_is_quarantined_never_placed_at_es(spark, conformance):
+    """Issue 44 item 3: with enable-tidb-extension=true (the default) the same messages have
+    no commit time; each is quarantined, none applied at a time guessed from `es`."""
+    path = conformance / ("pingcap+tiflow/extracted/canal_json_txn_event_decoder_test."
+                          "TestCanalJSONBatchDecoderWithTerminator.canal-json.txt")
+    good, bad = decode(spark, crlf_records(path.read_bytes()))
+    assert good == []
+    assert [(b["op"], b["commit_ts"], b[REJECT_REASON]) for b in bad] == [
+        ("INSERT", None, "missing_commit_ts"), ("UPDATE", None, "missing_commit_ts"),
+        ("DELETE", None, "missing_commit_ts")]
+    assert [b["kafka_offset"] for b in bad] == [0, 1, 2]
 
 
 def test_mixed_case_table_name_is_kept(spark, conformance):
@@ -130,7 +147,8 @@ def test_mixed_case_table_name_is_kept(spark, conformance):
 def test_every_tidb_type_value(spark, conformance):
     path = conformance / ("tidb-incubator+TiBigData/extracted/"
                           "flink-1.14.CanalDeserializationSchemaTest.JSON_DATA.ticdc-canal.json")
-    (ev,), bad = decode(spark, [path.read_bytes()])
+    # written without `_tidb` (the extension off): declared, so `es` is its commit time
+    (ev,), bad = decode(spark, [path.read_bytes()], **NO_EXTENSION)
     assert bad == []
     a = ev["after"]
     assert ev["commit_ts"] == 441735015790804992  # es << 18, as TiBigData derives it
@@ -146,7 +164,7 @@ def test_every_tidb_type_value(spark, conformance):
 
 def test_risingwave_data_types(spark, conformance):
     path = conformance / "risingwavelabs+risingwave/extracted/test_data_types.ticdc-canal.json"
-    (ev,), _ = decode(spark, [path.read_bytes()])
+    (ev,), _ = decode(spark, [path.read_bytes()], **NO_EXTENSION)  # no `_tidb` in it
     a = ev["after"]
     assert base64.b64decode(a["binary"]) == b"Joseph\x00\x00\x00\x00"
     assert (a["date"], a["datetime"], a["time"], a["timestamp"], a["char"]) == (

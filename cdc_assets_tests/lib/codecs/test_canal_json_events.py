@@ -39,16 +39,45 @@ def test_batched_rows_without_extension_use_es_and_the_batch_id():
     assert {e["source_position"] for e in events} == {7}
 
 
+_EXTENSION = functools.partial(decode_values, functools.partial(decode_batches, tidb_extension=True))
+
+
+def test_with_the_extension_a_row_without_tidb_is_quarantined_never_placed_at_es():
+    """Issue 44 item 3: a stream that carries `_tidb` (enable-tidb-extension=true): one
+    message without it has no commit time; `es` would be a guess."""
+    with_ts, without, empty = _row(), _row(_tidb=None, id=3), _row(_tidb={})
+    events = _EXTENSION(with_ts, without, empty)
+    assert [(e["kafka_offset"], e["commit_ts"], e[REJECT_REASON]) for e in events] == [
+        (0, 445566778899001122, None), (1, None, "missing_commit_ts"), (2, None, "missing_commit_ts")]
+    assert "enable-tidb-extension" in events[1][REJECT_DETAIL]
+    assert events[1]["event_ms"] == 1_700_000_000_000  # es kept as the event's time only
+
+
+def test_with_the_extension_a_ddl_without_tidb_is_quarantined():
+    ddl = {"id": 0, "database": "db", "table": "t", "isDdl": True, "type": "ALTER", "es": 1_700_000_000_000,
+           "sql": "ALTER TABLE t ADD COLUMN c INT"}
+    (ev,) = _EXTENSION(ddl)
+    assert (ev["event_kind"], ev["commit_ts"], ev[REJECT_REASON]) == ("ddl", None, "missing_commit_ts")
+    (ok,) = _EXTENSION({**ddl, "_tidb": {"commitTs": 445566778899001122}})
+    assert (ok["commit_ts"], ok[REJECT_REASON]) == (445566778899001122, None)
+
+
+def test_with_the_extension_watermarks_are_unchanged():
+    (ev,) = _EXTENSION({"id": 0, "isDdl": False, "type": "TIDB_WATERMARK", "es": 1,
+                        "_tidb": {"watermarkTs": 445566778899001122}})
+    assert (ev["event_kind"], ev["watermark_ts"], ev[REJECT_REASON]) == ("watermark", 445566778899001122, None)
+
+
 def test_a_commit_ts_of_zero_is_kept_never_replaced_by_es():
-    """A `_tidb.commitTs` that is there is the commit time: 0 is not replaced by a time
-    guessed from `es`; the decode step quarantines it (`window_events`, implausible_commit_ts)."""
+    """A `_tidb.commitTs` that is there is the commit time: the window step quarantines 0
+    (implausible_commit_ts) instead of guessing one from `es`."""
     (ev,) = _decode(_row(_tidb={"commitTs": 0}, id=9))
     assert (ev["commit_ts"], ev["source_position"], ev[REJECT_REASON]) == (0, None, None)
 
 
-def test_without_a_commit_ts_es_is_used():
-    """Without the extension's commitTs: commit_ts from `es`, ties ordered by the batch `id`."""
-    (ev,) = _decode(_row(_tidb={}, id=9))
+def test_without_the_extension_es_is_used():
+    """Official Canal (no extension): commit_ts from `es`, ties ordered by the batch `id`."""
+    (ev,) = decode_values(functools.partial(decode_batches, tidb_extension=False), _row(_tidb=None, id=9))
     assert (ev["commit_ts"], ev["source_position"], ev[REJECT_REASON]) == (1_700_000_000_000 << 18, 9, None)
 
 
@@ -129,7 +158,7 @@ def test_a_message_too_deep_to_read_its_numbers_exactly_is_invalid_json():
     (_row(_tidb=None, es=None), "missing_commit_ts"),
     (_row(_tidb=None, es=0), "missing_commit_ts"),
     (_row(_tidb=None, es=1 << 45), "missing_commit_ts"),  # es << 18 would not be a positive long
-    ({"isDdl": True, "type": "ALTER", "sql": "x", "es": -1, "_tidb": {}}, "missing_commit_ts"),
+    ({"isDdl": True, "type": "ALTER", "sql": "x", "es": -1}, "missing_commit_ts"),
     (_row(table=""), "missing_table_name"),
     (_row(pkNames=[]), "missing_primary_key"),
     (_row(data=[{"id": None}]), "null_primary_key"),
