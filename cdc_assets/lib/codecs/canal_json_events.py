@@ -77,7 +77,8 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption, kafka_commit_time: bool 
                       watermark_ts=watermark_ts, reason=reason, detail=detail)]
     commit_ts = tidb_ts if tidb_ts is not None else None if tidb_extension else ms_to_commit_ts(es)
     no_commit_ts = ("missing_commit_ts", "no _tidb.commitTs in a stream with the TiDB extension "
-                    "(enable-tidb-extension=true; official Canal: set it false to use es)") \
+                    "(enable-tidb-extension=true; official Canal: set it false to use es)"
+                    + ("" if es is not None else HINT)) \
         if tidb_extension else ("missing_commit_ts", "no usable _tidb.commitTs or es" + HINT)
     # official Canal's batch id (> 0; TiCDC writes 0) orders ties on `es`
     position = msg_id if tidb_ts is None and msg_id is not None and msg_id > 0 else None
