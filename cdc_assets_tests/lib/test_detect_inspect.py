@@ -19,6 +19,7 @@ from cdc_assets.lib.layouts import detect_layout, get_layout
 from cdc_assets.lib.simulator import generate
 from cdc_assets.lib.simulator.protocols import ENCODERS
 from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets_tests.lib.codecs.test_large_messages import compress
 
 FLINK = "apache+flink/flink-formats/flink-json/src/test/resources"
 TICDC_DEBEZIUM = "pingcap+ticdc/extracted/debezium_codec_test"
@@ -193,16 +194,6 @@ def test_tiflow_open_protocol_frames_in_kafka_parquet(tmp_path, conformance):
     assert report["partitions"][0]["last_watermark_ts"] is not None
 
 
-def _compressed(plain: bytes, codec: str) -> bytes:
-    """As TiCDC compresses: a raw snappy block (Go's snappy.Encode), an lz4 frame."""
-    if codec == "snappy":
-        return pa.compress(plain, codec="snappy", asbytes=True)
-    sink = pa.BufferOutputStream()
-    with pa.CompressedOutputStream(sink, "lz4") as out:
-        out.write(plain)
-    return sink.getvalue().to_pybytes()
-
-
 @pytest.mark.parametrize("codec", ["snappy", "lz4"])
 def test_compressed_canal_json_values_are_detected(tmp_path, codec):
     plain = json.dumps({"id": 0, "database": "d", "table": "t", "pkNames": ["id"], "isDdl": False, "type": "INSERT",
@@ -210,7 +201,7 @@ def test_compressed_canal_json_values_are_detected(tmp_path, codec):
                         "mysqlType": {"id": "int"}, "_tidb": {"commitTs": ms_to_tso(1767225600000)}}).encode()
     root = tmp_path / "dump"
     root.mkdir()
-    pq.write_table(pa.table({"value": [_compressed(plain, codec)], "offset": [7]}), root / "a.parquet")
+    pq.write_table(pa.table({"value": [compress(plain, codec)], "offset": [7]}), root / "a.parquet")
     resolved = resolve(root)
     assert resolved.protocol == "canal-json"
     assert resolved.options == {"large-message-handle-compression": codec, "enable-tidb-extension": "true"}
