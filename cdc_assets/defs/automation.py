@@ -59,7 +59,10 @@ def pending_window_keys(b: SourceBuild, instance: DagsterInstance) -> list[str]:
     )
     keys = {w: partition_key_for_ms(b.partitions_def, w) for w in pending}
     carry, runs = split_quiet(pending, state.windows, busy=frozenset(w for w, k in keys.items() if k in busy))
-    carry_quiet_windows(snapshots, carry, b.settings.window_ms)
+    carried = carry_quiet_windows(snapshots, carry, b.settings.window_ms)
+    if carried < len(carry):  # a quiet window with no snapshot before it (the first partition): it runs
+        stuck = keys[carry[carried]]
+        return [] if stuck in busy else [stuck]
     return [keys[w] for w in runs if keys[w] not in busy]
 
 

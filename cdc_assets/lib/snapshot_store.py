@@ -96,7 +96,18 @@ def write_window_snapshot(
                     "ddl": ddl, "failed_tables": failed}
         write_json_atomic(manifest_file, manifest)
         _remove_unreferenced(snapshots, window_start_ms, tables)
+    _recarry_followers(snapshots, manifest)
     return manifest
+
+
+def _recarry_followers(snapshots: Path, manifest: dict) -> None:
+    """Quiet windows carried forward from an earlier run of this window point at its old state
+    (a table it failed to build, say): carry them again from this one (JSON only)."""
+    while (nxt := read_manifest(snapshots, manifest["window_end_ms"])) is not None and nxt.get("carried_forward"):
+        manifest = carry_forward_window(snapshots, nxt["window_start_ms"], nxt["window_end_ms"], manifest)
+
+
+_NOT_BUILT = "not built:"
 
 
 def carried_entry(entry: dict) -> dict:
@@ -141,7 +152,8 @@ def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, wind
 
     read_files = functools.partial(read_table_files, spark, snapshots)
     states = previous_states(prev_tables, read, read_files)
-    stale = {(f["database"], f["table"]): f"not built: an earlier window failed to build it ({f['reason']})"
+    stale = {(f["database"], f["table"]): f["reason"] if f["reason"].startswith(_NOT_BUILT)
+             else f"{_NOT_BUILT} an earlier window failed to build it ({f['reason']})"
              for f in (previous or {}).get("failed_tables", {}).values()}
     result = apply_window(spark, changes, states, keep_history=history_root is not None, touched_ranges_only=True,
                           failed=stale)

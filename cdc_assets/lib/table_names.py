@@ -24,6 +24,7 @@ from cdc_assets.lib.changelog_schema import DDL, REJECT_DETAIL, REJECT_REASON, R
 
 INVALID_TABLE_NAME = "invalid_table_name"
 MAX_NAME_CHARS = 64
+SCHEMA_NAME_CHARS = 128  # schemas and tables of Debezium's schema-qualified sources
 
 
 def name_problem(name: str) -> str | None:
@@ -39,20 +40,30 @@ def name_problem(name: str) -> str | None:
     return None
 
 
-def name_problem_column(name: Column) -> Column:
+def name_problem_column(name: Column, max_chars: int = MAX_NAME_CHARS) -> Column:
     """`name_problem` as a Spark expression (null for a null name). Spark's `length` counts
     characters, as Python's `len` does."""
     return (F.when(name == "", F.lit("is empty"))
-            .when(F.length(name) > MAX_NAME_CHARS,
-                  F.concat(F.lit(f"is longer than {MAX_NAME_CHARS} characters ("), F.length(name).cast("string"),
+            .when(F.length(name) > max_chars,
+                  F.concat(F.lit(f"is longer than {max_chars} characters ("), F.length(name).cast("string"),
                            F.lit(")")))
             .when(name.rlike(r"\x00"), F.lit("contains NUL"))
             .when(name.endswith(" "), F.lit("ends with a space")))
 
 
 def _problem(kind: str) -> Column:
-    """The first bad name of a row or DDL event, as `<kind> name <problem>`, else null."""
-    problem = name_problem_column(F.col(kind))
+    """The first bad name of a row or DDL event, as `<kind> name <problem>`, else null. A
+    database named `<db>.<schema>` (Debezium's PostgreSQL, SQL Server, Oracle, Db2 sources;
+    a MySQL name has no `.`) is judged part by part, and such a source's table names may be
+    longer (SQL Server, Oracle and Db2 allow 128 characters)."""
+    if kind == "database":
+        parts = F.split(F.col(kind), r"\.", 2)
+        problem = F.coalesce(name_problem_column(parts[0]), F.when(F.size(parts) > 1, name_problem_column(
+            parts[1], SCHEMA_NAME_CHARS)))
+    else:
+        schema_qualified = F.coalesce(F.col("database").contains("."), F.lit(False))
+        problem = F.when(schema_qualified, name_problem_column(F.col(kind), SCHEMA_NAME_CHARS)).otherwise(
+            name_problem_column(F.col(kind)))
     none_named = (F.col("event_kind") == DDL) & (F.col(kind) == "")
     return F.when(~none_named, F.concat(F.lit(f"{kind} name "), problem))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pyspark.sql import functions as F
 
 from cdc_assets.lib.changelog_schema import REJECT_DETAIL, REJECT_REASON
 from cdc_assets.lib.codecs import get_decoder
@@ -76,3 +77,16 @@ def test_only_events_naming_a_table_that_cannot_exist_are_quarantined(spark):
         (7, None, None),
     ]
 
+
+
+def test_schema_qualified_debezium_names_are_judged_part_by_part(spark):
+    from cdc_assets.lib.table_names import quarantine_invalid_table_names
+
+    long_db, long_schema, long_table = "d" * 40, "s" * 30, "t" * 100
+    rows = [("row", f"{long_db}.{long_schema}", long_table, None),  # PostgreSQL / SQL Server: fine
+            ("row", f"{'d' * 65}.public", "t", None),  # the database part alone is too long
+            ("row", "shop", long_table, None)]  # a MySQL table of 100 characters
+    df = spark.createDataFrame(rows, f"event_kind string, database string, table string, {REJECT_REASON} string")
+    df = df.withColumn(REJECT_DETAIL, F.lit(None).cast("string"))
+    got = [r[REJECT_REASON] for r in quarantine_invalid_table_names(df).collect()]
+    assert got == [None, "invalid_table_name", "invalid_table_name"]

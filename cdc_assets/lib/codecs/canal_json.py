@@ -103,10 +103,13 @@ class CanalJsonDecoder(Decoder):
                 "routing_ms": kafka_time.kafka_ms() if self.kafka_commit_time else F.coalesce(
                     F.shiftright(tidb["commitTs"], PHYSICAL_SHIFT),
                     F.shiftright(tidb["watermarkTs"], PHYSICAL_SHIFT),
-                    m["es"],
+                    # with the TiDB extension, `es` is no commit time (decode quarantines such a
+                    # message): the landing counts it unroutable, which says what is wrong
+                    F.lit(None) if self.flag("enable-tidb-extension") else m["es"],
                     F.unix_millis(F.col("kafka_timestamp")),
                 ),
-                "watermark_ts": F.when(is_watermark, tidb["watermarkTs"]),
+                # Kafka-timestamp commit times: a TiDB watermark is on another clock, so none is used
+                "watermark_ts": F.when(is_watermark & F.lit(not self.kafka_commit_time), tidb["watermarkTs"]),
             }
         )
 

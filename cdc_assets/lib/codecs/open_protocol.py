@@ -434,7 +434,10 @@ def route_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
         stamps = [message_timestamps(k) for k in batch.column("key").to_pylist()]
         yield pa.RecordBatch.from_arrays(
             [*batch.columns, pa.array([s[0] for s in stamps], pa.int64()), pa.array([s[1] for s in stamps], pa.int64()),
-             pa.array([s[2] if len(s[2]) > 1 else None for s in stamps], pa.list_(pa.int64()))],
+             # the events' times, when the message has several times (a batch, or an event
+             # beside a resolved frame): the landing lands it in each of their windows
+             pa.array([s[2] if len(s[2]) > 1 or (s[2] and s[1] is not None) else None for s in stamps],
+                      pa.list_(pa.int64()))],
             names=[*batch.schema.names, "_max_ts", "watermark_ts", EVENT_ROUTING_MS],
         )
 
