@@ -20,7 +20,8 @@ from cdc_assets.lib.simulator.workload import DdlEvent, RowChange
 
 
 def _decode_dump(spark, tmp_path, protocol: str):
-    dump = generate(tmp_path / protocol, row_changes=300, protocol=protocol)
+    # watermarks on the same boundaries (Open Protocol's default moves them off the window ends)
+    dump = generate(tmp_path / protocol, row_changes=300, protocol=protocol, watermark_phase_ms=0)
     raw = read_dump(spark, dump.files, dump.layout, dump.dump_dir)
     events = [r.asDict(recursive=True) for r in get_decoder(protocol).decode(raw).collect()]
     return dump, events

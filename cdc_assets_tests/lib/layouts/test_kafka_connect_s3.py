@@ -146,5 +146,7 @@ def test_s3_mirror_wants_values_and_keys_objects_not_headers():
     assert wanted(PurePath(folder + "t+0+0000000000.json.gz"))
     assert wanted(PurePath(folder + "t+0+0000000000.keys.json.gz"))
     assert wanted(PurePath(folder + "t+0+0000000000.csv"))  # mirrored so that the landing names it
-    assert not wanted(PurePath(folder + "t+0+0000000000.headers.json.gz"))
+    # a named layout mirrors every object that is not hidden (the landing names what it skips)
+    assert wanted(PurePath(folder + "t+0+0000000000.headers.json.gz"))
+    assert not wanted_object("auto")(PurePath(folder + "t+0+0000000000.headers.json.gz"))
     assert wanted_object("auto")(PurePath(folder + "t+0+0000000000.keys.avro"))
