@@ -34,7 +34,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def spark() -> SparkSession:
     conf = spark_config(load_settings({}))
-    conf.update({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
+    # 4g: the 20 MiB-message tests (codecs/test_message_size.py) hold several copies of such a
+    # message in the JVM; with 2g, the other tests' cached frames beside them could run the one
+    # session out of heap, and every later test of that worker failed with it.
+    conf.update({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "4g"})
     session = start_spark_session(conf)
     yield session
     session.stop()
