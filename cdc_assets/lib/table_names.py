@@ -53,17 +53,13 @@ def name_problem_column(name: Column, max_chars: int = MAX_NAME_CHARS) -> Column
 
 def _problem(kind: str) -> Column:
     """The first bad name of a row or DDL event, as `<kind> name <problem>`, else null. A
-    database named `<db>.<schema>` (Debezium's PostgreSQL, SQL Server, Oracle, Db2 sources;
-    a MySQL name has no `.`) is judged part by part, and such a source's table names may be
-    longer (SQL Server, Oracle and Db2 allow 128 characters)."""
-    if kind == "database":
-        parts = F.split(F.col(kind), r"\.", 2)
-        problem = F.coalesce(name_problem_column(parts[0]), F.when(F.size(parts) > 1, name_problem_column(
-            parts[1], SCHEMA_NAME_CHARS)))
-    else:
-        schema_qualified = F.coalesce(F.col("database").contains("."), F.lit(False))
-        problem = F.when(schema_qualified, name_problem_column(F.col(kind), SCHEMA_NAME_CHARS)).otherwise(
-            name_problem_column(F.col(kind)))
+    database named `<db>.<schema>` (Debezium's PostgreSQL, SQL Server, Oracle, Db2 sources)
+    may be as long as both parts, and such a source's table names may be longer (SQL Server,
+    Oracle and Db2 allow 128 characters)."""
+    schema_qualified = F.coalesce(F.col("database").contains("."), F.lit(False))
+    longest = SCHEMA_NAME_CHARS + 1 + MAX_NAME_CHARS if kind == "database" else SCHEMA_NAME_CHARS
+    problem = F.when(schema_qualified, name_problem_column(F.col(kind), longest)).otherwise(
+        name_problem_column(F.col(kind)))
     none_named = (F.col("event_kind") == DDL) & (F.col(kind) == "")
     return F.when(~none_named, F.concat(F.lit(f"{kind} name "), problem))
 

@@ -84,7 +84,7 @@ def test_schema_qualified_debezium_names_are_judged_part_by_part(spark):
 
     long_db, long_schema, long_table = "d" * 40, "s" * 30, "t" * 100
     rows = [("row", f"{long_db}.{long_schema}", long_table, None),  # PostgreSQL / SQL Server: fine
-            ("row", f"{'d' * 65}.public", "t", None),  # the database part alone is too long
+            ("row", f"{'d' * 65}.{'s' * 130}", "t", None),  # longer than both parts can be
             ("row", "shop", long_table, None)]  # a MySQL table of 100 characters
     df = spark.createDataFrame(rows, f"event_kind string, database string, table string, {REJECT_REASON} string")
     df = df.withColumn(REJECT_DETAIL, F.lit(None).cast("string"))

@@ -101,15 +101,3 @@ def test_routed_windows_lists_home_first_and_is_null_for_one_window(spark):
     # the 5 ms time (1970) is not plausible: it opens no window
     assert got == [[W2, W1], None, None, [W2, W1]]
 
-
-def test_canal_json_with_the_extension_never_routes_by_es(spark):
-    """Decode quarantines a row without `_tidb.commitTs` when the stream has the extension;
-    routing by its `es` would hide that from the landing's unroutable count."""
-    import json
-
-    msg = json.dumps({"database": "db", "table": "t", "type": "INSERT", "isDdl": False, "es": W2 + 5,
-                      "pkNames": ["id"], "data": [{"id": "1"}]}).encode()
-    raw = raw_frame(spark, [msg])  # Kafka timestamp: 2026-01-01T00:00Z (W1)
-    with_extension = get_decoder("canal-json").route(raw).first()["routing_ms"]
-    without = get_decoder("canal-json", {"enable-tidb-extension": "false"}).route(raw).first()["routing_ms"]
-    assert (with_extension, without) == (W1, W2 + 5)

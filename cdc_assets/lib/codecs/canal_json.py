@@ -103,9 +103,7 @@ class CanalJsonDecoder(Decoder):
                 "routing_ms": kafka_time.kafka_ms() if self.kafka_commit_time else F.coalesce(
                     F.shiftright(tidb["commitTs"], PHYSICAL_SHIFT),
                     F.shiftright(tidb["watermarkTs"], PHYSICAL_SHIFT),
-                    # with the TiDB extension, `es` is no commit time (decode quarantines such a
-                    # message): the landing counts it unroutable, which says what is wrong
-                    F.lit(None) if self.flag("enable-tidb-extension") else m["es"],
+                    m["es"],
                     F.unix_millis(F.col("kafka_timestamp")),
                 ),
                 # Kafka-timestamp commit times: a TiDB watermark is on another clock, so none is used
