@@ -313,7 +313,7 @@ def _stage_messages(routed: DataFrame, staging: Path, window_ms: int) -> None:
     whose events fall in other windows too is staged once more in each of them."""
     staged = (
         routed.withColumn(ROUTED_WINDOWS, routed_windows(F.col("routing_ms"), F.col(EVENT_ROUTING_MS), window_ms))
-        .withColumn("window_start_ms", F.explode(F.coalesce(F.col(ROUTED_WINDOWS), F.array(_window_of("routing_ms", window_ms)))))
+        .withColumn("window_start_ms", F.explode(F.coalesce(F.col(ROUTED_WINDOWS), F.array(window_start("routing_ms", window_ms)))))
         .select(*[f.name for f in LANDED_SCHEMA.fields], *_ROUTING_COLUMNS, UNROUTABLE_REASON, "window_start_ms")
         .repartition("window_start_ms")
         .sortWithinPartitions("topic", "kafka_partition", "kafka_offset")
@@ -321,7 +321,8 @@ def _stage_messages(routed: DataFrame, staging: Path, window_ms: int) -> None:
     parquet_writer(staged).partitionBy("window_start_ms").parquet(str(staging))
 
 
-def _window_of(ms: str | Column, window_ms: int) -> Column:
+def window_start(ms: str | Column, window_ms: int) -> Column:
+    """The start (ms) of the window holding physical time `ms`."""
     ms = F.col(ms) if isinstance(ms, str) else ms
     return F.floor(ms / window_ms).cast("long") * window_ms
 
@@ -330,15 +331,15 @@ def routed_windows(routing_ms: Column, event_ms: Column, window_ms: int) -> Colu
     """[home window, other windows of its events...], or null when all are in the home window
     (or the message has no usable routing time: it stays unroutable, quarantined at home)."""
     others = F.array_sort(F.array_distinct(F.transform(
-        F.filter(event_ms, lambda ms: plausible_ms(ms).isNotNull()), lambda ms: _window_of(ms, window_ms))))
-    home = _window_of(routing_ms, window_ms)
+        F.filter(event_ms, lambda ms: plausible_ms(ms).isNotNull()), lambda ms: window_start(ms, window_ms))))
+    home = window_start(routing_ms, window_ms)
     others = F.array_remove(others, home)
     return F.when(home.isNotNull() & (F.size(others) > 0), F.concat(F.array(home), others))
 
 
-def is_home_copy(window_start: Column) -> Column:
+def is_home_copy(window_start_ms: Column) -> Column:
     """The copy of a message in its home window (every message landed in one window is)."""
-    return F.col(ROUTED_WINDOWS).isNull() | (F.col(ROUTED_WINDOWS)[0] == window_start)
+    return F.col(ROUTED_WINDOWS).isNull() | (F.col(ROUTED_WINDOWS)[0] == window_start_ms)
 
 
 def _unroutable_window(staged: DataFrame, window_ms: int, state: LandingState) -> int:

@@ -16,21 +16,21 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, functions as F
 
 from cdc_assets.lib.changelog_schema import DDL, REJECT_DETAIL, REJECT_REASON, ROW
-from cdc_assets.lib.landing import ROUTED_WINDOWS
+from cdc_assets.lib.landing import ROUTED_WINDOWS, window_start
 from cdc_assets.lib.raw_bytes import MESSAGE_KEY
-from cdc_assets.lib.tso import MAX_PLAUSIBLE_MS, MIN_PLAUSIBLE_MS, PHYSICAL_SHIFT
+from cdc_assets.lib.tso import plausible_ms, tso_ms_col
 
 IMPLAUSIBLE_COMMIT_TS = "implausible_commit_ts"
 
 
 def commit_ms(commit_ts: Column) -> Column:
-    """The physical ms of a commit ts when it is plausible, else null."""
-    ms = F.shiftright(commit_ts, PHYSICAL_SHIFT)
-    return F.when((commit_ts > 0) & (ms >= MIN_PLAUSIBLE_MS) & (ms < MAX_PLAUSIBLE_MS), ms)
+    """The physical ms of a commit ts when it is plausible, else null (a TSO below 0 shifts
+    to a negative time, which is not plausible either)."""
+    return plausible_ms(tso_ms_col(commit_ts))
 
 
 def window_of_commit(commit_ts: Column, window_ms: int) -> Column:
-    return F.floor(commit_ms(commit_ts) / window_ms).cast("long") * window_ms
+    return window_start(commit_ms(commit_ts), window_ms)
 
 
 def reject_implausible_commit_ts(decoded: DataFrame) -> DataFrame:
