@@ -110,10 +110,6 @@ class KafkaConnectS3Layout(DumpLayout):
             return tuple(others)
         return ()
 
-    def is_present(self, root: Path) -> bool:
-        """Some file is named `<topic>+<partition>+<start offset>.<ext>` (any depth)."""
-        return any(p.is_file() and parse_name(p.name) is not None for p in root.rglob("*+*+*"))
-
     def is_complete(self, path: Path) -> bool:
         """A Parquet object is whole once its footer is written; a values object whose folder
         has keys objects (store.kafka.keys) waits for its own."""
