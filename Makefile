@@ -10,11 +10,13 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
 .PHONY: install jvm-archive demo test dev connect-server validate bench clean
 
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml requirements.lock jars/pom.xml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
 	@command -v java >/dev/null 2>&1 || { echo "need Java 17+ on PATH (PySpark 4)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
+	@command -v mvn >/dev/null 2>&1 || { echo "need Maven (mvn) on PATH: it fetches the Iceberg and SQLite jars"; exit 1; }
+	mvn --quiet --batch-mode -f jars/pom.xml dependency:copy-dependencies -DoutputDirectory=$(abspath $(VENV))/jars
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -34,9 +34,8 @@ def parquet_instance():
 @pytest.fixture(scope="module")
 def parquet_run(tmp_path_factory, spark, parquet_instance):
     tmp = tmp_path_factory.mktemp("e2e_parquet")
-    # Small key ranges, so that every check below also runs on tables split in several ranges.
     return simulate_and_replay(tmp, seed=11, layout="kafka-parquet", row_changes=1200,
-                               duration_ms=int(3.5 * HOUR), snapshot_range_rows=8, instance=parquet_instance)
+                               duration_ms=int(3.5 * HOUR), instance=parquet_instance)
 
 
 def test_every_complete_window_equals_the_truth(parquet_run):
@@ -49,21 +48,6 @@ def test_every_complete_window_equals_the_truth(parquet_run):
     assert summary.checks_warned == ["src/landed_dump:watermarks_trusted@landing"]
     assert list_manifests(settings.warehouse / "src" / "snapshots") == complete
     assert differences_from_truth(settings, dump.truth_path) == {}
-
-
-def test_tables_are_stored_in_several_key_ranges(parquet_run):
-    """With 8-row ranges every table is split, so the truth comparison and the checks above
-    ran on ranged tables. (The simulator's changes reach every range of such small tables:
-    that a window rewrites only the ranges it touches is tested in lib/test_key_ranges.py.)"""
-    _, _, settings = parquet_run
-    snapshots = settings.warehouse / "src" / "snapshots"
-    entries = [e for w in list_manifests(snapshots) for e in read_manifest(snapshots, w)["tables"].values()]
-    assert entries and all(len(e["ranges"]["files"]) > 1 for e in entries)
-    for e in entries:
-        ranges = e["ranges"]
-        assert e["rows"] == sum(ranges["rows"]) and len(ranges["lowers"]) == len(ranges["files"]) - 1
-        folder = snapshots / e["path"]
-        assert [sum(pq.read_metadata(folder / n).num_rows for n in names) for names in ranges["files"]] == ranges["rows"]
 
 
 def test_duplicates_and_late_events_are_dropped_and_counted(parquet_run):

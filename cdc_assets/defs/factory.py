@@ -36,7 +36,7 @@ def build_definitions(settings: Settings) -> Definitions:
         schedules += build_hourly_schedules(b, windows_job, land_job)
         sensors.append(build_landing_sensor(b, windows_job, land_job))
     pyspark = make_spark_resource(settings)
-    warehouse = WarehouseResource(root=str(settings.warehouse), snapshot_range_rows=settings.snapshot_range_rows)
+    warehouse = WarehouseResource(root=str(settings.warehouse))
     return Definitions(
         assets=assets,
         jobs=jobs,

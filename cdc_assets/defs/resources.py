@@ -20,6 +20,7 @@ from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame, types as T
 
+from cdc_assets.lib.iceberg_catalog import CATALOG, ICEBERG_EXTENSIONS, spark_catalog_conf, spark_jars
 from cdc_assets.lib.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS, archive_in_place, with_archive
 from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.settings import Settings
@@ -63,6 +64,10 @@ def spark_config(settings: Settings) -> dict[str, str]:
         # each table's typed actions) stayed in 8 partitions whatever its size: a 700-row
         # table was written as 10 files and its history part as 16, with a task per file.
         "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
+        # Every table of the warehouse is an Iceberg table (lib/iceberg_catalog.py).
+        "spark.jars": ",".join(spark_jars()),
+        "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        **spark_catalog_conf(CATALOG, settings.warehouse),
         **settings.spark_conf,
     }
     archive = archive_in_place(settings.jvm_archive)
@@ -70,7 +75,7 @@ def spark_config(settings: Settings) -> dict[str, str]:
         conf[DRIVER_DEFAULT_JAVA_OPTIONS] = with_archive(conf.get(DRIVER_DEFAULT_JAVA_OPTIONS), archive)
     if is_spark_connect(settings.spark_master):
         # A Connect client only sets session (SQL) settings; the server owns the rest.
-        conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}
+        conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.") and k != "spark.sql.extensions"}
         conf["spark.remote"] = settings.spark_master
     return conf
 
@@ -138,8 +143,6 @@ class WarehouseResource(ConfigurableResource):
     """Where each source's landing area and layers live (a local folder by default)."""
 
     root: str
-    # Rows per primary-key range of a snapshot table (see lib/key_ranges.py).
-    snapshot_range_rows: int = 1_000_000
 
     def source_root(self, source: str) -> Path:
         return Path(self.root) / source

@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from cdc_assets.lib.point_in_time import parse_instant, plan, tables_as_of
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, require_built, table_path
+from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, read_entry_arrow, require_built
 from cdc_assets.lib.storage import table_id, temp_sibling
 
 # Parquet key-value metadata of an exported file: its table's real names (UTF-8).
@@ -72,7 +72,7 @@ def export_snapshot(snapshots: Path, out: Path, as_of: str = "latest",
 def _export_window(snapshots: Path, window: int, out: Path) -> list[ExportedTable]:
     manifest = require_built(read_manifest(snapshots, window))
     return [
-        _write(out, e["database"], e["table"], ds.dataset(str(table_path(snapshots, e)), format="parquet").to_table())
+        _write(out, e["database"], e["table"], read_entry_arrow(snapshots, e))
         for _tid, e in sorted(manifest["tables"].items())
     ]
 

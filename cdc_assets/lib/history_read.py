@@ -8,8 +8,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.history import END_OP, VALID_FROM, VALID_TO
-from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN, read_table
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, table_path
+from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN
+from cdc_assets.lib.snapshot_store import list_manifests, read_entry, read_manifest
 from cdc_assets.lib.storage import table_id
 
 
@@ -55,7 +55,7 @@ def full_history(spark: SparkSession, source_root: Path, database: str, table: s
     entry = manifest["tables"].get(table_id(database, table))
     if entry is None:
         return ended
-    current = read_table(spark, str(table_path(snapshots, entry)), entry["spark_schema"])
+    current = read_entry(spark, snapshots, entry)
     open_versions = current.select(
         *[c for c in current.columns if c != COMMIT_TS_COLUMN], F.col(COMMIT_TS_COLUMN).alias(VALID_FROM),
         F.lit(None).cast("long").alias(VALID_TO), F.lit(None).cast("string").alias(END_OP))

@@ -13,6 +13,7 @@ Instants:
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -20,8 +21,8 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
-from cdc_assets.lib.snapshot import TableSchema, read_table
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, require_built, table_path
+from cdc_assets.lib.snapshot import TableSchema
+from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, read_entry, require_built
 from cdc_assets.lib.storage import SCHEMA_FILE, window_dir
 from cdc_assets.lib.table_timeline import Name, apply_window, previous_states
 from cdc_assets.lib.tso import ms_to_tso
@@ -89,8 +90,7 @@ def tables_as_of(spark: SparkSession, source_root: Path, tso: int) -> dict[Name,
     snapshots = source_root / "snapshots"
     p = plan(snapshots, tso)
     base_tables = read_manifest(snapshots, p.base)["tables"] if p.base is not None else {}
-    read = lambda e: read_table(spark, str(table_path(snapshots, e)), e["spark_schema"])  # noqa: E731
-    states = previous_states(base_tables, read)
+    states = previous_states(base_tables, functools.partial(read_entry, spark, snapshots))
     if p.replay is not None:
         changes = _change_table(spark, source_root, p.replay).where(F.col("commit_ts") <= F.lit(tso))
         result = apply_window(spark, changes, states)

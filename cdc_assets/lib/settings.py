@@ -51,8 +51,6 @@ class Settings:
     spark_conf: Mapping[str, str] = field(default_factory=dict)  # extra Spark settings, win over ours
     s3_endpoint_url: str | None = None  # S3-compatible store (MinIO, moto); None = AWS
     s3_region: str | None = None
-    # Rows per primary-key range of a snapshot table: a window rewrites only the ranges it touches.
-    snapshot_range_rows: int = 1_000_000
     # Class-data-sharing archive mapped by the local driver JVM when the file exists
     # (lib/jvm_archive.py); None: never.
     jvm_archive: str | None = None
@@ -131,9 +129,6 @@ def _common(env: Mapping[str, str], data: Mapping) -> dict:
         "spark_conf": conf,
         "s3_endpoint_url": env.get("CDC_ASSETS_S3_ENDPOINT_URL", data.get("s3_endpoint_url")) or None,
         "s3_region": env.get("CDC_ASSETS_S3_REGION", data.get("s3_region")) or None,
-        "snapshot_range_rows": _positive(
-            env.get("CDC_ASSETS_SNAPSHOT_RANGE_ROWS", data.get("snapshot_range_rows", 1_000_000)),
-            "snapshot_range_rows"),
         "jvm_archive": configured_archive(env),
         "settle_seconds": _not_negative(
             env.get("CDC_ASSETS_SETTLE_SECONDS", data.get("settle_seconds", 600)), "settle_seconds"),
@@ -185,7 +180,7 @@ def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig,
 
 
 _TOP_KEYS = {"sources", "warehouse", "start", "window_minutes", "spark_master", "spark_conf", "s3_endpoint_url",
-             "s3_region", "snapshot_range_rows", "settle_seconds"}
+             "s3_region", "settle_seconds"}
 _SOURCE_KEYS = {"name", "protocol", "location", "layout", "options", "time_zone", "completeness",
                 "allowed_lateness_seconds", "max_quarantine_rate"}
 

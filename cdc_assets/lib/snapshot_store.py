@@ -1,42 +1,34 @@
-"""Snapshot windows on disk: immutable Parquet folders per (table, window, run) + a
-manifest per window.
+"""Snapshot windows: every source table is an Iceberg table of the warehouse's catalog
+(`<source>.snapshots__<db>__<table>`, lib/iceberg_tables.py), and each window has a manifest.
 
-  <snapshots>/<db>.<table>/window_start_ms=<ms>/run=<id>/range-*.parquet
-  <snapshots>/_manifests/window_start_ms=<ms>.json      written last: the commit point
+  <snapshots>/_manifests/window_start_ms=<ms>.json   written last: the commit point
 
-A table without changes in a window is carried over by reference: the manifest entry
-points at the folder that last wrote it. A changed table's files are split by primary-key
-range (`key_ranges`, listed in its manifest entry); the ranges its changes did not touch
-are hard links to the previous folder's files, so a window's cost follows its changes. Folders are never rewritten in place, so
-re-materializing an old window cannot change what a newer manifest points at; a folder
-no manifest references any more is removed after the commit. Manifest paths are relative
-to the snapshots root, so a warehouse can be moved.
+A window writes the tables it changed on a branch cut from the snapshot the previous window
+ended on (a table whose rows alone changed is a MERGE of the keys it touched, one commit);
+then every table of the window is tagged with the window's end (`end-<UTC end>`) and, in
+the newest window, `main` moves to it (`iceberg_tables.publish`). The manifest records each
+table's Iceberg identifier and snapshot id and the window's counts; a table without changes
+keeps its previous entry (same snapshot), tagged again. Any engine reads a window's state
+with `VERSION AS OF 'end-…'`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, types as T
 
 from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.history import write_window_history
-from cdc_assets.lib.ranged_files import write_table_files
-from cdc_assets.lib.snapshot import read_table
+from cdc_assets.lib.iceberg_catalog import use_catalog
+from cdc_assets.lib.iceberg_tables import IcebergTable, branch_name, end_tag, publish, table_name
 from cdc_assets.lib.table_errors import TableFailed, caught, naming_table
 from cdc_assets.lib.table_timeline import TableState, apply_window, previous_states, state_id
-from cdc_assets.lib.storage import (
-    exclusive, read_json, remove_stale_temps, temp_sibling, window_dir, write_json_atomic,
-)
+from cdc_assets.lib.storage import exclusive, read_json, remove_stale_temps, write_json_atomic
 
-
-# Rows per key-range file set: a window rewrites the ranges its changes touch, not the table.
-DEFAULT_RANGE_ROWS = 1_000_000
+SNAPSHOTS_LAYER = "snapshots"
 
 
 def manifest_path(snapshots: Path, window_start_ms: int) -> Path:
@@ -47,14 +39,36 @@ def read_manifest(snapshots: Path, window_start_ms: int) -> dict | None:
     return read_json(manifest_path(snapshots, window_start_ms))
 
 
-def table_path(snapshots: Path, entry: dict) -> Path:
-    return snapshots / entry["path"]
+def warehouse_of(snapshots: Path) -> Path:
+    """`<warehouse>/<source>/snapshots` → the warehouse (its catalog holds every source)."""
+    return snapshots.parent.parent
 
 
-def read_table_files(spark: SparkSession, snapshots: Path, entry: dict, names: list[str]) -> DataFrame:
-    """Some files of a table's folder (a few key ranges), typed as the whole table."""
+def snapshot_table(spark: SparkSession | None, snapshots: Path, database: str, table: str) -> IcebergTable:
+    """The Iceberg table of one source table (`spark` None: no Spark catalog name needed)."""
+    source = snapshots.parent.name
+    catalog = use_catalog(spark, warehouse_of(snapshots)) if spark is not None else ""
+    return IcebergTable(catalog, source, table_name(SNAPSHOTS_LAYER, database, table),
+                        str(snapshots / state_id((database, table))))
+
+
+def read_entry(spark: SparkSession, snapshots: Path, entry: dict) -> DataFrame:
+    """A manifest entry's rows: its table at its snapshot, in the recorded Spark types."""
     schema = T.StructType.fromJson(json.loads(entry["spark_schema"]))
-    return spark.read.schema(schema).parquet(*[str(table_path(snapshots, entry) / n) for n in names])
+    return snapshot_table(spark, snapshots, entry["database"], entry["table"]).read(spark, entry["snapshot_id"], schema)
+
+
+def read_entry_arrow(snapshots: Path, entry: dict):
+    """A manifest entry's rows as an Arrow table, read by pyiceberg (no Spark), in the Arrow
+    types of the recorded Spark types (Iceberg keeps a smallint as an int)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+
+    table = load_pyiceberg_catalog(warehouse_of(snapshots)).load_table(tuple(entry["identifier"].split(".", 1)))
+    schema = to_arrow_schema(T.StructType.fromJson(json.loads(entry["spark_schema"])))
+    data = table.scan(snapshot_id=entry["snapshot_id"]).to_arrow()
+    return data.select(schema.names).cast(schema)
 
 
 def require_built(manifest: dict) -> dict:
@@ -83,19 +97,21 @@ def write_window_snapshot(
     window_end_ms: int,
     previous: dict | None,
     history_root: Path | None = None,
-    range_rows: int = DEFAULT_RANGE_ROWS,
 ) -> dict:
     manifest_file = manifest_path(snapshots, window_start_ms)
-    # Two runs of one window take turns: otherwise one run's clean-up could remove the
-    # folders the other is about to commit.
+    # Two runs of one window take turns: they would write the same window branch.
     with exclusive(manifest_file):
         remove_stale_temps(manifest_file)
-        tables, ddl, failed = _write_tables(spark, changes, snapshots, window_start_ms, previous, history_root,
-                                            range_rows)
+        tables, ddl, failed = _write_tables(spark, changes, snapshots, window_start_ms, previous, history_root)
+        newest = all(w <= window_start_ms for w in list_manifests(snapshots))
+        written = {t["identifier"]: t["snapshot_id"] for t in tables.values()
+                   if t["written_window_start_ms"] == window_start_ms and "failed" not in t}
+        carried = {t["identifier"]: t["snapshot_id"] for t in tables.values()}
+        publish(warehouse_of(snapshots), written, carried, end_tag(window_end_ms), branch_name(window_start_ms),
+                newest)
         manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms, "tables": tables,
-                    "ddl": ddl, "failed_tables": failed}
+                    "ddl": ddl, "failed_tables": failed, "tag": end_tag(window_end_ms)}
         write_json_atomic(manifest_file, manifest)
-        _remove_unreferenced(snapshots, window_start_ms, tables)
     _recarry_followers(snapshots, manifest)
     return manifest
 
@@ -111,8 +127,8 @@ _NOT_BUILT = "not built:"
 
 
 def carried_entry(entry: dict) -> dict:
-    """A table the window did not change: the previous entry (same folder), no changes counted."""
-    return {**entry, "previous_rows": entry["rows"], "inserted_keys": 0, "deleted_keys": 0, "ranges_rewritten": [],
+    """A table the window did not change: the previous entry (same snapshot), no changes counted."""
+    return {**entry, "previous_rows": entry["rows"], "inserted_keys": 0, "deleted_keys": 0,
             "removed_by_ddl": 0, "moved_in": 0, "conversion_failures": 0, "schema_changes": []}
 
 
@@ -120,27 +136,29 @@ QUIET_DDL = {"applied": 0, "dropped_tables": {}, "unparsed": [], "history_versio
 
 
 def carry_forward_window(snapshots: Path, window_start_ms: int, window_end_ms: int, previous: dict) -> dict:
-    """Commit a window in which nothing landed: its manifest points at the previous window's
-    folders. No Spark, no new files: a quiet hour costs one small JSON file, so a dump whose
-    commits lie years apart is not thousands of runs. `carried_forward` tells readers that
-    the window has no change table (point in time needs none)."""
+    """Commit a window in which nothing landed: every table keeps the previous window's
+    snapshot and gets this window's end tag (catalog commits, no Spark), and the manifest
+    points at the same snapshots. A quiet hour costs a tag per table and a small JSON file,
+    so a dump whose commits lie years apart is not thousands of runs. `carried_forward`
+    tells readers that the window has no change table (point in time needs none)."""
     if previous.get("window_end_ms") != window_start_ms:
         raise RuntimeError(f"window {window_start_ms}: the previous manifest ends at "
                            f"{previous.get('window_end_ms')}, not where this window starts")
+    tables = {tid: carried_entry(e) for tid, e in previous["tables"].items()}
     manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms,
-                "tables": {tid: carried_entry(e) for tid, e in previous["tables"].items()},
-                "ddl": QUIET_DDL, "carried_forward": True,
+                "tables": tables, "ddl": QUIET_DDL, "carried_forward": True, "tag": end_tag(window_end_ms),
                 # a table that failed to build stays failed until its window is materialized again
                 "failed_tables": previous.get("failed_tables", {})}
     manifest_file = manifest_path(snapshots, window_start_ms)
     with exclusive(manifest_file):
+        publish(warehouse_of(snapshots), {}, {t["identifier"]: t["snapshot_id"] for t in tables.values()},
+                end_tag(window_end_ms), branch_name(window_start_ms), newest=False)
         write_json_atomic(manifest_file, manifest)
     return manifest
 
 
 def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, window_start_ms: int,
-                  previous: dict | None, history_root: Path | None,
-                  range_rows: int) -> tuple[dict[str, dict], dict, dict[str, dict]]:
+                  previous: dict | None, history_root: Path | None) -> tuple[dict[str, dict], dict, dict[str, dict]]:
     """Write every table the window changed; carry the others over by reference.
 
     Returns the manifest's tables, its DDL record (applied, dropped tables, unparsed) and the
@@ -148,23 +166,22 @@ def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, wind
     marked `failed`; a table failed by an earlier window is not built again on that stale
     entry: it stays failed until that window is materialized again."""
     prev_tables = (previous or {}).get("tables", {})
-    read = lambda e: read_table(spark, str(table_path(snapshots, e)), e["spark_schema"])  # noqa: E731
-
-    read_files = functools.partial(read_table_files, spark, snapshots)
-    states = previous_states(prev_tables, read, read_files)
+    states = previous_states(prev_tables, functools.partial(read_entry, spark, snapshots))
     stale = {(f["database"], f["table"]): f["reason"] if f["reason"].startswith(_NOT_BUILT)
              else f"{_NOT_BUILT} an earlier window failed to build it ({f['reason']})"
              for f in (previous or {}).get("failed_tables", {}).values()}
-    result = apply_window(spark, changes, states, keep_history=history_root is not None, touched_ranges_only=True,
+    result = apply_window(spark, changes, states, keep_history=history_root is not None, touched_keys_only=True,
                           failed=stale)
     try:
         # The history (the versions that ended) and the changed tables are independent small
         # jobs, submitted together (see concurrent_jobs); all are written before the manifest
         # commits the window.
         changed = [name for name, state in result.tables.items() if state.changed and name not in result.failed]
+        if changed:
+            snapshot_table(spark, snapshots, *changed[0]).ensure_namespace(spark)
         tasks = [functools.partial(caught, functools.partial(
                      _write_table, spark, snapshots, window_start_ms, name, result.tables[name],
-                     prev_tables.get(state_id(name)), range_rows))
+                     prev_tables.get(state_id(name))))
                  for name in changed]
         if history_root is not None:
             tasks.insert(0, functools.partial(write_window_history, result, history_root, window_start_ms))
@@ -195,43 +212,31 @@ def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, wind
     return tables, ddl, failed
 
 
-
 def _write_table(spark: SparkSession, snapshots: Path, window_start_ms: int, name: tuple[str, str],
-                 state: TableState, previous_entry: dict | None, range_rows: int) -> dict:
-    """One changed table's new folder (written to a temporary sibling, then renamed) and its manifest entry.
-
-    The folder holds one set of files per primary-key range (see key_ranges); when the window
-    touched only some ranges, the others are linked from the previous folder."""
+                 state: TableState, previous_entry: dict | None) -> dict:
+    """One changed table's snapshot (on the window's branch) and its manifest entry."""
     with naming_table(state_id(name), "writing its snapshot"):
-        return _write_table_files(spark, snapshots, window_start_ms, name, state, previous_entry, range_rows)
+        return _commit_table(spark, snapshots, window_start_ms, name, state, previous_entry)
 
 
-def _write_table_files(spark: SparkSession, snapshots: Path, window_start_ms: int, name: tuple[str, str],
-                       state: TableState, previous_entry: dict | None, range_rows: int) -> dict:
+def _commit_table(spark: SparkSession, snapshots: Path, window_start_ms: int, name: tuple[str, str],
+                  state: TableState, previous_entry: dict | None) -> dict:
     frame = state.frame if state.frame is not None else spark.createDataFrame([], state.schema.spark_schema())
-    final = window_dir(snapshots / state_id(name), window_start_ms) / f"run={uuid.uuid4().hex[:12]}"
-    tmp = temp_sibling(final)
-    expected = (state.previous_rows + state.inserted_keys - state.deleted_keys - state.removed_by_ddl
-                + state.moved_in)
-    partial = state.touched_ranges is not None
-    if partial and previous_entry is None:  # the frame holds the touched ranges only: never write it as the table
-        raise RuntimeError(f"{state_id(name)}: only some key ranges were rebuilt, but there is no previous folder "
-                           "to carry the others over from")
-    ranges = write_table_files(
-        spark, frame, state.schema, tmp, range_rows, expected,
-        previous=state.ranges if partial else None,
-        previous_folder=table_path(snapshots, previous_entry) if partial else None,
-        touched=state.touched_ranges if partial else None,
-    )
-    rows = sum(ranges.rows)
-    os.replace(tmp, final)
-    linked = {n for i, names in enumerate(state.ranges.files) if i not in state.touched_ranges
-              for n in names} if partial else set()
+    partial = state.touched_keys is not None
+    if partial and previous_entry is None:  # the frame holds the touched keys only: never write it as the table
+        raise RuntimeError(f"{state_id(name)}: only some keys were rebuilt, but there is no previous snapshot "
+                           "to merge them into")
+    table = snapshot_table(spark, snapshots, *name)
+    key = state.schema.primary_key
+    table.ensure(spark, frame.schema, key)
+    table.evolve(spark, frame.schema)
+    base = previous_entry["snapshot_id"] if previous_entry and previous_entry.get("identifier") == table.identifier \
+        else None
+    snapshot_id = table.write_window(spark, branch_name(window_start_ms), base, frame, key,
+                                     keys=state.touched_keys if partial else None)
     return {
-        "database": name[0], "table": name[1], "path": str(final.relative_to(snapshots)),
-        "rows": rows, "ranges": ranges.to_json(),
-        # Ranges whose files this window wrote (the others are links to files checked before).
-        "ranges_rewritten": [i for i, names in enumerate(ranges.files) if any(n not in linked for n in names)],
+        "database": name[0], "table": name[1], "identifier": table.identifier, "snapshot_id": snapshot_id,
+        "rows": table.total_records(spark, snapshot_id),
         "previous_rows": state.previous_rows,
         "inserted_keys": state.inserted_keys, "deleted_keys": state.deleted_keys,
         "removed_by_ddl": state.removed_by_ddl, "moved_in": state.moved_in,
@@ -240,19 +245,3 @@ def _write_table_files(spark: SparkSession, snapshots: Path, window_start_ms: in
         "schema": state.schema.to_json(), "spark_schema": frame.schema.json(),
         "schema_changes": state.schema_changes,
     }
-
-
-def _remove_unreferenced(snapshots: Path, window_start_ms: int, tables: dict[str, dict]) -> None:
-    """Drop this window's older run folders that no manifest points at any more."""
-    referenced = {
-        entry["path"]
-        for w in list_manifests(snapshots)
-        for entry in (read_manifest(snapshots, w) or {}).get("tables", {}).values()
-    }
-    for tid in tables:
-        folder = window_dir(snapshots / tid, window_start_ms)
-        for run in folder.glob("run=*"):
-            if str(run.relative_to(snapshots)) not in referenced:
-                shutil.rmtree(run, ignore_errors=True)
-        for stale in folder.glob(".tmp-run=*"):  # left by a killed run of this window
-            shutil.rmtree(stale, ignore_errors=True)

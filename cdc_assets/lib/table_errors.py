@@ -18,9 +18,20 @@ class TableFailed(RuntimeError):
     """One table could not be built or written; the cause is chained (`__cause__`)."""
 
     def __init__(self, table: str, step: str, cause: BaseException):
-        first_line = (str(cause).strip().splitlines() or [""])[0][:500]
+        first_line = (_message(cause).strip().splitlines() or [""])[0][:500]
         super().__init__(f"table {table}: {step} failed: {type(cause).__name__}: {first_line}")
         self.table, self.step = table, step
+
+
+def _message(cause: BaseException) -> str:
+    """A JVM error's own message (py4j's first line only says which call failed)."""
+    java = getattr(cause, "java_exception", None)
+    if java is not None:
+        try:
+            return f"{java.getClass().getName()}: {java.getMessage()}"
+        except Exception:  # the gateway may be gone
+            pass
+    return str(cause)
 
 
 @contextmanager

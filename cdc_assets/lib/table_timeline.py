@@ -41,7 +41,6 @@ from cdc_assets.lib.ddl_barriers import (
 )
 from cdc_assets.lib.ddl_text import changes_rows_or_names
 from cdc_assets.lib.mysql_types import typed_value
-from cdc_assets.lib.key_ranges import KeyRanges, range_index
 from cdc_assets.lib.snapshot import (
     COMMIT_TS_COLUMN, TableResult, TableSchema, action_keys, conform_frame, conformed, key_actions,
     reconstruct_table, typed_actions,
@@ -66,11 +65,9 @@ class TableState:
     conversion_failures: int = 0
     changed: bool = False
     schema_changes: list[dict] = field(default_factory=list)
-    # The previous snapshot's key ranges, and a reader of some of them (see key_ranges).
-    ranges: KeyRanges | None = None
-    read_ranges: Callable[[set[int]], DataFrame | None] | None = None
-    # Set when `frame` holds only these ranges of `ranges`: the others are unchanged.
-    touched_ranges: set[int] | None = None
+    # Set when `frame` holds only the rows of these keys (a frame of the key columns; a key
+    # without a row is deleted): every other row is the previous snapshot's, unchanged.
+    touched_keys: DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -116,14 +113,15 @@ class WindowResult:
 
 
 def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, TableState],
-                 keep_history: bool = False, touched_ranges_only: bool = False,
+                 keep_history: bool = False, touched_keys_only: bool = False,
                  failed: dict[Name, str] | None = None) -> WindowResult:
     """`previous`: every table of the previous snapshot (frames lazy). Returns the state at the window
-    end; call `release()` on it after writing its frames. With `touched_ranges_only`, a table whose
-    rows alone changed (no DDL, same schema) and that has key ranges gets a frame of only the
-    ranges its changes touch (`touched_ranges`); the writer carries the others over.
+    end; call `release()` on it after writing its frames. With `touched_keys_only`, a table whose
+    rows alone changed (no DDL, same schema) and that has a key gets a frame of only the rows
+    of the keys its changes touch (`touched_keys`); the writer merges them into the previous
+    snapshot.
     `failed`: tables not to build (an earlier window failed to): their rows and DDL are skipped."""
-    run = _Run(spark, changes, previous, keep_history, touched_ranges_only, failed)
+    run = _Run(spark, changes, previous, keep_history, touched_keys_only, failed)
     try:
         run.apply()
     except BaseException:
@@ -136,10 +134,10 @@ def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, T
 
 class _Run:
     def __init__(self, spark: SparkSession, changes: DataFrame, previous: dict[Name, TableState], keep_history: bool,
-                 touched_ranges_only: bool = False, failed: dict[Name, str] | None = None):
+                 touched_keys_only: bool = False, failed: dict[Name, str] | None = None):
         self.spark = spark
         self.failed: dict[Name, str] = dict(failed or {})
-        self.touched_ranges_only = touched_ranges_only
+        self.touched_keys_only = touched_keys_only
         self.states = dict(previous)
         self.keep_history = keep_history
         self.barriers = window_barriers(changes)
@@ -248,33 +246,32 @@ class _Run:
             elif added := state.schema.added_by(schema):
                 _record_image_columns(state, schema, added)
             state.schema, state.frame, state.changed = schema, result.frame, True
-            state.touched_ranges = touched
+            state.touched_keys = touched
             state.inserted_keys += result.inserted_keys
             state.deleted_keys += result.deleted_keys
             state.conversion_failures += result.conversion_failures
 
     def _rebuild(self, actions: DataFrame, state: TableState | None, schema: TableSchema,
-                 checkpoint: bool) -> tuple[DataFrame, set[int] | None, DataFrame | None, TableResult]:
-        """One table's rows after `actions`: (its typed actions, cached; key ranges touched; the
+                 checkpoint: bool) -> tuple[DataFrame, DataFrame | None, DataFrame | None, TableResult]:
+        """One table's rows after `actions`: (its typed actions, cached; keys touched; the
         rows it started from; result). Reads `state` only; the caller applies the result."""
         with naming_table(schema.id, "applying its rows"):
             return self._rebuild_table(actions, state, schema, checkpoint)
 
     def _rebuild_table(self, actions: DataFrame, state: TableState | None, schema: TableSchema,
-                       checkpoint: bool) -> tuple[DataFrame, set[int] | None, DataFrame | None, TableResult]:
-        # Typed and sorted once per table: the key ranges, the snapshot and the history read them.
+                       checkpoint: bool) -> tuple[DataFrame, DataFrame | None, DataFrame | None, TableResult]:
+        # Typed and sorted once per table: the touched keys, the snapshot and the history read them.
         typed = typed_actions(actions, schema).persist()
         self.persisted.append(typed)  # list.append is atomic: safe from the pool's threads
         before = state.frame if state else None
-        touched = self._touched_ranges(typed, state, schema) if not checkpoint else None
-        if touched is not None:
-            before = state.read_ranges(touched)
-        # Untouched by this window so far, the frame is the previous snapshot's (or some of its
-        # ranges): the manifest knows its rows.
+        touched = self._touched_keys(typed, state, schema) if not checkpoint else None
+        if touched is not None:  # the previous rows of the keys the window touched
+            before = state.frame.join(touched, on=schema.primary_key, how="left_semi")
+        # Untouched by this window so far, the frame is the previous snapshot's: the manifest
+        # knows its rows.
         known_rows = None
-        if state is not None and not state.changed and before is not None:
-            known_rows = (sum(state.ranges.rows[i] for i in touched) if touched is not None
-                          else state.previous_rows)
+        if state is not None and not state.changed and before is not None and touched is None:
+            known_rows = state.previous_rows
         result = reconstruct_table(actions, schema, before, previous_rows=known_rows, typed=typed)
         if checkpoint:
             result = replace(result, frame=result.frame.localCheckpoint())
@@ -282,17 +279,14 @@ class _Run:
                 typed.unpersist()
         return typed, touched, before, result
 
-    def _touched_ranges(self, typed: DataFrame, state: TableState | None, schema: TableSchema) -> set[int] | None:
-        """The key ranges this window's actions touch, when only those need rewriting: rows
-        alone changed the table (no DDL before in this window, same schema) and it has ranges."""
-        if not (self.touched_ranges_only and state is not None and state.ranges is not None
-                and state.read_ranges is not None and state.frame is not None and not state.changed
-                and schema == state.schema and state.ranges.fits(schema)):
+    def _touched_keys(self, typed: DataFrame, state: TableState | None, schema: TableSchema) -> DataFrame | None:
+        """The keys this window's actions touch, when only their rows need writing: rows alone
+        changed the table (no DDL before in this window, same schema). The writer merges
+        them into the previous snapshot (iceberg_tables.IcebergTable.write_window)."""
+        if not (self.touched_keys_only and state is not None and state.frame is not None and not state.changed
+                and schema == state.schema and schema.primary_key):
             return None
-        if len(state.ranges.files) == 1:  # no job needed to know which
-            return {0}
-        index = range_index(schema, state.ranges.lowers)
-        return {r[0] for r in action_keys(typed, schema).select(index).distinct().collect()}
+        return action_keys(typed, schema).distinct()
 
     # DDL --------------------------------------------------------------------------------------
     def _apply_ddl(self, b: Barrier, change: D.SchemaChange) -> None:
@@ -518,24 +512,11 @@ def _commit_time_text(commit_ts: int) -> str:
     return datetime.fromtimestamp(tso_to_ms(commit_ts) / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
-def previous_states(prev_tables: dict[str, dict], read: Callable[[dict], DataFrame],
-                    read_files: Callable[[dict, list[str]], DataFrame] | None = None) -> dict[Name, TableState]:
-    """The previous manifest's tables as starting states (frames read lazily). With
-    `read_files`, tables stored in key ranges can also be read a few ranges at a time."""
-    states = {}
-    for e in prev_tables.values():
-        state = TableState(TableSchema.from_json(e["schema"]), read(e), previous_rows=e["rows"])
-        if read_files is not None and e.get("ranges"):
-            state.ranges = KeyRanges.from_json(e["ranges"])
-            state.read_ranges = functools.partial(_read_ranges, read_files, e, state.ranges)
-        states[(e["database"], e["table"])] = state
-    return states
-
-
-def _read_ranges(read_files: Callable[[dict, list[str]], DataFrame], entry: dict, ranges: KeyRanges,
-                 indices: set[int]) -> DataFrame | None:
-    names = [n for i in sorted(indices) for n in ranges.files[i]]
-    return read_files(entry, names) if names else None
+def previous_states(prev_tables: dict[str, dict], read: Callable[[dict], DataFrame]) -> dict[Name, TableState]:
+    """The previous manifest's tables as starting states (frames read lazily)."""
+    return {(e["database"], e["table"]): TableState(TableSchema.from_json(e["schema"]), read(e),
+                                                    previous_rows=e["rows"])
+            for e in prev_tables.values()}
 
 
 def state_id(name: Name) -> str:

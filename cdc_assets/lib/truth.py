@@ -8,11 +8,9 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-import pyarrow.dataset as ds
-
 from cdc_assets.lib.mysql_types import BINARY_BASES, parse_mysql_type
 from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN
-from cdc_assets.lib.snapshot_store import table_path
+from cdc_assets.lib.snapshot_store import read_entry_arrow
 from cdc_assets.lib.storage import table_id
 
 
@@ -39,8 +37,8 @@ def canonical(value, mysql_type: str):
     return value
 
 
-def snapshot_rows(path: Path, columns: list[str], types: dict[str, str]) -> list[tuple]:
-    table = ds.dataset(str(path), format="parquet").to_table()
+def snapshot_rows(table, columns: list[str], types: dict[str, str]) -> list[tuple]:
+    """`table`: a snapshot's rows (Arrow)."""
     rows = table.drop_columns([c for c in table.column_names if c == COMMIT_TS_COLUMN]).to_pylist()
     return sorted((tuple(canonical(r.get(c), types[c]) for c in columns) for r in rows), key=repr)
 
@@ -61,7 +59,7 @@ def compare_window(snapshots: Path, manifest: dict, truth: dict, window_start_ms
         if entry is None:
             out[name] = "ok" if not expected else f"missing table ({len(expected)} rows expected)"
             continue
-        got = snapshot_rows(table_path(snapshots, entry), meta["columns"], meta["types"])
+        got = snapshot_rows(read_entry_arrow(snapshots, entry), meta["columns"], meta["types"])
         if got == expected:
             out[name] = "ok"
         else:

@@ -27,8 +27,7 @@ from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, SNAPSHOTS, Sourc
 from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.metadata import schema_version, table_rows_chart
-from cdc_assets.lib.snapshot import read_table
-from cdc_assets.lib.snapshot_store import read_manifest, read_table_files, table_path, write_window_snapshot
+from cdc_assets.lib.snapshot_store import read_entry, read_manifest, write_window_snapshot
 from cdc_assets.lib.storage import parquet_rows
 from cdc_assets.lib.tso import tso_to_datetime
 
@@ -49,10 +48,10 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         ins={"change_table": AssetIn(key=b.key(CHANGE_TABLE))},
         specs=[
             AssetSpec(key, deps=[b.key(CHANGE_TABLE), previous_window], partitions_def=b.partitions_def,
-                      group_name=b.group, kinds={"spark", "parquet"}, tags=b.tags,
+                      group_name=b.group, kinds={"spark", "iceberg"}, tags=b.tags,
                       description="Each table's rows at the window end (latest version per key; deletes "
-                      "removed; DDL applied at its commit_ts), typed from the MySQL types, one Parquet "
-                      "folder per table and window plus a manifest."),
+                      "removed; DDL applied at its commit_ts), typed from the MySQL types: one Iceberg "
+                      "table per source table, tagged end-<UTC window end> at every window, plus a manifest."),
             # No dependency on the previous window's snapshot here: a backfill would then pull in
             # the window after its range. The shared step already runs after that snapshot.
             AssetSpec(history_key, deps=[b.key(CHANGE_TABLE)], partitions_def=b.partitions_def,
@@ -96,7 +95,6 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         manifest = write_window_snapshot(
             spark, change_table, snap_root, start_ms, end_ms, previous,
             history_root=history_root if history_key in selected else None,
-            range_rows=warehouse.snapshot_range_rows,
         )
         tables, ddl = manifest["tables"], manifest["ddl"]
         written = {tid: t for tid, t in tables.items() if t["written_window_start_ms"] == start_ms}
@@ -209,30 +207,22 @@ def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: i
 
 
 def _duplicate_keys(spark: SparkSession, snapshots, table: dict) -> int:
-    """Keys written twice. In a table kept in key ranges, only the ranges this window wrote are
-    read: every key lies in one range, and the other ranges are unchanged files checked before."""
+    """Keys twice in the table at the snapshot the window wrote."""
     pk = table["schema"]["primary_key"]
-    ranges = table.get("ranges")
-    if ranges is None or len(ranges["files"]) == 1:
-        df = read_table(spark, str(table_path(snapshots, table)), table["spark_schema"])
-    else:
-        names = [n for i in table["ranges_rewritten"] for n in ranges["files"][i]]
-        if not names:
-            return 0
-        df = read_table_files(spark, snapshots, table, names)
+    df = read_entry(spark, snapshots, table)
     return df.groupBy(*pk).count().where(F.col("count") > 1).count()
 
 
 def _tables_md(tables: dict[str, dict]) -> str:
-    """Per table: rows, key changes, schema version (short hash of column names and types)."""
+    """Per table: rows, key changes, schema version (short hash of column names and types), and
+    the Iceberg table and snapshot."""
     lines = ["| table | rows | inserted keys | deleted keys | schema version | columns | written in window "
-             "| key ranges rewritten |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| Iceberg table | snapshot |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for tid, t in sorted(tables.items()):
-        ranges = f"{len(t.get('ranges_rewritten', []))} of {len(t['ranges']['files'])}" if t.get("ranges") else "–"
         lines.append(
             f"| {tid} | {t['rows']} | {t['inserted_keys']} | {t['deleted_keys']} | "
             f"{schema_version(t['spark_schema'])} | {len(t['schema']['columns'])} | {t['written_window_start_ms']} "
-            f"| {ranges} |"
+            f"| {t['identifier']} | {t['snapshot_id']} |"
         )
     return "\n".join(lines)

@@ -1,0 +1,76 @@
+"""The warehouse's Iceberg catalog: how Spark and pyiceberg open it, and the jars Spark needs.
+
+The embedded default is Iceberg's JDBC catalog on a SQLite file in the warehouse
+(`<warehouse>/catalog.db`): no server, and pyiceberg's SQL catalog opens the same file, so
+any engine with an Iceberg reader (pyiceberg → Arrow → DuckDB, Trino, …) reads the tables.
+
+Spark knows a catalog by name. A process normally works on one warehouse, whose catalog is
+`cdc`; a session that meets another warehouse (the tests, a benchmark) registers it under
+`cdc_<digest>` at run time, so one session never mixes two warehouses' tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+CATALOG = "cdc"
+CATALOG_FILE = "catalog.db"
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+# The Iceberg Spark runtime, its AWS bundle and the SQLite JDBC driver (jars/pom.xml).
+JARS_DIR = Path(sys.prefix) / "jars"
+
+
+def spark_jars() -> list[str]:
+    """The jars `make install` copied into the virtual environment (jars/pom.xml)."""
+    jars = sorted(str(p) for p in JARS_DIR.glob("*.jar"))
+    if not any("iceberg-spark-runtime" in j for j in jars):
+        raise RuntimeError(f"no Iceberg Spark runtime in {JARS_DIR}: run `make install` (it fetches the jars "
+                           "of jars/pom.xml with Maven)")
+    return jars
+
+
+def catalog_uri(warehouse: Path | str) -> str:
+    return f"jdbc:sqlite:{Path(warehouse) / CATALOG_FILE}"
+
+
+def spark_catalog_conf(name: str, warehouse: Path | str) -> dict[str, str]:
+    """Session settings (all `spark.sql.`, so a Spark Connect client may set them) of the
+    catalog `name` on `warehouse`."""
+    prefix = f"spark.sql.catalog.{name}"
+    return {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "jdbc",
+        f"{prefix}.uri": catalog_uri(warehouse),
+        # V1: the catalog tables pyiceberg's SQL catalog reads too (views are not used)
+        f"{prefix}.jdbc.schema-version": "V1",
+        # SQLite takes one writer at a time: the tables of a window commit from a few threads
+        f"{prefix}.jdbc.busy_timeout": "60000",
+        f"{prefix}.warehouse": str(warehouse),
+    }
+
+
+def use_catalog(spark, warehouse: Path | str) -> str:
+    """The name under which `spark` reads and writes `warehouse`'s catalog (registered on
+    first use)."""
+    uri = catalog_uri(warehouse)
+    if spark.conf.get(f"spark.sql.catalog.{CATALOG}.uri", None) == uri:
+        return CATALOG
+    name = f"{CATALOG}_{hashlib.sha256(uri.encode()).hexdigest()[:12]}"
+    if spark.conf.get(f"spark.sql.catalog.{name}.uri", None) != uri:
+        for key, value in spark_catalog_conf(name, warehouse).items():
+            spark.conf.set(key, value)
+    return name
+
+
+def pyiceberg_properties(warehouse: Path | str) -> dict[str, str]:
+    """What `pyiceberg.catalog.load_catalog(CATALOG, **properties)` takes to open the catalog."""
+    root = Path(warehouse).absolute()
+    return {"type": "sql", "uri": f"sqlite:///{root / CATALOG_FILE}", "warehouse": root.as_uri()}
+
+
+def load_pyiceberg_catalog(warehouse: Path | str):
+    from pyiceberg.catalog import load_catalog
+
+    return load_catalog(CATALOG, **pyiceberg_properties(warehouse))

@@ -1,0 +1,239 @@
+"""One Iceberg table of the warehouse: its name, creation, schema evolution, a window's write on
+a branch, the tag of a window end, and reads at a snapshot.
+
+A window writes each table it changed on the branch `window-<start ms>`, cut from the
+snapshot the previous window ended on (never from `main`, which may hold a later window
+when an old window is materialized again). Once every table of the window is written, the
+window is published: each table's snapshot is tagged `end-<UTC end>` and, when the window
+is the newest one, becomes `main` (`publish`). Tags and refs are set with pyiceberg: catalog
+operations, no Spark job.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
+
+# A snapshot table's files are bucketed on its first key column: a window's MERGE rewrites
+# the buckets its keys fall in, not the table.
+KEY_BUCKETS = 8
+_BUCKETABLE = (T.IntegerType, T.LongType, T.DecimalType, T.DateType, T.TimestampType, T.TimestampNTZType,
+               T.StringType, T.BinaryType)
+TABLE_PROPERTIES = {
+    "format-version": "2",
+    # Copy-on-write: readers (any engine) get plain data files, no delete files to merge.
+    "write.delete.mode": "copy-on-write",
+    "write.update.mode": "copy-on-write",
+    "write.merge.mode": "copy-on-write",
+}
+BUCKET_COLUMN = "cdc.bucket-column"
+_KEEP = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+
+def name_part(name: str) -> str:
+    """A database or table name inside an Iceberg table name: letters (any script) and digits
+    kept, one `_` between them kept, anything else percent-encoded (UTF-8). Reversible, and
+    `__` never occurs in a part, so it separates parts unambiguously."""
+    out = []
+    for i, ch in enumerate(name):
+        lone_underscore = (ch == "_" and 0 < i < len(name) - 1 and name[i - 1] != "_" and name[i + 1] != "_")
+        if ch in _KEEP or (ch.isalnum() and ch.isprintable()) or lone_underscore:
+            out.append(ch)
+        else:
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass")))
+    return "".join(out) or "%"  # an empty name still has a part
+
+
+def table_name(layer: str, database: str, table: str) -> str:
+    """`<layer>__<database>__<table>`, e.g. `snapshots__shop__orders`."""
+    return f"{layer}__{name_part(database)}__{name_part(table)}"
+
+
+def end_tag(window_end_ms: int) -> str:
+    """The tag of a window end: `end-20240501T0500Z` (UTC, ISO 8601 basic)."""
+    return "end-" + datetime.fromtimestamp(window_end_ms / 1000, tz=timezone.utc).strftime("%Y%m%dT%H%MZ")
+
+
+def branch_name(window_start_ms: int) -> str:
+    return f"window-{window_start_ms}"
+
+
+def _sql_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _quote(part: str) -> str:
+    return "`" + part.replace("`", "``") + "`"
+
+
+def iceberg_type(dtype: T.DataType) -> T.DataType:
+    """The type Iceberg stores a Spark type as (it has no 8- or 16-bit integers)."""
+    return T.IntegerType() if isinstance(dtype, (T.ByteType, T.ShortType)) else dtype
+
+
+def as_stored(frame: DataFrame) -> DataFrame:
+    return frame.select([F.col(_quote(f.name)).cast(iceberg_type(f.dataType)).alias(f.name)
+                         for f in frame.schema.fields])
+
+
+@dataclass(frozen=True)
+class IcebergTable:
+    catalog: str  # Spark's name of the warehouse catalog (iceberg_catalog.use_catalog)
+    namespace: str
+    name: str
+    location: str
+
+    @property
+    def identifier(self) -> str:
+        """Catalog-independent: `<namespace>.<name>` (what pyiceberg and the manifest use)."""
+        return f"{self.namespace}.{self.name}"
+
+    @property
+    def sql(self) -> str:
+        return f"{self.catalog}.{_quote(self.namespace)}.{_quote(self.name)}"
+
+    def on_branch(self, branch: str) -> str:
+        return f"{self.sql}.{_quote('branch_' + branch)}"
+
+    # structure -------------------------------------------------------------------------------
+    def exists(self, spark: SparkSession) -> bool:
+        return spark.catalog.tableExists(self.sql)
+
+    def ensure_namespace(self, spark: SparkSession) -> None:
+        """Once per window, before its tables are written side by side (two threads creating
+        the namespace together would collide in the catalog)."""
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self.catalog}.{_quote(self.namespace)}")
+
+    def ensure(self, spark: SparkSession, schema: T.StructType, key: list[str]) -> None:
+        """Create the table (all columns nullable, bucketed on its first bucketable key column);
+        its namespace exists (`ensure_namespace`)."""
+        if self.exists(spark):
+            return
+        columns = ", ".join(f"{_quote(f.name)} {iceberg_type(f.dataType).simpleString()}" for f in schema.fields)
+        types = {f.name: f.dataType for f in schema.fields}
+        bucket_on = next((k for k in key if isinstance(types.get(k), _BUCKETABLE)), None)
+        partitioned = f" PARTITIONED BY (bucket({KEY_BUCKETS}, {_quote(bucket_on)}))" if bucket_on else ""
+        properties = {**TABLE_PROPERTIES, **({BUCKET_COLUMN: bucket_on} if bucket_on else {})}
+        properties = ", ".join(f"'{k}'='{_sql_text(v)}'" for k, v in properties.items())
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {self.sql} ({columns}) USING iceberg{partitioned} "
+                  f"LOCATION '{_sql_text(self.location)}' TBLPROPERTIES ({properties})")
+
+    def evolve(self, spark: SparkSession, target: T.StructType) -> None:
+        """Make the table's current schema `target` (names, types, order) with Iceberg's own
+        evolution: add, drop, widen (int→bigint, float→double, decimal precision); a type
+        Iceberg cannot widen to is a drop and an add (the old snapshots keep the old column)."""
+        current = {f.name: f.dataType for f in spark.table(self.sql).schema.fields}
+        wanted = [(f.name, iceberg_type(f.dataType)) for f in target.fields]
+        names = {n for n, _ in wanted}
+        for gone in [n for n in current if n not in names]:
+            self._drop_column(spark, gone)
+        for name, dtype in wanted:
+            have = current.get(name)
+            if have is None:
+                spark.sql(f"ALTER TABLE {self.sql} ADD COLUMN {_quote(name)} {dtype.simpleString()}")
+            elif have != dtype:
+                if _widens(have, dtype):
+                    spark.sql(f"ALTER TABLE {self.sql} ALTER COLUMN {_quote(name)} TYPE {dtype.simpleString()}")
+                else:
+                    self._drop_column(spark, name)
+                    spark.sql(f"ALTER TABLE {self.sql} ADD COLUMN {_quote(name)} {dtype.simpleString()}")
+        order = [f.name for f in spark.table(self.sql).schema.fields]
+        if order != [n for n, _ in wanted]:
+            for previous, (name, _) in zip([None] + [n for n, _ in wanted], wanted):
+                where = "FIRST" if previous is None else f"AFTER {_quote(previous)}"
+                spark.sql(f"ALTER TABLE {self.sql} ALTER COLUMN {_quote(name)} {where}")
+
+    def _drop_column(self, spark: SparkSession, column: str) -> None:
+        """Drop a column; the bucketed column's partition field goes first (Iceberg keeps a
+        partition field's source column otherwise)."""
+        properties = dict(spark.sql(f"SHOW TBLPROPERTIES {self.sql}").collect())
+        if properties.get(BUCKET_COLUMN) == column:
+            spark.sql(f"ALTER TABLE {self.sql} DROP PARTITION FIELD bucket({KEY_BUCKETS}, {_quote(column)})")
+            spark.sql(f"ALTER TABLE {self.sql} UNSET TBLPROPERTIES ('{BUCKET_COLUMN}')")
+        spark.sql(f"ALTER TABLE {self.sql} DROP COLUMN {_quote(column)}")
+
+    # writes ----------------------------------------------------------------------------------
+    def write_window(self, spark: SparkSession, branch: str, base_snapshot_id: int | None, frame: DataFrame,
+                     key: list[str], keys: DataFrame | None = None) -> int:
+        """Write the table's state at the window end on `branch` (cut from `base_snapshot_id`)
+        and return the branch's snapshot. `keys` given: `frame` holds only the rows of those
+        keys (the others are unchanged since the base), merged in one commit; else `frame` is
+        the whole table, one overwrite."""
+        stored = as_stored(frame)
+        base = base_snapshot_id if base_snapshot_id is not None else self.ref_snapshot(spark, "main")
+        if base is None:  # a table with no snapshot yet: its first commit is on main
+            stored.writeTo(self.sql).append()
+            return self.ref_snapshot(spark, "main")
+        spark.sql(f"ALTER TABLE {self.sql} CREATE OR REPLACE BRANCH {_quote(branch)} AS OF VERSION {base}")
+        if keys is None:
+            stored.writeTo(self.on_branch(branch)).overwrite(F.lit(True))
+        else:
+            self._merge(spark, branch, stored, key, keys)
+        return self.ref_snapshot(spark, branch)
+
+    def _merge(self, spark: SparkSession, branch: str, rows: DataFrame, key: list[str], keys: DataFrame) -> None:
+        """Keys with a row: upserted; keys without: deleted."""
+        present = "_cdc_present"
+        source = keys.select(*[_quote(k) for k in key]).distinct().join(
+            rows.withColumn(present, F.lit(True)), on=key, how="left")
+        view = f"cdc_merge_{uuid.uuid4().hex}"
+        source.createOrReplaceTempView(view)
+        on = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key)
+        columns = [_quote(c) for c in rows.columns]
+        sets = ", ".join(f"t.{c} = s.{c}" for c in columns)
+        try:
+            spark.sql(
+                f"MERGE INTO {self.on_branch(branch)} t USING {view} s ON {on} "
+                f"WHEN MATCHED AND s.{present} IS NULL THEN DELETE "
+                f"WHEN MATCHED THEN UPDATE SET {sets} "
+                f"WHEN NOT MATCHED AND s.{present} IS NOT NULL THEN INSERT ({', '.join(columns)}) "
+                f"VALUES ({', '.join('s.' + c for c in columns)})")
+        finally:
+            spark.catalog.dropTempView(view)
+
+    def ref_snapshot(self, spark: SparkSession, ref: str) -> int | None:
+        row = spark.sql(f"SELECT snapshot_id FROM {self.sql}.refs").where(F.col("name") == ref).first()
+        return None if row is None else int(row[0])
+
+    def total_records(self, spark: SparkSession, snapshot_id: int) -> int:
+        """The rows of a snapshot, from its summary (metadata, no scan)."""
+        row = spark.sql(f"SELECT summary FROM {self.sql}.snapshots").where(F.col("snapshot_id") == snapshot_id).first()
+        return int(row[0]["total-records"])
+
+    # reads -----------------------------------------------------------------------------------
+    def read(self, spark: SparkSession, snapshot_id: int, schema: T.StructType) -> DataFrame:
+        """The table at a snapshot, in the Spark types the manifest recorded."""
+        frame = spark.read.option("versionAsOf", str(snapshot_id)).table(self.sql)
+        return frame.select([F.col(_quote(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+def _widens(have: T.DataType, want: T.DataType) -> bool:
+    if isinstance(have, T.IntegerType) and isinstance(want, T.LongType):
+        return True
+    if isinstance(have, T.FloatType) and isinstance(want, T.DoubleType):
+        return True
+    return (isinstance(have, T.DecimalType) and isinstance(want, T.DecimalType) and have.scale == want.scale
+            and want.precision > have.precision)
+
+
+def publish(warehouse, written: dict[str, int], carried: dict[str, int], tag: str, branch: str,
+            newest: bool) -> None:
+    """Make a window visible: every table of it (`identifier -> snapshot id`) gets the tag of
+    its end; the tables it wrote drop their window branch and, when it is the newest window,
+    move `main` to that snapshot. pyiceberg: catalog commits only, no Spark job."""
+    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+
+    catalog = load_pyiceberg_catalog(warehouse)
+    for identifier, snapshot_id in {**carried, **written}.items():
+        table = catalog.load_table(tuple(identifier.split(".", 1)))
+        with table.manage_snapshots() as refs:
+            refs.create_tag(snapshot_id, tag)
+            if identifier in written:
+                if newest and (table.current_snapshot() is None
+                               or table.current_snapshot().snapshot_id != snapshot_id):
+                    refs.set_current_snapshot(snapshot_id=snapshot_id)
+                if branch in table.metadata.refs:
+                    refs.remove_branch(branch)
