@@ -12,12 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from cdc_assets.defs.resources import SCHEMA_FILE
 from cdc_assets.lib.simulator import generate
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, table_path
+from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +45,7 @@ def snapshot_contents(snapshots: Path) -> dict[int, dict[str, list]]:
     for window in list_manifests(snapshots):
         manifest = read_manifest(snapshots, window)
         out[window] = {
-            tid: sorted(map(repr, pq.read_table(table_path(snapshots, entry)).to_pylist()))
+            tid: sorted(map(repr, read_entry_arrow(snapshots, entry).to_pylist()))
             for tid, entry in manifest["tables"].items()
         }
     return out

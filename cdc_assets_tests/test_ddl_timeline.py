@@ -18,7 +18,7 @@ from cdc_assets.lib.point_in_time import parse_instant, tables_as_of
 from cdc_assets.lib.simulator.kafka import KafkaMessage
 from cdc_assets.lib.simulator.writers import StorageSinkWriter
 from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, table_path
+from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
 from cdc_assets.lib.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.ddl_upstream import Table, Upstream, add_column, drop_column, rename_column
@@ -163,7 +163,7 @@ def test_every_window_snapshot_equals_the_brute_force_replay(run, request):
         manifest = read_manifest(snapshots, window)
         got = {}
         for entry in manifest["tables"].values():
-            table = pq.read_table(table_path(snapshots, entry))
+            table = read_entry_arrow(snapshots, entry)
             columns = [c for c in table.column_names if c != COMMIT_TS_COLUMN]
             got[(entry["database"], entry["table"])] = (columns, _rows(columns, table.to_pylist()))
         assert got == _expected(u, ms_to_tso(manifest["window_end_ms"]) - 1), window
@@ -238,7 +238,7 @@ def test_history_holds_every_ended_version_and_snapshots_the_open_ones(ddl_run, 
     for entry in last["tables"].values():
         name = (entry["database"], entry["table"])
         pk = u.tables[name].pk
-        rows = pq.read_table(table_path(snapshots, entry)).to_pylist()
+        rows = read_entry_arrow(snapshots, entry).to_pylist()
         assert {tuple(r[k] for k in pk): r[COMMIT_TS_COLUMN] for r in rows} == u.starts[name], name
 
 

@@ -8,12 +8,11 @@ import dataclasses
 import datetime as dt
 import json
 
-import pyarrow.parquet as pq
 from dagster import AssetKey, DagsterInstance
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA, REJECT_DETAIL, REJECT_REASON
 from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.snapshot_store import read_manifest, table_path
+from cdc_assets.lib.snapshot_store import read_entry_arrow, read_manifest
 from cdc_assets.lib.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
@@ -99,7 +98,7 @@ def test_a_flink_canal_json_dump_replays_in_kafka_order(tmp_path):
 
     def rows(window_ms: int) -> list[tuple]:
         entry = read_manifest(snapshots, window_ms)["tables"]["app.users"]
-        table = pq.read_table(table_path(snapshots, entry)).to_pylist()
+        table = read_entry_arrow(snapshots, entry).to_pylist()
         return sorted((r["id"], r["name"]) for r in table)
 
     assert rows(T0) == [("1", "b"), ("2", "c")]

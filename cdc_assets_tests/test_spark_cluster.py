@@ -15,12 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
 from cdc_assets.lib.simulator import generate
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
+from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import differences_from_truth, settings_for
 from cdc_assets_tests.servers import LOOPBACK, VENV_BIN, spark_connect, spark_env, spark_standalone
@@ -43,12 +42,12 @@ def local_run(tmp_path_factory, spark):
 
 
 def snapshot_contents(warehouse: Path) -> dict[int, dict[str, list]]:
-    """Every materialized window's tables as sorted rows (run folders differ, content must not)."""
+    """Every materialized window's tables as sorted rows (snapshots differ, content must not)."""
     root = warehouse / "src" / "snapshots"
     out = {}
     for window in list_manifests(root):
         tables = read_manifest(root, window)["tables"]
-        out[window] = {tid: sorted(map(repr, pq.read_table(root / e["path"]).to_pylist())) for tid, e in tables.items()}
+        out[window] = {tid: sorted(map(repr, read_entry_arrow(root, e).to_pylist())) for tid, e in tables.items()}
     return out
 
 

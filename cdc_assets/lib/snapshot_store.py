@@ -97,12 +97,16 @@ def write_window_snapshot(
     window_end_ms: int,
     previous: dict | None,
     history_root: Path | None = None,
+    merge_touched_keys: bool = True,
 ) -> dict:
+    """Build and publish window [start, end) on `previous` (its manifest; None: the first).
+    `merge_touched_keys=False` rewrites every changed table whole (the benchmarks' peer)."""
     manifest_file = manifest_path(snapshots, window_start_ms)
     # Two runs of one window take turns: they would write the same window branch.
     with exclusive(manifest_file):
         remove_stale_temps(manifest_file)
-        tables, ddl, failed = _write_tables(spark, changes, snapshots, window_start_ms, previous, history_root)
+        tables, ddl, failed = _write_tables(spark, changes, snapshots, window_start_ms, previous, history_root,
+                                            merge_touched_keys)
         newest = all(w <= window_start_ms for w in list_manifests(snapshots))
         written = {t["identifier"]: t["snapshot_id"] for t in tables.values()
                    if t["written_window_start_ms"] == window_start_ms and "failed" not in t}
@@ -158,7 +162,8 @@ def carry_forward_window(snapshots: Path, window_start_ms: int, window_end_ms: i
 
 
 def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, window_start_ms: int,
-                  previous: dict | None, history_root: Path | None) -> tuple[dict[str, dict], dict, dict[str, dict]]:
+                  previous: dict | None, history_root: Path | None,
+                  merge_touched_keys: bool = True) -> tuple[dict[str, dict], dict, dict[str, dict]]:
     """Write every table the window changed; carry the others over by reference.
 
     Returns the manifest's tables, its DDL record (applied, dropped tables, unparsed) and the
@@ -170,7 +175,8 @@ def _write_tables(spark: SparkSession, changes: DataFrame, snapshots: Path, wind
     stale = {(f["database"], f["table"]): f["reason"] if f["reason"].startswith(_NOT_BUILT)
              else f"{_NOT_BUILT} an earlier window failed to build it ({f['reason']})"
              for f in (previous or {}).get("failed_tables", {}).values()}
-    result = apply_window(spark, changes, states, keep_history=history_root is not None, touched_keys_only=True,
+    result = apply_window(spark, changes, states, keep_history=history_root is not None,
+                          touched_keys_only=merge_touched_keys,
                           failed=stale)
     try:
         # The history (the versions that ended) and the changed tables are independent small

@@ -44,7 +44,7 @@ def test_quiet_windows_cost_no_run(tmp_path):
     quiet = read_manifest(snapshots, T0 + 5 * HOUR)
     first = read_manifest(snapshots, T0)
     [(tid, entry)] = quiet["tables"].items()
-    assert quiet["carried_forward"] and entry["path"] == first["tables"][tid]["path"]
+    assert quiet["carried_forward"] and entry["snapshot_id"] == first["tables"][tid]["snapshot_id"]
     assert (entry["rows"], entry["inserted_keys"], quiet["window_end_ms"]) == (1, 0, T0 + 6 * HOUR)
     last = read_manifest(snapshots, LATER)
     assert (last["tables"][tid]["rows"], last["tables"][tid]["previous_rows"], summary.rows) == (2, 1, 2)

@@ -114,10 +114,10 @@ def test_unknown_top_level_keys_are_rejected(tmp_path):
     # Every documented key loads.
     path.write_text("window_minutes: 30\nstart: 2026-02-01T00:00\nwarehouse: /tmp/wh\nspark_master: local[1]\n"
                     "spark_conf: {spark.sql.shuffle.partitions: 4}\ns3_endpoint_url: http://minio:9000\n"
-                    "s3_region: eu-west-1\nsnapshot_range_rows: 5000\nsettle_seconds: 0\n"
+                    "s3_region: eu-west-1\nsettle_seconds: 0\n"
                     "sources:\n  - {name: a, protocol: canal-json, location: x}\n")
     settings = load_settings({"CDC_ASSETS_SOURCES": str(path)})
-    assert (settings.window_minutes, settings.snapshot_range_rows, settings.settle_seconds) == (30, 5000, 0)
+    assert (settings.window_minutes, settings.settle_seconds) == (30, 0)
 
 
 def test_s3_locations_spark_and_endpoint_come_from_the_file_and_the_environment(tmp_path):
@@ -146,18 +146,3 @@ def test_s3_locations_spark_and_endpoint_come_from_the_file_and_the_environment(
 
     plain = load_settings({"CDC_ASSETS_INPUT": "s3://dumps/x"})
     assert plain.sources[0].input_path == "s3://dumps/x" and plain.spark_conf == {}
-
-
-def test_snapshot_range_rows_come_from_the_file_or_the_environment_and_reach_the_warehouse(tmp_path):
-    from cdc_assets.defs.factory import build_definitions
-
-    path = tmp_path / "sources.yaml"
-    path.write_text("snapshot_range_rows: 250000\nsources:\n  - {name: a, protocol: canal-json, location: x}\n")
-    assert load_settings({}).snapshot_range_rows == 1_000_000
-    assert load_settings({"CDC_ASSETS_SOURCES": str(path)}).snapshot_range_rows == 250_000
-    settings = load_settings({"CDC_ASSETS_SOURCES": str(path), "CDC_ASSETS_SNAPSHOT_RANGE_ROWS": "5000"})
-    assert settings.snapshot_range_rows == 5000
-    warehouse = build_definitions(settings).resources["warehouse"]
-    assert warehouse.snapshot_range_rows == 5000
-    with pytest.raises(ValueError, match="snapshot_range_rows"):
-        load_settings({"CDC_ASSETS_SNAPSHOT_RANGE_ROWS": "0"})
