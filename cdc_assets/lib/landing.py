@@ -23,6 +23,7 @@ import hashlib
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, functions as F, types a
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 from cdc_assets.lib.codecs import Decoder
 from cdc_assets.lib.codecs.base import EVENT_ROUTING_MS
-from cdc_assets.lib.layouts import UNPARSED_TOPIC, get_layout, read_dump
+from cdc_assets.lib.layouts import UNPARSED_TOPIC, get_layout
 from cdc_assets.lib.layouts.base import relative_path
 from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.storage import exclusive, read_json, remove_path, replace_dir, temp_sibling, window_dir, write_json_atomic
@@ -126,16 +127,18 @@ def land(
     window_ms: int,
     settle_seconds: int = SETTLE_SECONDS,
     layout_named: bool = False,
+    layout_options: Mapping[str, str] | None = None,
 ) -> LandingResult:
     """`layout_named`: the user named the layout (not detected): every non-hidden file of the
-    dump is read as it, or reported in `ignored_files` with why not (`DumpLayout.scan_named`)."""
+    dump is read as it, or reported in `ignored_files` with why not (`DumpLayout.scan_named`).
+    `layout_options`: the layout's own (`DumpLayout.default_options`)."""
     with landing_lock(landing_root):
         state = load_state(landing_root)
         _remove_uncommitted_batches(landing_root, state)
         state.check_window_ms(window_ms)
         # Read the layout's checkpoint before listing: a file written after the listing is
         # then not covered by a checkpoint we record now.
-        dump_layout = get_layout(layout)
+        dump_layout = get_layout(layout, layout_options)
         checkpoint = dump_layout.checkpoint_ts(dump_root)
         if layout_named:
             files, refused, ignored_paths = dump_layout.scan_named(dump_root)
@@ -173,7 +176,7 @@ def land(
                                  ignored_files=ignored)
 
         batch_id = hashlib.sha256("".join(sorted(new)).encode()).hexdigest()[:16]
-        routed = _route(decoder, read_dump(spark, list(new.values()), layout, dump_root))
+        routed = _route(decoder, dump_layout.read(spark, list(new.values()), dump_root))
         if EVENT_ROUTING_MS not in routed.columns:
             routed = routed.withColumn(EVENT_ROUTING_MS, F.lit(None).cast("array<long>"))
         routed = routed.withColumns({

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import ClassVar
@@ -52,6 +52,33 @@ def relative_path(file_uri: Column, root: Path) -> Column:
     return F.when(path.startswith(prefix), F.substring(path, len(prefix) + 1, 1 << 30)).otherwise(path)
 
 
+def check_options(layout: str, known: Mapping[str, str], options: Mapping[str, str] | None) -> None:
+    """An option the layout does not know is an error naming it and the known ones (a typo
+    would otherwise read the dump with the default)."""
+    unknown = sorted(set(options or {}) - set(known))
+    if unknown:
+        raise ValueError(f"layout {layout}: unknown layout option(s) {unknown}; known: "
+                         + (", ".join(sorted(known)) or "none"))
+
+
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.?)", re.DOTALL)
+_ESCAPED = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}
+
+
+def unescaped(text: str, what: str) -> str:
+    """`text` with the escapes of a connector's JSON / properties config undone (`\\n`, `\\r`,
+    `\\t`, `\\\\`, `\\uXXXX`): a command line or YAML file can then name any string."""
+    def one(m: re.Match) -> str:
+        code = m.group(1)
+        if code.startswith("u") and len(code) == 5:
+            return chr(int(code[1:], 16))
+        if code in _ESCAPED:
+            return _ESCAPED[code]
+        raise ValueError(f"{what}: unknown escape {m.group(0)!r} in {text!r} (known: \\n \\r \\t \\\\ \\uXXXX)")
+
+    return _ESCAPE.sub(one, text)
+
+
 @dataclass(frozen=True)
 class SampledMessage:
     """One message read in plain Python (`DumpLayout.sample`): `RAW_MESSAGE_SCHEMA`'s fields."""
@@ -68,9 +95,15 @@ class SampledMessage:
 class DumpLayout(ABC):
     name: ClassVar[str]
     extensions: ClassVar[tuple[str, ...]]
+    #: Options this layout understands (the writer's own names), with their defaults.
+    default_options: ClassVar[Mapping[str, str]] = {}
     #: Layouts whose files this layout's files also look like (the storage sink's data files
     #: are `.json` lines, as kcat's may be): when this layout is sniffed, they are no candidates.
     shadows: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, options: Mapping[str, str] | None = None):
+        check_options(self.name, self.default_options, options)
+        self.options = {**self.default_options, **(options or {})}
 
     def shadowed(self, root: Path) -> tuple[str, ...]:
         """The layouts this one overrides for the dump under `root` (`shadows` by default)."""
