@@ -325,3 +325,18 @@ def test_inspect_reads_bytearray_objects_with_the_given_separator(tmp_path, caps
     assert f"--layout-option '{option}'" in report["replay_command"]
     code, _, err = _inspect("--input", str(dump.dump_dir), "--layout-option", "separator=|", capsys=capsys)
     assert code == 2 and "unknown layout option(s) ['separator']; known: format.bytearray.separator" in err
+
+
+def test_inspect_names_the_line_that_is_no_record_and_the_file_it_cannot_read(tmp_path, capsys):
+    dump = generate(tmp_path / "kcat", protocol="canal-json", layout="kcat-jsonl", row_changes=20, seed=1)
+    path = sorted(dump.dump_dir.rglob("*.jsonl"))[0]
+    lines = path.read_bytes().count(b"\n")
+    path.write_bytes(path.read_bytes() + b"not a record\n")
+    rejects = inspect_dump(dump.dump_dir)["rejects"]
+    assert rejects["not_a_record"]["first"] == f"{path} line {lines + 1} (not a record of the layout)"
+
+    root = tmp_path / "parquet"
+    root.mkdir()
+    (root / "part-0.parquet").write_bytes(b"PAR1 cut short")
+    code, _, err = _inspect("--input", str(root), "--protocol", "canal-json", capsys=capsys)
+    assert code == 2 and f"{root / 'part-0.parquet'}: not a readable Parquet file" in err

@@ -13,8 +13,11 @@ from typing import ClassVar
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 
 # Lines / records that are not messages of the layout keep their bytes under this topic
-# (partition -1) so they are quarantined downstream instead of being dropped.
+# (partition -1) so they are quarantined downstream instead of being dropped. Their pseudo-offset
+# keeps the 0-based line number in its low 32 bits (the rest: a hash of the file and the place,
+# so identical lines stay apart): errors name the line (`unparsed_place`).
 UNPARSED_TOPIC = "__unparsed__"
+_LINE_MASK = (1 << 32) - 1
 
 # Spark / Hadoop bookkeeping next to data files (and Databricks' `_committed_<txn>` /
 # `_started_<txn>` markers). Any other name starting with `_` is data (e.g. a
@@ -31,6 +34,21 @@ def is_hidden_name(part: str) -> bool:
 def _hidden(relative: PurePath) -> bool:
     """Hidden files / folders and Spark's bookkeeping in a path below the root."""
     return any(is_hidden_name(part) for part in relative.parts)
+
+
+def unparsed_offset(place_hash: Column, line_no: Column) -> Column:
+    """An unparsed record's pseudo-offset: the hash's high bits, the line number's low bits."""
+    return place_hash.bitwiseAND(F.lit(~_LINE_MASK)).bitwiseOR(line_no.cast("long").bitwiseAND(F.lit(_LINE_MASK)))
+
+
+def python_unparsed_offset(place_hash: int, line_no: int) -> int:
+    """`unparsed_offset` in plain Python (a 32-bit hash)."""
+    return (place_hash & 0x7FFFFFFF) << 32 | (line_no & _LINE_MASK)
+
+
+def unparsed_place(offset: int) -> str:
+    """Where an unparsed record is in its file, for people (lines counted from 1, as editors do)."""
+    return f"line {(offset & _LINE_MASK) + 1}"
 
 
 def percent_decoded(text: Column) -> Column:

@@ -35,6 +35,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePath
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -144,9 +145,9 @@ class KafkaConnectS3Layout(DumpLayout):
             if parts["keys"]:
                 continue
             keys_file = _keys_path(path)
-            keys = dict(_python_records(keys_file, self.separator)) if keys_file.is_file() else {}
+            keys = dict(_named_records(keys_file, self.separator)) if keys_file.is_file() else {}
             m = _NAME_RE.fullmatch(path.name)
-            for k, value in _python_records(path, self.separator):
+            for k, value in _named_records(path, self.separator):
                 yield SampledMessage(m.group(1), int(m.group(2)), int(m.group(3)) + k, None, keys.get(k), value,
                                      str(path))
 
@@ -185,6 +186,23 @@ def _separator_bytes(text: str) -> bytes:
         raise ValueError(f"layout kafka-connect-s3: option {SEPARATOR} is empty; values run together "
                          "without one and cannot be read apart")
     return separator.encode("utf-8")
+
+
+def _unreadable(source: str, exc: Exception) -> ValueError:
+    """An object that cannot be read (bad gzip, not Avro or Parquet), named with the topic,
+    partition and first offset its name gives: the library's own error names none of them."""
+    path = unquote(re.sub(r"^file:/*", "/", source)) if source.startswith("file:") else source
+    parts = parse_name(PurePath(path).name) or {}
+    return ValueError(f"{path}: cannot read this Kafka Connect S3 {'keys ' if parts.get('keys') else ''}object "
+                      f"(topic {parts.get('topic')}, partition {parts.get('partition')}, records from offset "
+                      f"{parts.get('start_offset')}): {type(exc).__name__}: {exc}")
+
+
+def _named_records(path: Path, separator: bytes) -> list[tuple[int, bytes | None]]:
+    try:
+        return _python_records(path, separator)
+    except Exception as exc:  # any library's error, re-raised naming the object
+        raise _unreadable(str(path), exc) from exc
 
 
 def _python_records(path: Path, separator: bytes = LINE_SEPARATOR) -> list[tuple[int, bytes | None]]:
@@ -306,9 +324,17 @@ def _record_value(df: DataFrame, names: list[str]) -> Column:
     return F.encode(F.to_json(F.struct(*[F.col(n) for n in names])), "UTF-8")
 
 
+def _gunzip(content: bytes | None, source: str) -> bytes | None:
+    try:
+        return None if content is None else gzip.decompress(content)
+    except Exception as exc:  # BadGzipFile, EOFError, zlib.error: named
+        raise _unreadable(source, exc) from exc
+
+
 def _gunzip_batches(batches):
     for batch in batches:
-        contents = [None if c is None else gzip.decompress(c) for c in batch.column("content").to_pylist()]
+        contents = [_gunzip(c, source) for c, source in zip(batch.column("content").to_pylist(),
+                                                            batch.column("source_file").to_pylist())]
         yield pa.RecordBatch.from_arrays([pa.array(contents, pa.binary()), batch.column("source_file")],
                                          names=["content", "source_file"])
 
@@ -329,10 +355,13 @@ def _avro_batches(batches):
     for batch in batches:
         files, ks, values = [], [], []
         for content, source in zip(batch.column("content").to_pylist(), batch.column("source_file").to_pylist()):
-            for k, record in enumerate(fastavro.reader(io.BytesIO(content))):
-                files.append(source)
-                ks.append(k)
-                values.append(_avro_value(record))
+            try:
+                for k, record in enumerate(fastavro.reader(io.BytesIO(content))):
+                    files.append(source)
+                    ks.append(k)
+                    values.append(_avro_value(record))
+            except Exception as exc:  # not Avro, or cut short: named
+                raise _unreadable(source, exc) from exc
         yield pa.RecordBatch.from_arrays(
             [pa.array(files, pa.string()), pa.array(ks, pa.int64()), pa.array(values, pa.binary())],
             names=["source_file", "k", "value"])

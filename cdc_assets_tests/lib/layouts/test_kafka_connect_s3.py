@@ -154,6 +154,36 @@ def test_an_unknown_or_empty_layout_option_is_an_error_naming_the_known_ones():
         get_layout(LAYOUT, {SEPARATOR: r"\q"})
 
 
+_UNREADABLE = [("t+1+0000000020.bin.gz", b"not gzip", "BadGzipFile"),
+               ("t+1+0000000020.json.gz", gzip.compress(b'"eA=="\n' * 50)[:-12], "EOFError"),
+               ("t+1+0000000020.avro", b"not avro", "ValueError")]
+
+
+def _names_the_object(root: Path, name: str, error: str) -> str:
+    return (f"{root / 'topics/t/partition=1' / name}: cannot read this Kafka Connect S3 object "
+            f"(topic t, partition 1, records from offset 20): {error}")
+
+
+@pytest.mark.parametrize("name, content, error", _UNREADABLE)
+def test_an_unreadable_object_is_an_error_naming_it_its_partition_and_offset(tmp_path, name, content, error):
+    _put(tmp_path, name, content)
+    layout = get_layout(LAYOUT)
+    with pytest.raises(ValueError) as raised:
+        list(layout.sample(layout.list_files(tmp_path), tmp_path))
+    assert str(raised.value).startswith(_names_the_object(tmp_path, name, error))
+
+
+@pytest.mark.parametrize("name, content, error", [_UNREADABLE[0], _UNREADABLE[2]])
+def test_an_unreadable_object_stops_the_landing_naming_it(spark, tmp_path, name, content, error):
+    dump = tmp_path / "dump"
+    _put(dump, name, content)
+    with pytest.raises(ValueError) as raised:  # the executor's error, without Spark's traceback
+        land(spark, dump_root=dump, layout=LAYOUT, decoder=get_decoder("canal-json"),
+             landing_root=tmp_path / "landing", window_ms=HOUR)
+    assert str(raised.value).startswith(f"cannot land the {LAYOUT} files under {dump}: "
+                                        + _names_the_object(dump, name, error))
+
+
 def test_parquet_and_avro_records_with_their_keys(spark, tmp_path):
     import fastavro
     import pyarrow as pa
