@@ -15,20 +15,24 @@ from dagster import BetaWarning, PreviewWarning
 
 from cdc_assets import connect_server
 from cdc_assets.lib.codecs import DECODERS
-from cdc_assets.lib.layouts import LAYOUTS
+from cdc_assets.lib.layouts import LAYOUTS, check_layout_options
 from cdc_assets.lib.s3_dump import is_s3_uri
 from cdc_assets.lib.settings import SourceConfig, load_settings, quarantine_rate
 from cdc_assets.lib.watermark_state import COMPLETENESS_MODES
 
 
-def _options(pairs: list[str]) -> dict[str, str]:
+def _options(pairs: list[str], flag: str = "--option") -> dict[str, str]:
     out = {}
     for p in pairs:
         if "=" not in p:
-            raise SystemExit(f"--option takes key=value, got {p!r}")
+            raise SystemExit(f"{flag} takes key=value, got {p!r}")
         k, v = p.split("=", 1)
         out[k] = v
     return out
+
+
+def _layout_options(args: argparse.Namespace) -> dict[str, str]:
+    return _options(args.layout_option, "--layout-option")
 
 
 def _s3_client(settings):
@@ -46,7 +50,7 @@ def _resolve_auto(args: argparse.Namespace, root: Path) -> tuple[str, str, dict[
     options = _options(args.option)
     if args.layout != "auto" and args.protocol != "auto":
         return args.layout, args.protocol, options
-    resolved = resolve(root, args.layout, args.protocol, options)
+    resolved = resolve(root, args.layout, args.protocol, options, _layout_options(args))
     print(f"cdc-assets: {resolved.describe()}", file=sys.stderr, flush=True)
     return resolved.layout, resolved.protocol, resolved.options
 
@@ -57,6 +61,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     base = load_settings()
     layout, protocol, options = args.layout, args.protocol, _options(args.option)
+    layout_options = _layout_options(args)
     # `--layout auto` alone on a folder not there yet is left to the landing (which detects it then)
     if protocol == "auto" or (layout == "auto" and (is_s3_uri(args.input) or Path(args.input).is_dir())):
         source = SourceConfig(name=args.source, protocol="canal-json", input_path=args.input)
@@ -64,10 +69,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if is_s3_uri(args.input):  # detection reads the mirror the landing reads (and reuses)
             sync_s3_source(source, landing_root, _s3_client(base))
         layout, protocol, options = _resolve_auto(args, local_dump_root(source, landing_root))
+    check_layout_options(layout, layout_options)  # before any landing: exit 2 naming the known ones
     source = SourceConfig(
         name=args.source, protocol=protocol,
         input_path=args.input if is_s3_uri(args.input) else str(Path(args.input).absolute()),
-        layout=layout, options=options, time_zone=args.time_zone,
+        layout=layout, options=options, layout_options=layout_options, time_zone=args.time_zone,
         completeness=args.completeness, allowed_lateness_seconds=args.allowed_lateness_seconds,
         max_quarantine_rate=quarantine_rate(
             os.environ.get("CDC_ASSETS_MAX_QUARANTINE_RATE", "0.01") if args.max_quarantine_rate is None
@@ -90,7 +96,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     def run(root: Path) -> dict:
         return inspect_dump(root, input_location=args.input, layout=args.layout, protocol=args.protocol,
-                            options=_options(args.option), window_minutes=args.window_minutes,
+                            options=_options(args.option), layout_options=_layout_options(args),
+                            window_minutes=args.window_minutes,
                             time_zone=args.time_zone, completeness=args.completeness,
                             allowed_lateness_seconds=args.allowed_lateness_seconds, max_messages=args.max_messages)
 
@@ -150,6 +157,10 @@ def cmd_connect_server(args: argparse.Namespace) -> int:
     return 0  # not reached: the server replaced this process
 
 
+_LAYOUT_OPTION_HELP = ("layout option, the writer's own names (e.g. kafka-connect-s3's "
+                       "format.bytearray.separator='\\r\\n'; escapes \\n \\r \\t \\\\ \\uXXXX)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cdc-assets", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -164,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--source", default="replay", help="source name (asset key prefix)")
     r.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="protocol option, TiCDC names (e.g. enable-tidb-extension=true)")
+    r.add_argument("--layout-option", action="append", default=[], metavar="KEY=VALUE",
+                   help=_LAYOUT_OPTION_HELP)
     r.add_argument("--time-zone", default="UTC", help="the changefeed's time zone (TIMESTAMP columns)")
     r.add_argument("--window-minutes", type=int, default=60)
     r.add_argument("--completeness", default="auto", choices=["auto", *COMPLETENESS_MODES],
@@ -183,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--layout", default="auto", choices=["auto", *LAYOUTS])
     i.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="protocol option (overrides a detected one)")
+    i.add_argument("--layout-option", action="append", default=[], metavar="KEY=VALUE",
+                   help=_LAYOUT_OPTION_HELP)
     i.add_argument("--time-zone", default="UTC")
     i.add_argument("--window-minutes", type=int, default=60)
     i.add_argument("--completeness", default="auto", choices=["auto", *COMPLETENESS_MODES])

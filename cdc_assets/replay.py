@@ -19,6 +19,7 @@ from dagster import DagsterInstance, Definitions
 
 from cdc_assets.defs.automation import carry_quiet_windows, land_job_name, window_job_name
 from cdc_assets.defs.factory import build_definitions, source_builds
+from cdc_assets.defs.landing.assets import FILES_COMPLETE_CHECK
 from cdc_assets.lib.landing import load_state, unroutable_line
 from cdc_assets.lib.layouts.base import is_hidden_name
 from cdc_assets.lib.settings import Settings
@@ -91,8 +92,10 @@ def replay(
     landed_meta = [m.materialization.metadata for m in land.get_asset_materialization_events()]
     unreadable = sum(int(_metadata_value(meta, "unreadable_files")) for meta in landed_meta)
     if unreadable:  # settle_seconds = 0: a replay waits for no file, it reports them
-        progress(f"[{source.name}] {unreadable} dump file(s) cut short and unreadable, left out "
-                 "(see the landing's files_complete check)")
+        names = _unreadable_files(land)
+        progress(f"[{source.name}] {unreadable} dump file(s) cut short and unreadable, left out: "
+                 + ", ".join(names[:5]) + (f" and {unreadable - 5} more" if unreadable > 5 else "")
+                 + " (see the landing's files_complete check)")
         summary.ok = False
     ignored: dict[str, str] = {}
     for meta in landed_meta:
@@ -186,6 +189,14 @@ def _runs_of_quiet(starts: list[int], with_data: dict[int, int]):
             quiet.append(w)
     if quiet:
         yield None, quiet
+
+
+def _unreadable_files(result) -> list[str]:
+    """The files the landing's files_complete check names as cut short and unreadable."""
+    for e in result.get_asset_check_evaluations():
+        if e.check_name == FILES_COMPLETE_CHECK:
+            return list(_metadata_value(e.metadata, "first_unreadable_files", []))
+    return []
 
 
 def _has_files(root) -> bool:

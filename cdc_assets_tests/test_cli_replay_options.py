@@ -86,3 +86,26 @@ def test_protocol_auto_on_an_ambiguous_dump_exits_2_naming_the_candidates(tmp_pa
     assert "canal-json (1 messages, first at" in err
     assert f"debezium-json (1 messages, first at {root / 'a.log'} partition 0 offset 1)" in err
     assert replayed == []
+
+
+def test_layout_options_reach_the_source_as_written_and_an_unknown_one_exits_2(tmp_path, replayed, capsys):
+    flags = ["--layout", "kafka-connect-s3", "--layout-option", r"format.bytearray.separator=\r\n"]
+    assert _replay(tmp_path, *flags) == 0
+    assert replayed[0].layout_options == {"format.bytearray.separator": r"\r\n"}  # the layout undoes the escapes
+    assert _replay(tmp_path, "--layout", "kafka-connect-s3", "--layout-option", "format.bytearray.seperator=|") == 2
+    assert ("layout kafka-connect-s3: unknown layout option(s) ['format.bytearray.seperator']; "
+            "known: format.bytearray.separator") in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="--layout-option takes key=value, got 'no-equals-sign'"):
+        _replay(tmp_path, "--layout", "kafka-connect-s3", "--layout-option", "no-equals-sign")
+    assert len(replayed) == 1
+
+
+def test_layout_options_are_used_to_detect_the_protocol(tmp_path, replayed, capsys):
+    from cdc_assets.lib.simulator import generate
+
+    dump = generate(tmp_path / "sim", protocol="canal-json", layout="kafka-connect-s3", row_changes=20, seed=1,
+                    writer_options={"fmt": "bin", "separator": "\u00a6|".encode(), "store_keys": False})
+    assert main(["replay", "--protocol", "auto", "--input", str(dump.dump_dir), "--warehouse", str(tmp_path / "wh"),
+                 "--layout-option", r"format.bytearray.separator=\u00a6|"]) == 0
+    assert (replayed[0].protocol, replayed[0].layout) == ("canal-json", "kafka-connect-s3")
+    assert r"with layout options format.bytearray.separator='\\u00a6|'" in capsys.readouterr().err

@@ -9,7 +9,7 @@ from dagster import AssetKey, TimeWindowPartitionsDefinition
 
 from cdc_assets.lib.codecs import Decoder, get_decoder
 from cdc_assets.lib.input_files import local_dump_root
-from cdc_assets.lib.layouts import detect_layout
+from cdc_assets.lib.layouts import DumpLayout, check_layout_options, detect_layout, get_layout
 from cdc_assets.lib.s3_dump import is_s3_uri
 from cdc_assets.lib.settings import Settings, SourceConfig
 from cdc_assets.lib.watermark_state import EVENT_TIME_MODE, WATERMARK_MODE, Completeness
@@ -64,6 +64,13 @@ class SourceBuild:
 
     def layout(self) -> str:
         return detect_layout(self.dump_root) if self.source.layout == "auto" else self.source.layout
+
+    def dump_layout(self) -> DumpLayout:
+        """The layout with the source's layout options."""
+        return get_layout(self.layout(), self.source.layout_options)
+
+    def check_layout_options(self) -> None:
+        check_layout_options(self.source.layout, self.source.layout_options)
 
     @property
     def tags(self) -> dict[str, str]:

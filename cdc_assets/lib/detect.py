@@ -31,6 +31,7 @@ from cdc_assets.lib.codecs.dts_avro_records import Reject as AvroReject, decode_
 from cdc_assets.lib.codecs.dts_avro_schema import parsed_record_schema
 from cdc_assets.lib.codecs.open_protocol import VERSION, split_frames
 from cdc_assets.lib.layouts import UNPARSED_TOPIC, SampledMessage
+from cdc_assets.lib.layouts.base import unparsed_place
 
 _OPEN_PROTOCOL_VERSION = VERSION.to_bytes(8, "big")
 
@@ -55,6 +56,9 @@ class Detection:
 
 
 def where(m: SampledMessage) -> str:
+    """The file, partition and offset of a message (the line of one that is no record)."""
+    if m.topic == UNPARSED_TOPIC:
+        return f"{m.source_file} {unparsed_place(m.kafka_offset)} (not a record of the layout)"
     return f"{m.source_file} partition {m.kafka_partition} offset {m.kafka_offset}"
 
 

@@ -15,7 +15,7 @@ import itertools
 import shlex
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -60,6 +60,7 @@ class Resolved:
     protocol: str
     options: dict[str, str]
     detection: Detection | None  # None: the protocol was given
+    layout_options: dict[str, str] = field(default_factory=dict)  # as given (`DumpLayout.default_options`)
 
     def describe(self) -> str:
         text = f"layout {self.layout} ({self.layout_why}), protocol {self.protocol}"
@@ -68,29 +69,32 @@ class Resolved:
             facts = ", ".join(f"{k} {v}" for k, v in d.facts.items())
             text += f" (detected from {d.recognised} sampled messages: {facts})"
         opts = " ".join(f"{k}={v}" for k, v in self.options.items())
-        return text + (f" with options {opts}" if opts else "")
+        layout_opts = " ".join(f"{k}={v!r}" for k, v in self.layout_options.items())
+        return (text + (f" with options {opts}" if opts else "")
+                + (f" with layout options {layout_opts}" if layout_opts else ""))
 
 
 def resolve(root: Path, layout: str = "auto", protocol: str = "auto",
-            options: dict[str, str] | None = None) -> Resolved:
+            options: dict[str, str] | None = None, layout_options: dict[str, str] | None = None) -> Resolved:
     """The layout and protocol of the dump under `root`: as given, or detected from a sample
     (ValueError naming the candidates when the dump is ambiguous). Detected options are
-    overridden by the given ones."""
+    overridden by the given ones; `layout_options` are the layout's (an unknown one is a
+    ValueError naming the layout's)."""
     if layout == "auto":
         name = detect_layout(root)
         why = f"detected: {sniff_layouts(root)[name]}"
     else:
         name, why = layout, "given"
+    lay = get_layout(name, layout_options)
     detection = None
     detected_options: dict[str, str] = {}
     if protocol == "auto":
-        lay = get_layout(name)
         files = lay.list_files(root)
         if not files:
             raise ValueError(f"cannot detect the protocol: no {name} data file under {root}")
         detection = detect_protocol(detection_sample(lay, files, root))
         protocol, detected_options = detection.protocol, detection.options
-    return Resolved(name, why, protocol, {**detected_options, **(options or {})}, detection)
+    return Resolved(name, why, protocol, {**detected_options, **(options or {})}, detection, dict(layout_options or {}))
 
 
 def _messages(layout: DumpLayout, files: list[Path], root: Path, limit: int) -> Iterator[list[SampledMessage]]:
@@ -218,6 +222,8 @@ def replay_command(input_location: str, resolved: Resolved, window_minutes: int,
             "--warehouse", warehouse, "--layout", resolved.layout]
     for k, v in resolved.options.items():
         args += ["--option", f"{k}={v}"]
+    for k, v in resolved.layout_options.items():
+        args += ["--layout-option", f"{k}={v}"]
     if time_zone != "UTC":
         args += ["--time-zone", time_zone]
     if window_minutes != 60:
@@ -226,15 +232,16 @@ def replay_command(input_location: str, resolved: Resolved, window_minutes: int,
 
 
 def inspect_dump(root: Path, *, input_location: str | None = None, layout: str = "auto", protocol: str = "auto",
-                 options: dict[str, str] | None = None, window_minutes: int = 60, time_zone: str = "UTC",
+                 options: dict[str, str] | None = None, layout_options: dict[str, str] | None = None,
+                 window_minutes: int = 60, time_zone: str = "UTC",
                  completeness: str = "auto", allowed_lateness_seconds: int = 0,
                  max_messages: int = 1_000_000) -> dict:
     """The inspection report of the dump under `root` (module docstring), as JSON-ready data."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"no such folder: {root}")
-    resolved = resolve(root, layout, protocol, options)
-    lay = get_layout(resolved.layout)
+    resolved = resolve(root, layout, protocol, options, layout_options)
+    lay = get_layout(resolved.layout, resolved.layout_options)
     decoder = get_decoder(resolved.protocol, {"time-zone": time_zone, **resolved.options})
     window_ms = window_minutes * 60_000
     files = lay.list_files(root)
@@ -253,7 +260,7 @@ def inspect_dump(root: Path, *, input_location: str | None = None, layout: str =
     global_wm = state.global_watermark_ts(policy) if policy.mode != BATCH_MODE else None
     return {
         "input": input_location or str(root),
-        "layout": {"name": resolved.layout, "why": resolved.layout_why},
+        "layout": {"name": resolved.layout, "why": resolved.layout_why, "options": resolved.layout_options},
         "protocol": {
             "name": resolved.protocol, "detected": resolved.detection is not None, "options": resolved.options,
             "facts": resolved.detection.facts if resolved.detection else {},
@@ -301,7 +308,8 @@ def render_text(report: dict) -> str:
     lines = [
         f"input:       {report['input']}",
         f"layout:      {report['layout']['name']} ({report['layout']['why']}), {report['files']} file(s), "
-        f"{report['messages']} message(s)" + (" (stopped at --max-messages)" if report["truncated"] else ""),
+        f"{report['messages']} message(s)" + (" (stopped at --max-messages)" if report["truncated"] else "")
+        + "".join(f"; {k}={v!r}" for k, v in report["layout"]["options"].items()),
         f"protocol:    {proto['name']} ("
         + (f"detected from {proto['sampled_messages']} sampled messages" if proto["detected"] else "given")
         + "".join(f", {k} {v}" for k, v in proto["facts"].items()) + ")"

@@ -23,16 +23,18 @@ import hashlib
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyspark.errors import PythonException
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
 from cdc_assets.lib.codecs import Decoder
 from cdc_assets.lib.codecs.base import EVENT_ROUTING_MS
-from cdc_assets.lib.layouts import UNPARSED_TOPIC, get_layout, read_dump
-from cdc_assets.lib.layouts.base import relative_path
+from cdc_assets.lib.layouts import UNPARSED_TOPIC, get_layout
+from cdc_assets.lib.layouts.base import relative_path, unparsed_place
 from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.storage import exclusive, read_json, remove_path, replace_dir, temp_sibling, window_dir, write_json_atomic
 from cdc_assets.lib.tso import plausible_ms
@@ -126,16 +128,18 @@ def land(
     window_ms: int,
     settle_seconds: int = SETTLE_SECONDS,
     layout_named: bool = False,
+    layout_options: Mapping[str, str] | None = None,
 ) -> LandingResult:
     """`layout_named`: the user named the layout (not detected): every non-hidden file of the
-    dump is read as it, or reported in `ignored_files` with why not (`DumpLayout.scan_named`)."""
+    dump is read as it, or reported in `ignored_files` with why not (`DumpLayout.scan_named`).
+    `layout_options`: the layout's own (`DumpLayout.default_options`)."""
     with landing_lock(landing_root):
         state = load_state(landing_root)
         _remove_uncommitted_batches(landing_root, state)
         state.check_window_ms(window_ms)
         # Read the layout's checkpoint before listing: a file written after the listing is
         # then not covered by a checkpoint we record now.
-        dump_layout = get_layout(layout)
+        dump_layout = get_layout(layout, layout_options)
         checkpoint = dump_layout.checkpoint_ts(dump_root)
         if layout_named:
             files, refused, ignored_paths = dump_layout.scan_named(dump_root)
@@ -173,7 +177,7 @@ def land(
                                  ignored_files=ignored)
 
         batch_id = hashlib.sha256("".join(sorted(new)).encode()).hexdigest()[:16]
-        routed = _route(decoder, read_dump(spark, list(new.values()), layout, dump_root))
+        routed = _route(decoder, dump_layout.read(spark, list(new.values()), dump_root))
         if EVENT_ROUTING_MS not in routed.columns:
             routed = routed.withColumn(EVENT_ROUTING_MS, F.lit(None).cast("array<long>"))
         routed = routed.withColumns({
@@ -189,7 +193,10 @@ def land(
             # One pass over the dump's bytes: the messages are written once, by window. The
             # counts, the watermark index and the audit then read the staged files' small
             # columns, not the message values (no cache of the whole batch in memory).
-            _stage_messages(routed, staging, window_ms)
+            try:
+                _stage_messages(routed, staging, window_ms)
+            except PythonException as exc:  # e.g. an object the layout cannot read: its one line
+                raise ValueError(f"cannot land the {layout} files under {dump_root}: {_worker_error(exc)}") from exc
             staged = spark.read.schema(_STAGED_SCHEMA).parquet(str(staging))
             unroutable_window = _unroutable_window(staged, window_ms, state)
             staged = staged.withColumn(
@@ -259,8 +266,10 @@ def unroutable_line(state: LandingState, protocol: str) -> str:
             + ", ".join(f"{r}: {n}" for r, n in sorted(reasons.items())) + ")")
     first = state.first_unroutable
     if first:
-        line += (f": first in file {first['file']}, partition {first['topic']}/{first['kafka_partition']}, "
-                 f"offset {first['kafka_offset']}: first bytes of key {first['key_first_bytes']}, "
+        place = (f"{unparsed_place(first['kafka_offset'])} (not a record of the layout)"
+                 if first["topic"] == UNPARSED_TOPIC else
+                 f"partition {first['topic']}/{first['kafka_partition']}, offset {first['kafka_offset']}")
+        line += (f": first in file {first['file']}, {place}: first bytes of key {first['key_first_bytes']}, "
                  f"of value {first['value_first_bytes']}")
     return line
 
@@ -304,6 +313,13 @@ _STAGED_SCHEMA = T.StructType([
     T.StructField(ROUTED_WINDOWS, T.ArrayType(T.LongType())),
     T.StructField("window_start_ms", T.LongType()),  # the folder; null: no usable routing time
 ])
+
+
+def _worker_error(exc: PythonException) -> str:
+    """The error a Python worker raised, without the traceback Spark wraps it in (the layouts'
+    errors name the file, partition and offset)."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[-1].removeprefix("ValueError: ") if lines else type(exc).__name__
 
 
 def _stage_messages(routed: DataFrame, staging: Path, window_ms: int) -> None:
@@ -429,8 +445,9 @@ def _first_unroutable(home: DataFrame, dump_root: Path) -> dict:
                  "kafka_offset", UNROUTABLE_REASON, F.substring("key", 1, FIRST_BYTES).alias("key"),
                  F.substring("value", 1, FIRST_BYTES).alias("value"))
          .orderBy("file", "topic", "kafka_partition", "kafka_offset").first())
+    line = {"line": unparsed_place(r.kafka_offset)} if r.topic == UNPARSED_TOPIC else {}
     return {"file": r.file, "topic": r.topic, "kafka_partition": r.kafka_partition,
-            "kafka_offset": r.kafka_offset, "reason": r[UNROUTABLE_REASON],
+            "kafka_offset": r.kafka_offset, **line, "reason": r[UNROUTABLE_REASON],
             "key_first_bytes": _shown(r.key), "value_first_bytes": _shown(r.value)}
 
 

@@ -28,8 +28,10 @@ class SourceConfig:
     name: str
     protocol: str
     input_path: str  # a local folder or s3://bucket/prefix
-    layout: str = "auto"  # auto | kafka-parquet | kcat-jsonl
-    options: Mapping[str, str] = field(default_factory=dict)
+    layout: str = "auto"  # auto | kafka-parquet | kcat-jsonl | ... (lib/layouts)
+    options: Mapping[str, str] = field(default_factory=dict)  # the decoder's
+    # The layout's, in the writer's own names (`format.bytearray.separator`: lib/layouts).
+    layout_options: Mapping[str, str] = field(default_factory=dict)
     time_zone: str = "UTC"  # the changefeed's time zone, for TIMESTAMP columns
     # How a window is known to be complete: auto (watermarks when the protocol has them,
     # else event time), watermark, event-time or batch (the dump is complete).
@@ -168,6 +170,7 @@ def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig,
             input_path=_location(str(raw["location"]), path.parent, home),
             layout=str(raw.get("layout", "auto")),
             options={str(k): _option_text(v) for k, v in (raw.get("options") or {}).items()},
+            layout_options={str(k): _option_text(v) for k, v in (raw.get("layout_options") or {}).items()},
             time_zone=str(raw.get("time_zone", "UTC")),
             completeness=str(raw.get("completeness", "auto")),
             allowed_lateness_seconds=int(raw.get("allowed_lateness_seconds", 0)),
@@ -181,8 +184,8 @@ def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig,
 
 _TOP_KEYS = {"sources", "warehouse", "start", "window_minutes", "spark_master", "spark_conf", "s3_endpoint_url",
              "s3_region", "settle_seconds"}
-_SOURCE_KEYS = {"name", "protocol", "location", "layout", "options", "time_zone", "completeness",
-                "allowed_lateness_seconds", "max_quarantine_rate"}
+_SOURCE_KEYS = {"name", "protocol", "location", "layout", "layout_options", "options", "time_zone",
+                "completeness", "allowed_lateness_seconds", "max_quarantine_rate"}
 
 
 def quarantine_rate(value) -> float:
@@ -211,6 +214,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         input_path=env.get("CDC_ASSETS_INPUT", str(home / "sample" / "dump")),
         layout=env.get("CDC_ASSETS_LAYOUT", "auto"),
         options=_parse_options(env.get("CDC_ASSETS_OPTIONS", "")),
+        layout_options=_parse_options(env.get("CDC_ASSETS_LAYOUT_OPTIONS", "")),
         time_zone=env.get("CDC_ASSETS_TIME_ZONE", "UTC"),
         completeness=env.get("CDC_ASSETS_COMPLETENESS", "auto"),
         allowed_lateness_seconds=int(env.get("CDC_ASSETS_ALLOWED_LATENESS_SECONDS", "0")),

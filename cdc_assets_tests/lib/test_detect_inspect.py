@@ -247,7 +247,7 @@ def test_files_of_two_layouts_are_an_error_naming_both(tmp_path, capsys):
     assert code == 2 and "kafka-parquet" in err and "lines" in err
     # the layout named explicitly: no guessing needed
     code, out, _ = _inspect("--input", str(dump.dump_dir), "--layout", "kafka-parquet", "--json", capsys=capsys)
-    assert code == 0 and json.loads(out)["layout"] == {"name": "kafka-parquet", "why": "given"}
+    assert code == 0 and json.loads(out)["layout"] == {"name": "kafka-parquet", "why": "given", "options": {}}
 
 
 def test_no_message_of_a_known_protocol_is_an_error_with_the_first_bytes(tmp_path):
@@ -308,3 +308,35 @@ def test_open_protocol_claim_check_keys_show_the_large_message_handling(tmp_path
     d = resolve(root).detection
     assert (d.protocol, d.facts["large-message-handle-option"]) == ("open-protocol", "claim-check")
     assert inspect_dump(root)["rejects"]["claim_check_not_supported"]["count"] == 1
+
+
+def test_inspect_reads_bytearray_objects_with_the_given_separator(tmp_path, capsys):
+    dump = generate(tmp_path, protocol="canal-json", layout="kafka-connect-s3", row_changes=20, seed=1,
+                    writer_options={"fmt": "bin", "separator": "\u00a6|".encode(), "store_keys": False})
+    option = r"format.bytearray.separator=\u00a6|"
+    # without it, each object is one message of no known protocol: an error naming the first
+    code, _, err = _inspect("--input", str(dump.dump_dir), capsys=capsys)
+    assert code == 2 and "tidb_cdc+0+0000000000.bin partition 0 offset 0" in err
+    code, out, _ = _inspect("--input", str(dump.dump_dir), "--json", "--layout-option", option, capsys=capsys)
+    report = json.loads(out)
+    assert code == 0 and report["protocol"]["name"] == "canal-json"
+    assert report["layout"]["options"] == {"format.bytearray.separator": r"\u00a6|"}
+    assert report["messages"] == sum(p["max_offset"] + 1 for p in report["partitions"]) > 3
+    assert f"--layout-option '{option}'" in report["replay_command"]
+    code, _, err = _inspect("--input", str(dump.dump_dir), "--layout-option", "separator=|", capsys=capsys)
+    assert code == 2 and "unknown layout option(s) ['separator']; known: format.bytearray.separator" in err
+
+
+def test_inspect_names_the_line_that_is_no_record_and_the_file_it_cannot_read(tmp_path, capsys):
+    dump = generate(tmp_path / "kcat", protocol="canal-json", layout="kcat-jsonl", row_changes=20, seed=1)
+    path = sorted(dump.dump_dir.rglob("*.jsonl"))[0]
+    lines = path.read_bytes().count(b"\n")
+    path.write_bytes(path.read_bytes() + b"not a record\n")
+    rejects = inspect_dump(dump.dump_dir)["rejects"]
+    assert rejects["not_a_record"]["first"] == f"{path} line {lines + 1} (not a record of the layout)"
+
+    root = tmp_path / "parquet"
+    root.mkdir()
+    (root / "part-0.parquet").write_bytes(b"PAR1 cut short")
+    code, _, err = _inspect("--input", str(root), "--protocol", "canal-json", capsys=capsys)
+    assert code == 2 and f"{root / 'part-0.parquet'}: not a readable Parquet file" in err

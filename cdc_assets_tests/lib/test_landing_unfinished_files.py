@@ -134,4 +134,4 @@ def test_a_replay_lands_around_a_broken_parquet_file_and_fails(spark, tmp_path, 
     assert code == 1 and not summary["ok"]
     assert (summary["files_landed"], summary["windows"], summary["rows"]) == (1, 1, 1)
     assert [c.split("@")[0] for c in summary["checks_warned"]] == ["src/landed_dump:files_complete"]
-    assert "1 dump file(s) cut short and unreadable, left out" in err
+    assert "1 dump file(s) cut short and unreadable, left out: part-1.parquet (see" in err

@@ -87,6 +87,20 @@ def _partition(wm: int | None, offset: int) -> dict:
             "max_routing_ms": T0 + offset, "unroutable": {}}
 
 
+def test_a_line_that_is_no_kcat_record_is_named_by_its_file_and_line(spark, tmp_path):
+    dump = tmp_path / "dump"
+    path = _kcat(dump / "a.jsonl", [(0, 0, None, row("INSERT", ms_to_tso(T0 + 10), values(1, "a"))),
+                                    (0, 1, None, watermark(ms_to_tso(T0 + HOUR)))])
+    path.write_bytes(path.read_bytes() + b"\nnot a kcat record\n")  # line 4, after a blank line
+    result = land(spark, dump_root=dump, layout="kcat-jsonl", decoder=get_decoder("canal-json"),
+                  landing_root=tmp_path / "landing", window_ms=HOUR)
+    first = result.state.first_unroutable
+    assert (first["file"], first["line"], first["reason"]) == ("a.jsonl", "line 4", "unparsed_record")
+    assert unroutable_line(result.state, "canal-json") == (
+        "1 message(s) not routable as canal-json (unparsed_record: 1): first in file a.jsonl, line 4 (not a "
+        "record of the layout): first bytes of key null, of value b'not a kcat record'")
+
+
 def test_the_ui_table_shows_none_yet_and_for_how_long():
     state = LandingState()
     state.apply_batch("a", ["d1"], _stats([_partition(None, 1)]), now=1_000.0)

@@ -91,6 +91,27 @@ def test_yaml_option_values_may_be_lists_and_mappings(tmp_path):
     assert b.decoder().key_option.names_for("any", "table") == ["k1", "k2"]
 
 
+def test_layout_options_from_the_file_or_the_environment_reach_the_layout(tmp_path):
+    path = tmp_path / "sources.yaml"
+    path.write_text(  # YAML's own escapes (double quotes) or the connector's (single quotes)
+        "sources:\n"
+        "  - {name: a, protocol: canal-json, location: x, layout: kafka-connect-s3,\n"
+        "     layout_options: {format.bytearray.separator: \"\\r\\n\"}}\n"
+        "  - {name: b, protocol: canal-json, location: y, layout_options: {format.bytearray.separator: '\\u00a6'}}\n")
+    a, b = source_builds(load_settings({"CDC_ASSETS_SOURCES": str(path)}))
+    assert a.source.layout_options == {"format.bytearray.separator": "\r\n"}
+    assert a.dump_layout().separator == b"\r\n"
+    assert b.source.layout_options == {"format.bytearray.separator": "\\u00a6"}  # checked once detected
+    (env,) = source_builds(load_settings({"CDC_ASSETS_LAYOUT": "kafka-connect-s3",
+                                          "CDC_ASSETS_LAYOUT_OPTIONS": r"format.bytearray.separator=\u002c"}))
+    assert env.dump_layout().separator == b","
+    # an option the layout (or, with auto, any layout) does not know fails when the definitions load
+    for layout, known in [("kafka-connect-s3", "known: format.bytearray.separator"), ("lines", "known: none"),
+                          ("auto", "known: format.bytearray.separator")]:
+        with pytest.raises(ValueError, match=rf"layout {layout}: unknown layout option\(s\) \['separator'\]; {known}"):
+            source_builds(load_settings({"CDC_ASSETS_LAYOUT": layout, "CDC_ASSETS_LAYOUT_OPTIONS": "separator=|"}))
+
+
 def test_unknown_keys_and_duplicate_names_are_rejected(tmp_path):
     path = tmp_path / "sources.yaml"
     path.write_text("sources:\n  - {name: a, protocol: canal-json, location: x, colour: red}\n")

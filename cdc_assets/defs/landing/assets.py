@@ -76,6 +76,7 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
             pyspark.spark_session,
             dump_root=b.dump_root,
             layout=b.layout(),
+            layout_options=b.source.layout_options,
             layout_named=b.source.layout != "auto",
             decoder=b.decoder(),
             landing_root=warehouse.landing_root(b.source.name),

@@ -1,6 +1,7 @@
 """Dump layouts users land Kafka topics in, all read into `RAW_MESSAGE_SCHEMA`.
 
-One module per layout behind `DumpLayout`; `LAYOUTS` maps names to layouts.
+One module per layout behind `DumpLayout`; `LAYOUTS` maps names to layouts. A layout may take
+options (`DumpLayout.default_options`, the writer's own names: `get_layout(name, options)`).
 - `kafka-parquet`: Parquet written by Spark's Kafka source.
 - `kcat-jsonl`: `kcat -C -J` lines (binary payloads too: kcat copies their bytes).
 - `lines`: plain files with one message per line (LF or CRLF), e.g. exported samples.
@@ -13,11 +14,12 @@ One module per layout behind `DumpLayout`; `LAYOUTS` maps names to layouts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_assets.lib.layouts.base import UNPARSED_TOPIC, DumpLayout, SampledMessage
+from cdc_assets.lib.layouts.base import UNPARSED_TOPIC, DumpLayout, SampledMessage, check_options
 from cdc_assets.lib.layouts.kafka_connect_s3 import KafkaConnectS3Layout
 from cdc_assets.lib.layouts.kafka_parquet import KafkaParquetLayout
 from cdc_assets.lib.layouts.kcat_jsonl import KcatJsonlLayout
@@ -32,11 +34,23 @@ LAYOUT_CLASSES: dict[str, DumpLayout] = {
 LAYOUTS = tuple(LAYOUT_CLASSES)
 
 
-def get_layout(name: str) -> DumpLayout:
+def get_layout(name: str, options: Mapping[str, str] | None = None) -> DumpLayout:
+    """The layout `name`, with `options` (ValueError naming an unknown one and the known)."""
     try:
-        return LAYOUT_CLASSES[name]
+        layout = LAYOUT_CLASSES[name]
     except KeyError:
         raise ValueError(f"unknown layout {name!r}; known: {', '.join(LAYOUTS)}") from None
+    return type(layout)(options) if options else layout
+
+
+def check_layout_options(name: str, options: Mapping[str, str] | None) -> None:
+    """Fail early on an option no layout would take: with `auto`, one that no layout knows
+    (the detected layout checks its own when the dump is read)."""
+    if name != "auto":
+        get_layout(name, options)
+    elif options:
+        known = {o: v for layout in LAYOUT_CLASSES.values() for o, v in layout.default_options.items()}
+        check_options("auto", known, options)
 
 
 def list_dump_files(root: Path, layout: str) -> list[Path]:
@@ -66,9 +80,10 @@ def detect_layout(root: Path) -> str:
     return next(iter(found))
 
 
-def read_dump(spark: SparkSession, files: list[Path], layout: str, root: Path) -> DataFrame:
-    return get_layout(layout).read(spark, files, root)
+def read_dump(spark: SparkSession, files: list[Path], layout: str, root: Path,
+              options: Mapping[str, str] | None = None) -> DataFrame:
+    return get_layout(layout, options).read(spark, files, root)
 
 
-__all__ = ["LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "KafkaConnectS3Layout", "SampledMessage", "detect_layout",
-           "get_layout", "list_dump_files", "read_dump", "sniff_layouts"]
+__all__ = ["LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "KafkaConnectS3Layout", "SampledMessage",
+           "check_layout_options", "detect_layout", "get_layout", "list_dump_files", "read_dump", "sniff_layouts"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import ClassVar
@@ -13,8 +13,11 @@ from typing import ClassVar
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 
 # Lines / records that are not messages of the layout keep their bytes under this topic
-# (partition -1) so they are quarantined downstream instead of being dropped.
+# (partition -1) so they are quarantined downstream instead of being dropped. Their pseudo-offset
+# keeps the 0-based line number in its low 32 bits (the rest: a hash of the file and the place,
+# so identical lines stay apart): errors name the line (`unparsed_place`).
 UNPARSED_TOPIC = "__unparsed__"
+_LINE_MASK = (1 << 32) - 1
 
 # Spark / Hadoop bookkeeping next to data files (and Databricks' `_committed_<txn>` /
 # `_started_<txn>` markers). Any other name starting with `_` is data (e.g. a
@@ -31,6 +34,21 @@ def is_hidden_name(part: str) -> bool:
 def _hidden(relative: PurePath) -> bool:
     """Hidden files / folders and Spark's bookkeeping in a path below the root."""
     return any(is_hidden_name(part) for part in relative.parts)
+
+
+def unparsed_offset(place_hash: Column, line_no: Column) -> Column:
+    """An unparsed record's pseudo-offset: the hash's high bits, the line number's low bits."""
+    return place_hash.bitwiseAND(F.lit(~_LINE_MASK)).bitwiseOR(line_no.cast("long").bitwiseAND(F.lit(_LINE_MASK)))
+
+
+def python_unparsed_offset(place_hash: int, line_no: int) -> int:
+    """`unparsed_offset` in plain Python (a 32-bit hash)."""
+    return (place_hash & 0x7FFFFFFF) << 32 | (line_no & _LINE_MASK)
+
+
+def unparsed_place(offset: int) -> str:
+    """Where an unparsed record is in its file, for people (lines counted from 1, as editors do)."""
+    return f"line {(offset & _LINE_MASK) + 1}"
 
 
 def percent_decoded(text: Column) -> Column:
@@ -52,6 +70,33 @@ def relative_path(file_uri: Column, root: Path) -> Column:
     return F.when(path.startswith(prefix), F.substring(path, len(prefix) + 1, 1 << 30)).otherwise(path)
 
 
+def check_options(layout: str, known: Mapping[str, str], options: Mapping[str, str] | None) -> None:
+    """An option the layout does not know is an error naming it and the known ones (a typo
+    would otherwise read the dump with the default)."""
+    unknown = sorted(set(options or {}) - set(known))
+    if unknown:
+        raise ValueError(f"layout {layout}: unknown layout option(s) {unknown}; known: "
+                         + (", ".join(sorted(known)) or "none"))
+
+
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.?)", re.DOTALL)
+_ESCAPED = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}
+
+
+def unescaped(text: str, what: str) -> str:
+    """`text` with the escapes of a connector's JSON / properties config undone (`\\n`, `\\r`,
+    `\\t`, `\\\\`, `\\uXXXX`): a command line or YAML file can then name any string."""
+    def one(m: re.Match) -> str:
+        code = m.group(1)
+        if code.startswith("u") and len(code) == 5:
+            return chr(int(code[1:], 16))
+        if code in _ESCAPED:
+            return _ESCAPED[code]
+        raise ValueError(f"{what}: unknown escape {m.group(0)!r} in {text!r} (known: \\n \\r \\t \\\\ \\uXXXX)")
+
+    return _ESCAPE.sub(one, text)
+
+
 @dataclass(frozen=True)
 class SampledMessage:
     """One message read in plain Python (`DumpLayout.sample`): `RAW_MESSAGE_SCHEMA`'s fields."""
@@ -68,9 +113,15 @@ class SampledMessage:
 class DumpLayout(ABC):
     name: ClassVar[str]
     extensions: ClassVar[tuple[str, ...]]
+    #: Options this layout understands (the writer's own names), with their defaults.
+    default_options: ClassVar[Mapping[str, str]] = {}
     #: Layouts whose files this layout's files also look like (the storage sink's data files
     #: are `.json` lines, as kcat's may be): when this layout is sniffed, they are no candidates.
     shadows: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, options: Mapping[str, str] | None = None):
+        check_options(self.name, self.default_options, options)
+        self.options = {**self.default_options, **(options or {})}
 
     def shadowed(self, root: Path) -> tuple[str, ...]:
         """The layouts this one overrides for the dump under `root` (`shadows` by default)."""

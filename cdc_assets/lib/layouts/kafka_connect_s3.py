@@ -10,7 +10,9 @@ in offset order, one object after the other.
 
 Formats (`format.class`), by extension:
 - ByteArrayFormat `.bin` (`format.bytearray.extension`): each value's bytes followed by the line
-  separator (`format.bytearray.separator`, by default the worker's line separator): LF, or CRLF.
+  separator (`format.bytearray.separator`, by default the worker's line separator: LF, or CRLF).
+  The layout option of that name gives another one (any string, escapes as in the connector's
+  config: `\\r\\n`, `|`, `\\u0000`); each value is then exactly the bytes between two separators.
 - JsonFormat `.json`: one JSON value per line. A byte-array value (ByteArrayConverter) is a JSON
   string of its base64; a string value (StringConverter) is a JSON string of the text; a value
   the JsonConverter parsed (schemas.enable=false) is a JSON document, kept as its line's text.
@@ -31,16 +33,17 @@ import gzip
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePath
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
-from cdc_assets.lib.layouts.base import DumpLayout, SampledMessage, absolute_path
-from cdc_assets.lib.layouts.line_files import content_lines, whole_files
+from cdc_assets.lib.layouts.base import DumpLayout, SampledMessage, absolute_path, unescaped
+from cdc_assets.lib.layouts.line_files import BYTES_AS_TEXT, content_lines, whole_files
 
 # Kafka topic names are [A-Za-z0-9._-]+, so the `+` delimiters (file.delim) are unambiguous.
 # Groups: 1 topic, 2 partition, 3 start offset, 4 `.keys`/`.headers`, 5 format extension, 6 `.gz`.
@@ -50,6 +53,11 @@ _NAME_RE = re.compile(_NAME)
 # Any connector object name, whatever its format (`.csv`, `.json.zst`, …).
 _ANY_NAME_RE = re.compile(r"[A-Za-z0-9._-]+\+\d+\+\d+(\.[A-Za-z0-9]+)+")
 _BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+#: The connector's option: the string written after each ByteArrayFormat value (and key).
+SEPARATOR = "format.bytearray.separator"
+#: Its default, the worker's line separator: LF, or CRLF on Windows (both read as lines).
+LINE_SEPARATOR = b"\n"
 
 _FILE_ROWS = T.StructType([
     T.StructField("source_file", T.StringType()),
@@ -76,9 +84,14 @@ def _values_name(name: str) -> str:
 class KafkaConnectS3Layout(DumpLayout):
     name = "kafka-connect-s3"
     extensions = (".bin", ".json", ".avro", ".parquet", ".gz")
+    default_options = {SEPARATOR: LINE_SEPARATOR.decode()}
     # A ByteArray/JSON object is uploaded whole (S3 multipart upload) and never cut; a Parquet
     # object read before its footer is written cannot be read at all.
     cut_files_readable = False
+
+    def __init__(self, options: Mapping[str, str] | None = None):
+        super().__init__(options)
+        self.separator = _separator_bytes(self.options[SEPARATOR])
 
     def is_data_file(self, relative: PurePath) -> bool:
         """Value objects and their `.keys` objects (read together)."""
@@ -132,9 +145,9 @@ class KafkaConnectS3Layout(DumpLayout):
             if parts["keys"]:
                 continue
             keys_file = _keys_path(path)
-            keys = dict(_python_records(keys_file)) if keys_file.is_file() else {}
+            keys = dict(_named_records(keys_file, self.separator)) if keys_file.is_file() else {}
             m = _NAME_RE.fullmatch(path.name)
-            for k, value in _python_records(path):
+            for k, value in _named_records(path, self.separator):
                 yield SampledMessage(m.group(1), int(m.group(2)), int(m.group(3)) + k, None, keys.get(k), value,
                                      str(path))
 
@@ -147,9 +160,9 @@ class KafkaConnectS3Layout(DumpLayout):
         keys_files += [k for f in value_files if (k := _keys_path(f)).is_file() and k not in keys_files]
         if not value_files:  # keys objects alone: read with their values
             return spark.createDataFrame([], RAW_MESSAGE_SCHEMA)
-        values = _records(spark, value_files)
+        values = _records(spark, value_files, self.separator)
         if keys_files:
-            keys = _records(spark, keys_files).select(
+            keys = _records(spark, keys_files, self.separator).select(
                 F.regexp_replace("source_file", r"\.keys(\.[^/]*)$", "$1").alias("source_file"), "k",
                 F.col("value").alias("key"))
             values = values.join(keys, ["source_file", "k"], "left")
@@ -166,7 +179,33 @@ class KafkaConnectS3Layout(DumpLayout):
         ).select(*[f.name for f in RAW_MESSAGE_SCHEMA.fields])
 
 
-def _python_records(path: Path) -> list[tuple[int, bytes | None]]:
+def _separator_bytes(text: str) -> bytes:
+    """The option's text as the connector writes it (its UTF-8 bytes)."""
+    separator = unescaped(text, f"layout kafka-connect-s3: option {SEPARATOR}")
+    if not separator:
+        raise ValueError(f"layout kafka-connect-s3: option {SEPARATOR} is empty; values run together "
+                         "without one and cannot be read apart")
+    return separator.encode("utf-8")
+
+
+def _unreadable(source: str, exc: Exception) -> ValueError:
+    """An object that cannot be read (bad gzip, not Avro or Parquet), named with the topic,
+    partition and first offset its name gives: the library's own error names none of them."""
+    path = unquote(re.sub(r"^file:/*", "/", source)) if source.startswith("file:") else source
+    parts = parse_name(PurePath(path).name) or {}
+    return ValueError(f"{path}: cannot read this Kafka Connect S3 {'keys ' if parts.get('keys') else ''}object "
+                      f"(topic {parts.get('topic')}, partition {parts.get('partition')}, records from offset "
+                      f"{parts.get('start_offset')}): {type(exc).__name__}: {exc}")
+
+
+def _named_records(path: Path, separator: bytes) -> list[tuple[int, bytes | None]]:
+    try:
+        return _python_records(path, separator)
+    except Exception as exc:  # any library's error, re-raised naming the object
+        raise _unreadable(str(path), exc) from exc
+
+
+def _python_records(path: Path, separator: bytes = LINE_SEPARATOR) -> list[tuple[int, bytes | None]]:
     """(k, value) of one object in plain Python: what `_records` gives for it."""
     fmt = parse_name(path.name)["format"]
     if fmt == ".parquet":
@@ -184,6 +223,8 @@ def _python_records(path: Path) -> list[tuple[int, bytes | None]]:
         return [(k, _avro_value(r)) for k, r in enumerate(fastavro.reader(io.BytesIO(content)))]
     if parse_name(path.name)["gzip"]:
         content = gzip.decompress(content)
+    if fmt == ".bin" and separator != LINE_SEPARATOR:
+        return [(k, piece) for k, piece in enumerate(content.split(separator)) if piece]
     lines = [(k, line.removesuffix(b"\r")) for k, line in enumerate(content.split(b"\n"))]
     lines = [(k, line) for k, line in lines if line.strip()]
     return [(k, _python_json_value(line) if fmt == ".json" else line) for k, line in lines]
@@ -211,7 +252,7 @@ def _keys_path(values: Path) -> Path:
     return values.with_name(values.name[:m.end(3)] + ".keys" + values.name[m.end(3):])
 
 
-def _records(spark: SparkSession, files: list[Path]) -> DataFrame:
+def _records(spark: SparkSession, files: list[Path], separator: bytes = LINE_SEPARATOR) -> DataFrame:
     """`source_file` (Spark's file URI), `k` (the record's position in its object), `value`."""
     by_format: dict[tuple[str, bool], list[Path]] = {}
     for f in files:
@@ -227,10 +268,24 @@ def _records(spark: SparkSession, files: list[Path]) -> DataFrame:
             contents = whole_files(spark, group)
             if gz:
                 contents = contents.mapInArrow(_gunzip_batches, contents.schema)
-            lines = content_lines(contents)
+            lines = content_lines(contents) if fmt == ".json" else _separated(contents, separator)
             value = _json_value(F.col("line")) if fmt == ".json" else F.col("line")
             frames.append(lines.select("source_file", F.col("line_no").cast("long").alias("k"), value.alias("value")))
     return functools.reduce(DataFrame.unionByName, frames)
+
+
+def _separated(contents: DataFrame, separator: bytes) -> DataFrame:
+    """ByteArrayFormat values as `content_lines` gives lines: the pieces between separators,
+    numbered by position (k), the empty ones (after the last separator) left out."""
+    if separator == LINE_SEPARATOR:
+        return content_lines(contents)  # LF or CRLF, blank lines skipped
+    # Each byte as `\xhh` (one character per byte in BYTES_AS_TEXT): no regex meaning.
+    pattern = "".join(f"\\x{b:02x}" for b in separator)
+    pieces = contents.select(
+        "source_file",
+        F.posexplode(F.split(F.decode("content", BYTES_AS_TEXT), pattern, -1)).alias("line_no", "text"))
+    return pieces.where(F.length("text") > 0).select(
+        "source_file", "line_no", F.encode("text", BYTES_AS_TEXT).alias("line"))
 
 
 def _json_value(line: Column) -> Column:
@@ -269,9 +324,17 @@ def _record_value(df: DataFrame, names: list[str]) -> Column:
     return F.encode(F.to_json(F.struct(*[F.col(n) for n in names])), "UTF-8")
 
 
+def _gunzip(content: bytes | None, source: str) -> bytes | None:
+    try:
+        return None if content is None else gzip.decompress(content)
+    except Exception as exc:  # BadGzipFile, EOFError, zlib.error: named
+        raise _unreadable(source, exc) from exc
+
+
 def _gunzip_batches(batches):
     for batch in batches:
-        contents = [None if c is None else gzip.decompress(c) for c in batch.column("content").to_pylist()]
+        contents = [_gunzip(c, source) for c, source in zip(batch.column("content").to_pylist(),
+                                                            batch.column("source_file").to_pylist())]
         yield pa.RecordBatch.from_arrays([pa.array(contents, pa.binary()), batch.column("source_file")],
                                          names=["content", "source_file"])
 
@@ -292,13 +355,16 @@ def _avro_batches(batches):
     for batch in batches:
         files, ks, values = [], [], []
         for content, source in zip(batch.column("content").to_pylist(), batch.column("source_file").to_pylist()):
-            for k, record in enumerate(fastavro.reader(io.BytesIO(content))):
-                files.append(source)
-                ks.append(k)
-                values.append(_avro_value(record))
+            try:
+                for k, record in enumerate(fastavro.reader(io.BytesIO(content))):
+                    files.append(source)
+                    ks.append(k)
+                    values.append(_avro_value(record))
+            except Exception as exc:  # not Avro, or cut short: named
+                raise _unreadable(source, exc) from exc
         yield pa.RecordBatch.from_arrays(
             [pa.array(files, pa.string()), pa.array(ks, pa.int64()), pa.array(values, pa.binary())],
             names=["source_file", "k", "value"])
 
 
-__all__ = ["KafkaConnectS3Layout", "parse_name"]
+__all__ = ["SEPARATOR", "KafkaConnectS3Layout", "parse_name"]

@@ -91,27 +91,45 @@ class KafkaParquetLayout(DumpLayout):
     def sample(self, files: list[Path], root: Path) -> Iterator[SampledMessage]:
         """As `read`, with pyarrow."""
         for path in files:
-            pf = pq.ParquetFile(path)
+            try:
+                pf = pq.ParquetFile(path)
+            except (OSError, ValueError) as exc:  # pyarrow's errors name no file, or not always
+                raise ValueError(f"{path}: not a readable Parquet file (cut short, or not Parquet): {exc}") from exc
             names = set(pf.schema_arrow.names)
             if not {"value", "offset"} <= names:
                 raise ValueError(f"{path}: kafka-parquet files need a value and an offset column "
                                  f"(columns: {', '.join(sorted(names))}); expected Spark's Kafka source schema")
-            topic_folder, partition_folder = _python_folder(path, "topic"), _python_folder(path, "partition")
-            folder_partition = int(partition_folder) if partition_folder and partition_folder.isdigit() else None
-            columns = [c for c in ("topic", "partition", "offset", "timestamp", "key", "value") if c in names]
-            for batch in pf.iter_batches(columns=columns):
-                d = batch.to_pydict()
-                for i in range(batch.num_rows):
-                    topic, partition = _get(d, "topic", i), _get(d, "partition", i)
-                    topic = str(topic) if topic is not None else topic_folder
-                    if partition is None and partition_folder is not None and folder_partition is None:
-                        topic = f"{topic or root.name}/partition={partition_folder}"
-                    partition = int(partition) if partition is not None else folder_partition
-                    ts = _get(d, "timestamp", i)
-                    yield SampledMessage(
-                        topic or root.name, 0 if partition is None else partition, int(d["offset"][i]),
-                        int(ts.timestamp() * 1000) if isinstance(ts, datetime) else ts,
-                        _bytes(_get(d, "key", i)), _bytes(d["value"][i]), str(path))
+            yield from self._file_messages(pf, path, root)
+
+    def _file_messages(self, pf: pq.ParquetFile, path: Path, root: Path) -> Iterator[SampledMessage]:
+        """One file's messages; a read error names the file and the last message read."""
+        last = None
+        try:
+            for last in self._messages(pf, path, root):
+                yield last
+        except (OSError, ValueError) as exc:
+            where = (f"after partition {last.kafka_partition} offset {last.kafka_offset}" if last
+                     else "before its first message")
+            raise ValueError(f"{path}: cannot read this Parquet file {where}: {exc}") from exc
+
+    def _messages(self, pf: pq.ParquetFile, path: Path, root: Path) -> Iterator[SampledMessage]:
+        names = set(pf.schema_arrow.names)
+        topic_folder, partition_folder = _python_folder(path, "topic"), _python_folder(path, "partition")
+        folder_partition = int(partition_folder) if partition_folder and partition_folder.isdigit() else None
+        columns = [c for c in ("topic", "partition", "offset", "timestamp", "key", "value") if c in names]
+        for batch in pf.iter_batches(columns=columns):
+            d = batch.to_pydict()
+            for i in range(batch.num_rows):
+                topic, partition = _get(d, "topic", i), _get(d, "partition", i)
+                topic = str(topic) if topic is not None else topic_folder
+                if partition is None and partition_folder is not None and folder_partition is None:
+                    topic = f"{topic or root.name}/partition={partition_folder}"
+                partition = int(partition) if partition is not None else folder_partition
+                ts = _get(d, "timestamp", i)
+                yield SampledMessage(
+                    topic or root.name, 0 if partition is None else partition, int(d["offset"][i]),
+                    int(ts.timestamp() * 1000) if isinstance(ts, datetime) else ts,
+                    _bytes(_get(d, "key", i)), _bytes(d["value"][i]), str(path))
 
 
 def _get(d: dict, name: str, i: int):

@@ -19,7 +19,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
-from cdc_assets.lib.layouts.base import UNPARSED_TOPIC, DumpLayout, SampledMessage
+from cdc_assets.lib.layouts.base import (UNPARSED_TOPIC, DumpLayout, SampledMessage, python_unparsed_offset,
+                                         unparsed_offset)
 from cdc_assets.lib.layouts.line_files import BYTES_AS_TEXT, file_lines, python_lines
 
 _KCAT_SCHEMA = T.StructType(
@@ -138,9 +139,11 @@ class KcatJsonlLayout(DumpLayout):
             F.when(ok, r["topic"]).otherwise(F.lit(UNPARSED_TOPIC)).alias("topic"),
             F.when(ok, r["partition"]).otherwise(F.lit(-1)).alias("kafka_partition"),
             # An unparsable line gets a stable pseudo-offset (re-landing stays idempotent) that
-            # includes its position, so identical garbage lines are not taken for redeliveries.
-            F.when(ok, r["offset"]).when(F.col("glued"), F.xxhash64("source_file", "line_no", "line", "piece"))
-            .otherwise(F.xxhash64("source_file", "line_no", "line")).alias("kafka_offset"),
+            # includes its position, so identical garbage lines are not taken for redeliveries,
+            # and keeps its line number, so errors can name it.
+            F.when(ok, r["offset"]).otherwise(unparsed_offset(
+                F.when(F.col("glued"), F.xxhash64("source_file", "line_no", "line", "piece"))
+                .otherwise(F.xxhash64("source_file", "line_no", "line")), F.col("line_no"))).alias("kafka_offset"),
             F.when(ts_ok, F.timestamp_millis(r["ts"])).alias("kafka_timestamp"),
             F.when(ok, as_bytes(r["key"])).alias("key"),
             # not a record: the exact bytes of its line (or of its piece of a line)
@@ -160,7 +163,7 @@ class KcatJsonlLayout(DumpLayout):
                 for piece_no, piece in enumerate(pieces):
                     r = _record(piece, utf8)
                     if r is None:
-                        pseudo = zlib.crc32(f"{path}:{line_no}:{piece_no}".encode())
+                        pseudo = python_unparsed_offset(zlib.crc32(f"{path}:{line_no}:{piece_no}".encode()), line_no)
                         raw = piece.encode("UTF-8" if utf8 else BYTES_AS_TEXT)
                         yield SampledMessage(UNPARSED_TOPIC, -1, pseudo, None, None, raw, str(path))
                     else:

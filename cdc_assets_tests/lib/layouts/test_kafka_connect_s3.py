@@ -12,8 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
-from cdc_assets.lib.layouts import detect_layout, get_layout, list_dump_files, read_dump
-from cdc_assets.lib.layouts.kafka_connect_s3 import parse_name
+from cdc_assets.lib.codecs import get_decoder
+from cdc_assets.lib.landing import land
+from cdc_assets.lib.layouts import check_layout_options, detect_layout, get_layout, list_dump_files, read_dump
+from cdc_assets.lib.layouts.kafka_connect_s3 import SEPARATOR, parse_name
 from cdc_assets.lib.simulator import generate
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import differences_from_truth, settings_for
@@ -50,9 +52,9 @@ def _put(root: Path, name: str, content: bytes, folder: str = "topics/t/partitio
     path.write_bytes(content)
 
 
-def _rows(spark, root: Path):
+def _rows(spark, root: Path, options: dict[str, str] | None = None):
     files = list_dump_files(root, LAYOUT)
-    rows = read_dump(spark, files, LAYOUT, root).orderBy("kafka_offset").collect()
+    rows = read_dump(spark, files, LAYOUT, root, options).orderBy("kafka_offset").collect()
     return [(r.topic, r.kafka_partition, r.kafka_offset, r.key, r.value) for r in rows]
 
 
@@ -75,6 +77,111 @@ def test_bytearray_format_lf_crlf_and_gzip_without_keys(spark, tmp_path):
     _put(tmp_path, "t+1+0000000000.bin", b'{"a":1}\n{"a":2}\n')
     _put(tmp_path, "t+1+0000000002.bin.gz", gzip.compress(b'{"a":3}\r\n{"a":4}\r\n'))
     assert _rows(spark, tmp_path) == [("t", 1, i, None, b'{"a":%d}' % (i + 1)) for i in range(4)]
+
+
+# Values of binary protocols hold LF and CR (why a user sets another separator); the blank one
+# is a value too, exactly as written, and the empty one has nothing to read (its offset is
+# still counted).
+_BYTEARRAY_VALUES = [b'{"a":1}\n{"a":2}', b"\x00\x01\r\xff frame \n", b"  ", b"", b'{"a":3}']
+# (the option as a user writes it, escapes included; the bytes the connector writes)
+_SEPARATORS = [("|", b"|"), (r"\r\n", b"\r\n"), ("\r\n", b"\r\n"), (r"\u00a6\u2192", "\u00a6\u2192".encode()),
+               ("<<END>>", b"<<END>>"), (r"\\", b"\\")]
+
+
+def _connector_bytearray(values: list[bytes], separator: bytes) -> bytes:
+    """ByteArrayFormat as the connector writes an object: each value's bytes, then the separator."""
+    return b"".join(v + separator for v in values)
+
+
+def _put_bytearray(root: Path, separator: bytes, gz: bool = False) -> None:
+    ext = ".bin.gz" if gz else ".bin"
+    pack = gzip.compress if gz else (lambda b: b)
+    _put(root, f"t+1+0000000020{ext}", pack(_connector_bytearray(_BYTEARRAY_VALUES, separator)))
+    keys = [b"k%d" % k for k in range(len(_BYTEARRAY_VALUES))]
+    _put(root, f"t+1+0000000020.keys{ext}", pack(_connector_bytearray(keys, separator)))
+
+
+def _expected_bytearray() -> list[tuple]:
+    return [("t", 1, 20 + k, b"k%d" % k, v) for k, v in enumerate(_BYTEARRAY_VALUES) if v]
+
+
+@pytest.mark.parametrize("option, separator", _SEPARATORS)
+def test_bytearray_format_with_the_connectors_separator_read_back_exactly(tmp_path, option, separator):
+    _put_bytearray(tmp_path, separator)
+    layout = get_layout(LAYOUT, {SEPARATOR: option})
+    assert layout.separator == separator
+    files = layout.list_files(tmp_path)
+    got = [(m.topic, m.kafka_partition, m.kafka_offset, m.key, m.value) for m in layout.sample(files, tmp_path)]
+    assert got == _expected_bytearray()
+
+
+@pytest.mark.parametrize("option, separator, gz", [("|", b"|", False), (r"\u00a6\u2192", "\u00a6\u2192".encode(), True)])
+def test_bytearray_format_with_the_connectors_separator_in_spark(spark, tmp_path, option, separator, gz):
+    _put_bytearray(tmp_path, separator, gz)
+    assert _rows(spark, tmp_path, {SEPARATOR: option}) == _expected_bytearray()
+
+
+def test_landing_reads_bytearray_objects_with_the_sources_separator(spark, tmp_path):
+    dump = generate(tmp_path / "sim", seed=5, layout=LAYOUT, row_changes=60,
+                    writer_options={"fmt": "bin", "separator": b"\r\n|", "store_keys": False})
+    landed = land(spark, dump_root=dump.dump_dir, layout=LAYOUT, layout_options={SEPARATOR: r"\r\n|"},
+                  decoder=get_decoder("canal-json"), landing_root=tmp_path / "landing", window_ms=HOUR)
+    objects = list_dump_files(dump.dump_dir, LAYOUT)
+    assert landed.messages == sum(len(p.read_bytes().split(b"\r\n|")) - 1 for p in objects) > len(objects)
+    assert landed.unroutable_files == {}
+
+
+def test_bytearray_separator_defaults_to_the_line_separator(tmp_path):
+    layout = get_layout(LAYOUT)
+    assert layout.options == {SEPARATOR: "\n"} and layout.separator == b"\n"
+    _put(tmp_path, "t+1+0000000000.bin", b'{"a":1}\r\n{"a":2}\n')  # a Windows worker's CRLF reads too
+    assert [m.value for m in layout.sample(layout.list_files(tmp_path), tmp_path)] == [b'{"a":1}', b'{"a":2}']
+
+
+def test_an_unknown_or_empty_layout_option_is_an_error_naming_the_known_ones():
+    with pytest.raises(ValueError, match=r"layout kafka-connect-s3: unknown layout option\(s\) "
+                                         r"\['format.bytearray.seperator'\]; known: format.bytearray.separator"):
+        get_layout(LAYOUT, {"format.bytearray.seperator": "|"})
+    with pytest.raises(ValueError, match=r"layout kcat-jsonl: unknown layout option\(s\) \['x'\]; known: none"):
+        get_layout("kcat-jsonl", {"x": "1"})
+    with pytest.raises(ValueError, match=r"layout auto: unknown layout option\(s\) \['x'\]; known: "
+                                         "format.bytearray.separator"):
+        check_layout_options("auto", {"x": "1"})
+    check_layout_options("auto", {SEPARATOR: "|"})  # the detected layout checks it when read
+    with pytest.raises(ValueError, match="format.bytearray.separator is empty"):
+        get_layout(LAYOUT, {SEPARATOR: ""})
+    with pytest.raises(ValueError, match=r"unknown escape '\\\\q'"):
+        get_layout(LAYOUT, {SEPARATOR: r"\q"})
+
+
+_UNREADABLE = [("t+1+0000000020.bin.gz", b"not gzip", "BadGzipFile"),
+               ("t+1+0000000020.json.gz", gzip.compress(b'"eA=="\n' * 50)[:-12], "EOFError"),
+               ("t+1+0000000020.avro", b"not avro", "ValueError")]
+
+
+def _names_the_object(root: Path, name: str, error: str) -> str:
+    return (f"{root / 'topics/t/partition=1' / name}: cannot read this Kafka Connect S3 object "
+            f"(topic t, partition 1, records from offset 20): {error}")
+
+
+@pytest.mark.parametrize("name, content, error", _UNREADABLE)
+def test_an_unreadable_object_is_an_error_naming_it_its_partition_and_offset(tmp_path, name, content, error):
+    _put(tmp_path, name, content)
+    layout = get_layout(LAYOUT)
+    with pytest.raises(ValueError) as raised:
+        list(layout.sample(layout.list_files(tmp_path), tmp_path))
+    assert str(raised.value).startswith(_names_the_object(tmp_path, name, error))
+
+
+@pytest.mark.parametrize("name, content, error", [_UNREADABLE[0], _UNREADABLE[2]])
+def test_an_unreadable_object_stops_the_landing_naming_it(spark, tmp_path, name, content, error):
+    dump = tmp_path / "dump"
+    _put(dump, name, content)
+    with pytest.raises(ValueError) as raised:  # the executor's error, without Spark's traceback
+        land(spark, dump_root=dump, layout=LAYOUT, decoder=get_decoder("canal-json"),
+             landing_root=tmp_path / "landing", window_ms=HOUR)
+    assert str(raised.value).startswith(f"cannot land the {LAYOUT} files under {dump}: "
+                                        + _names_the_object(dump, name, error))
 
 
 def test_parquet_and_avro_records_with_their_keys(spark, tmp_path):
