@@ -56,3 +56,27 @@ def parquet_encodings(files: Iterable[Path]) -> dict[str, set[str]]:
 
 __all__ = ["raw_frame", "crlf_records", "decode", "reasons", "parquet_encodings",
            "DICTIONARY_ENCODINGS", "F"]
+
+
+def layer_rows(warehouse: Path, source: str, layer: str, columns: tuple[str, ...] = ("*",)) -> list[dict]:
+    """Every row of a windowed layer's Iceberg table (`<source>.<layer>`), read with pyiceberg."""
+    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+
+    table = load_pyiceberg_catalog(warehouse).load_table((source, layer))
+    return table.scan(selected_fields=columns).to_arrow().to_pylist()
+
+
+def layer_commits(warehouse: Path, source: str, layer: str) -> list[dict]:
+    """The newest commit summary of every window of a layer (its output metadata included)."""
+    import json
+
+    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+    from cdc_assets.lib.iceberg_tables import OUTPUT_METADATA_PROPERTY, WINDOW_PROPERTY
+
+    table = load_pyiceberg_catalog(warehouse).load_table((source, layer))
+    newest: dict[str, dict] = {}
+    for s in sorted(table.metadata.snapshots, key=lambda s: s.sequence_number):
+        props = s.summary.additional_properties if s.summary else {}
+        if WINDOW_PROPERTY in props:
+            newest[props[WINDOW_PROPERTY]] = {**props, "metadata": json.loads(props.get(OUTPUT_METADATA_PROPERTY, "{}"))}
+    return [newest[w] for w in sorted(newest, key=int)]

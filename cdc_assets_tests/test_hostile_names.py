@@ -21,6 +21,7 @@ from cdc_assets.lib.storage import MAX_PART_BYTES, table_id
 from cdc_assets.lib.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
+from cdc_assets_tests.helpers import layer_rows
 
 pytestmark = pytest.mark.slow
 
@@ -113,8 +114,7 @@ def test_a_long_legal_name_is_stored_bounded_and_a_name_no_table_can_have_is_qua
     summary = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
     assert summary.ok and summary.windows == 1 and summary.quarantined == 3
 
-    [q_folder] = settings.warehouse.glob("src/quarantine/window_start_ms=*")
-    quarantined = pq.read_table(q_folder, columns=["reason", "detail", "value"]).to_pylist()
+    quarantined = layer_rows(settings.warehouse, "src", "quarantine", ("reason", "detail", "value"))
     assert sorted((q["reason"], q["detail"], q["value"]) for q in quarantined) == sorted([
         ("invalid_table_name", "table name is longer than 64 characters (300)", lines[1].encode()),
         ("invalid_table_name", "table name is longer than 64 characters (10000)", lines[2].encode()),

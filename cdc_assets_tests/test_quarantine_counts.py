@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-import pyarrow.dataset as ds
 import pytest
 from dagster import AssetKey, DagsterInstance
 
 from cdc_assets.lib.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
+from cdc_assets_tests.helpers import layer_rows
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +59,7 @@ def test_every_unusable_message_is_one_quarantine_row_and_the_counts_agree(tmp_p
     summary = replay(settings, "src", instance, progress=lambda _m: None)
 
     expected = Counter({reason: len(ms) for reason, ms in BAD.items()}) + Counter({"invalid_json": 1})
-    quarantine = ds.dataset(settings.warehouse / "src" / "quarantine", format="parquet").to_table().to_pylist()
+    quarantine = layer_rows(settings.warehouse, "src", "quarantine")
     assert Counter(r["reason"] for r in quarantine) == expected
     assert len({(r["topic"], r["kafka_partition"], r["kafka_offset"]) for r in quarantine}) == len(quarantine)
     assert summary.quarantined == sum(expected.values()) == len(quarantine) == 6

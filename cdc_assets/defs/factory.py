@@ -11,7 +11,7 @@ from cdc_assets.defs.landing.assets import build_landed_dump
 from cdc_assets.defs.partitions import window_partitions
 from cdc_assets.defs.raw.assets import build_raw_messages
 from cdc_assets.defs.resources import (
-    SparkParquetIOManager, WarehouseResource, make_s3_resource, make_spark_resource,
+    IcebergIOManager, WarehouseResource, make_s3_resource, make_spark_resource,
 )
 from cdc_assets.defs.snapshots.assets import build_snapshots
 from cdc_assets.defs.source_build import SourceBuild
@@ -47,7 +47,7 @@ def build_definitions(settings: Settings) -> Definitions:
             "pyspark": pyspark,
             "warehouse": warehouse,
             "s3": make_s3_resource(settings),
-            "parquet_io_manager": SparkParquetIOManager(warehouse=warehouse, pyspark=pyspark),
+            "iceberg_io_manager": IcebergIOManager(warehouse=warehouse, pyspark=pyspark),
         },
         # One Spark driver per run: steps share its session in one process.
         executor=in_process_executor,

@@ -1,5 +1,5 @@
 """Resources: Spark (PySparkResource), S3 (dagster-aws), the warehouse layout, and the
-Parquet IO manager."""
+Iceberg IO manager."""
 
 
 import json
@@ -18,24 +18,12 @@ from dagster import (
 )
 from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
-from pyspark.sql import DataFrame, types as T
+from pyspark.sql import DataFrame
 
-from cdc_assets.lib.iceberg_catalog import CATALOG, ICEBERG_EXTENSIONS, spark_catalog_conf, spark_jars
+from cdc_assets.lib.iceberg_catalog import CATALOG, ICEBERG_EXTENSIONS, spark_catalog_conf, spark_jars, use_catalog
+from cdc_assets.lib.iceberg_tables import OUTPUT_METADATA_PROPERTY, IcebergTable, WindowTable, window_commit
 from cdc_assets.lib.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS, archive_in_place, with_archive
-from cdc_assets.lib.parquet_write import parquet_writer
 from cdc_assets.lib.settings import Settings
-from cdc_assets.lib.storage import (
-    SCHEMA_FILE, exclusive, parquet_rows, remove_stale_temps, replace_dir, temp_sibling, window_dir,
-)
-
-
-# The output's metadata, stored with the data it describes (same atomic rename).
-OUTPUT_METADATA_FILE = "_cdc_output.json"
-
-
-def read_output_metadata(folder: Path) -> dict:
-    path = folder / OUTPUT_METADATA_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def spark_config(settings: Settings) -> dict[str, str]:
@@ -153,45 +141,52 @@ class WarehouseResource(ConfigurableResource):
     def snapshots_root(self, source: str) -> Path:
         return self.source_root(source) / "snapshots"
 
-    def layer_path(self, asset_path: list[str], window_start_ms: int) -> Path:
-        return window_dir(Path(self.root).joinpath(*asset_path), window_start_ms)
+    def layer_table(self, spark, asset_path: list[str]) -> WindowTable:
+        """The Iceberg table of a windowed layer: `<source>.<layer>` (asset key [source, layer])."""
+        source, layer = asset_path
+        return WindowTable(IcebergTable(use_catalog(spark, self.root), source, layer,
+                                        str(Path(self.root) / source / layer)))
 
 
-class SparkParquetIOManager(ConfigurableIOManager):
-    """Partitioned Spark DataFrames <-> `<root>/<source>/<layer>/window_start_ms=<ms>/`.
+class IcebergIOManager(ConfigurableIOManager):
+    """Partitioned Spark DataFrames <-> the Iceberg table `<source>.<layer>` of the warehouse's
+    catalog, partitioned by `window_start_ms` (`iceberg_tables.WindowTable`).
 
-    Writes go to a temporary sibling that is renamed into place, so a reader sees the
-    old window or the new one, never half of one.
-    """
+    A window's output replaces that window's partition in one commit, so a reader sees the
+    old window or the new one, never half of one; the commit's summary names the window and
+    keeps the output's metadata (`window_output_metadata`)."""
 
     warehouse: ResourceDependency[WarehouseResource]
     pyspark: ResourceDependency[PySparkResource]
 
-    def _path(self, context: InputContext | OutputContext) -> Path:
+    def _table(self, context: InputContext | OutputContext) -> tuple[WindowTable, int]:
         window = context.asset_partitions_time_window
-        return self.warehouse.layer_path(list(context.asset_key.path), int(window.start.timestamp() * 1000))
+        spark = self.pyspark.spark_session
+        return (self.warehouse.layer_table(spark, list(context.asset_key.path)),
+                int(window.start.timestamp() * 1000))
 
     def handle_output(self, context: OutputContext, obj: DataFrame) -> None:
-        final = self._path(context)
-        with exclusive(final):
-            remove_stale_temps(final)
-            tmp = temp_sibling(final)
-            parquet_writer(obj).parquet(str(tmp))
-            # Spark skips `_`-files when reading data; the schema lets empty windows load typed.
-            (tmp / SCHEMA_FILE).write_text(obj.schema.json())
-            plain = {k: getattr(v, "value", v) for k, v in (context.output_metadata or {}).items()}
-            (tmp / OUTPUT_METADATA_FILE).write_text(
-                json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
-            )
-            rows = parquet_rows(tmp)  # counted before the swap, inside the lock: this run's rows
-            replace_dir(tmp, final)
-        context.add_output_metadata({"rows": rows, "path": str(final)})
+        table, start_ms = self._table(context)
+        plain = {k: getattr(v, "value", v) for k, v in (context.output_metadata or {}).items()}
+        kept = json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
+        table.write(self.pyspark.spark_session, obj, start_ms, {OUTPUT_METADATA_PROPERTY: kept})
+        commit = window_commit(self.warehouse.root, table.table.identifier, start_ms) or {}
+        context.add_output_metadata({
+            "rows": int(commit.get("added-records", 0)),
+            "dagster/table_name": f"{CATALOG}.{table.table.identifier}",
+            "iceberg_snapshot_id": str(commit.get("snapshot_id")),
+        })
 
     def load_input(self, context: InputContext) -> DataFrame:
-        path = self._path(context)
-        if not path.exists():
+        table, start_ms = self._table(context)
+        if window_commit(self.warehouse.root, table.table.identifier, start_ms) is None:
             raise FileNotFoundError(
-                f"{context.asset_key.to_user_string()} has no data at {path}: materialize that partition first"
-            )
-        schema = T.StructType.fromJson(json.loads((path / SCHEMA_FILE).read_text()))
-        return self.pyspark.spark_session.read.schema(schema).parquet(str(path))
+                f"{context.asset_key.to_user_string()} has no commit of window {start_ms} in the Iceberg table "
+                f"{table.table.identifier}: materialize that partition first")
+        return table.read(self.pyspark.spark_session, start_ms)
+
+
+def window_output_metadata(warehouse_root: str | Path, asset_path: list[str], window_start_ms: int) -> dict:
+    """The metadata a window's output was written with ({} if none)."""
+    commit = window_commit(warehouse_root, ".".join(asset_path), window_start_ms)
+    return json.loads(commit.get(OUTPUT_METADATA_PROPERTY, "{}")) if commit else {}

@@ -47,6 +47,9 @@ def spark_catalog_conf(name: str, warehouse: Path | str) -> dict[str, str]:
         f"{prefix}.jdbc.schema-version": "V1",
         # SQLite takes one writer at a time: the tables of a window commit from a few threads
         f"{prefix}.jdbc.busy_timeout": "60000",
+        # Tags and `main` are also moved by pyiceberg (iceberg_tables.publish): a table Spark
+        # had cached would not see them.
+        f"{prefix}.cache-enabled": "false",
         f"{prefix}.warehouse": str(warehouse),
     }
 

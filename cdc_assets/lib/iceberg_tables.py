@@ -107,15 +107,16 @@ class IcebergTable:
         the namespace together would collide in the catalog)."""
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self.catalog}.{_quote(self.namespace)}")
 
-    def ensure(self, spark: SparkSession, schema: T.StructType, key: list[str]) -> None:
-        """Create the table (all columns nullable, bucketed on its first bucketable key column);
-        its namespace exists (`ensure_namespace`)."""
+    def ensure(self, spark: SparkSession, schema: T.StructType, key: list[str], partition: str | None = None) -> None:
+        """Create the table (all columns nullable), bucketed on its first bucketable key column,
+        or partitioned by the column `partition`; its namespace exists (`ensure_namespace`)."""
         if self.exists(spark):
             return
         columns = ", ".join(f"{_quote(f.name)} {iceberg_type(f.dataType).simpleString()}" for f in schema.fields)
         types = {f.name: f.dataType for f in schema.fields}
-        bucket_on = next((k for k in key if isinstance(types.get(k), _BUCKETABLE)), None)
-        partitioned = f" PARTITIONED BY (bucket({KEY_BUCKETS}, {_quote(bucket_on)}))" if bucket_on else ""
+        bucket_on = None if partition else next((k for k in key if isinstance(types.get(k), _BUCKETABLE)), None)
+        partitioned = (f" PARTITIONED BY ({_quote(partition)})" if partition
+                       else f" PARTITIONED BY (bucket({KEY_BUCKETS}, {_quote(bucket_on)}))" if bucket_on else "")
         properties = {**TABLE_PROPERTIES, **({BUCKET_COLUMN: bucket_on} if bucket_on else {})}
         properties = ", ".join(f"'{k}'='{_sql_text(v)}'" for k, v in properties.items())
         spark.sql(f"CREATE TABLE IF NOT EXISTS {self.sql} ({columns}) USING iceberg{partitioned} "
@@ -177,8 +178,11 @@ class IcebergTable:
     def _merge(self, spark: SparkSession, branch: str, rows: DataFrame, key: list[str], keys: DataFrame) -> None:
         """Keys with a row: upserted; keys without: deleted."""
         present = "_cdc_present"
+        # Materialized first: a SQL MERGE whose source reads an Iceberg table (the change
+        # table, the previous snapshot) fails to plan in Spark 4.1 ("No plan for
+        # TableReference"); the source is the touched keys only, small.
         source = keys.select(*[_quote(k) for k in key]).distinct().join(
-            rows.withColumn(present, F.lit(True)), on=key, how="left")
+            rows.withColumn(present, F.lit(True)), on=key, how="left").localCheckpoint()
         view = f"cdc_merge_{uuid.uuid4().hex}"
         source.createOrReplaceTempView(view)
         on = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key)
@@ -208,6 +212,55 @@ class IcebergTable:
         """The table at a snapshot, in the Spark types the manifest recorded."""
         frame = spark.read.option("versionAsOf", str(snapshot_id)).table(self.sql)
         return frame.select([F.col(_quote(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+WINDOW_COLUMN = "window_start_ms"
+WINDOW_PROPERTY = "cdc.window-start-ms"
+OUTPUT_METADATA_PROPERTY = "cdc.output-metadata"
+
+
+@dataclass(frozen=True)
+class WindowTable:
+    """A layer stored as one Iceberg table partitioned by window (`raw_messages`,
+    `change_log`, `quarantine`, `change_table`): a window's write replaces its partition in
+    one commit, and that commit's summary says which window it wrote (`cdc.window-start-ms`)
+    and carries the output's metadata, so an empty window is a commit too."""
+
+    table: IcebergTable
+
+    def write(self, spark: SparkSession, frame: DataFrame, window_start_ms: int, metadata: dict[str, str]) -> None:
+        stored = as_stored(frame).withColumn(WINDOW_COLUMN, F.lit(window_start_ms).cast("long"))
+        if not self.table.exists(spark):
+            self.table.ensure_namespace(spark)
+            self.table.ensure(spark, stored.schema, [], partition=WINDOW_COLUMN)
+        self.table.evolve(spark, stored.schema)
+        writer = stored.writeTo(self.table.sql).option(f"snapshot-property.{WINDOW_PROPERTY}", str(window_start_ms))
+        for key, value in metadata.items():
+            writer = writer.option(f"snapshot-property.{key}", value)
+        writer.overwrite(F.col(WINDOW_COLUMN) == F.lit(window_start_ms))
+
+    def read(self, spark: SparkSession, window_start_ms: int) -> DataFrame:
+        return spark.table(self.table.sql).where(F.col(WINDOW_COLUMN) == F.lit(window_start_ms)).drop(WINDOW_COLUMN)
+
+
+def window_commit(warehouse, identifier: str, window_start_ms: int) -> dict | None:
+    """The summary of the newest commit that wrote the window (pyiceberg, no Spark); None when
+    no commit did (or the table does not exist)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+
+    try:
+        table = load_pyiceberg_catalog(warehouse).load_table(tuple(identifier.split(".", 1)))
+    except NoSuchTableError:
+        return None
+    wanted = str(window_start_ms)
+    for snapshot in sorted(table.metadata.snapshots, key=lambda s: s.sequence_number, reverse=True):
+        summary = snapshot.summary
+        if summary is not None and summary.additional_properties.get(WINDOW_PROPERTY) == wanted:
+            return {"snapshot_id": snapshot.snapshot_id, **summary.additional_properties,
+                    "operation": summary.operation.value}
+    return None
 
 
 def _widens(have: T.DataType, want: T.DataType) -> bool:

@@ -14,16 +14,16 @@ Instants:
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
+from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.lib.snapshot import TableSchema
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, read_entry, require_built
-from cdc_assets.lib.storage import SCHEMA_FILE, window_dir
+from cdc_assets.lib.iceberg_catalog import use_catalog
+from cdc_assets.lib.iceberg_tables import IcebergTable, WindowTable, window_commit
 from cdc_assets.lib.table_timeline import Name, apply_window, previous_states
 from cdc_assets.lib.tso import ms_to_tso
 
@@ -105,8 +105,10 @@ def _frame(spark: SparkSession, state) -> DataFrame:
 
 
 def _change_table(spark: SparkSession, source_root: Path, window_start_ms: int) -> DataFrame:
-    path = window_dir(source_root / CHANGE_TABLE_LAYER, window_start_ms)
-    if not (path / SCHEMA_FILE).exists():
-        raise FileNotFoundError(f"the change table of window {window_start_ms} is missing at {path}")
-    schema = T.StructType.fromJson(json.loads((path / SCHEMA_FILE).read_text()))
-    return spark.read.schema(schema).parquet(str(path))
+    warehouse, source = source_root.parent, source_root.name
+    table = WindowTable(IcebergTable(use_catalog(spark, warehouse), source, CHANGE_TABLE_LAYER,
+                                     str(source_root / CHANGE_TABLE_LAYER)))
+    if window_commit(warehouse, table.table.identifier, window_start_ms) is None:
+        raise FileNotFoundError(f"the change table of window {window_start_ms} is missing "
+                                f"(Iceberg table {table.table.identifier})")
+    return table.read(spark, window_start_ms)

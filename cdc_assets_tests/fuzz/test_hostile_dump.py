@@ -19,6 +19,7 @@ from cdc_assets.lib.simulator import generate
 from cdc_assets.lib.simulator.kafka import KafkaMessage
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import differences_from_truth
+from cdc_assets_tests.helpers import layer_rows
 
 pytestmark = pytest.mark.slow
 
@@ -83,8 +84,7 @@ def test_hostile_messages_are_quarantined_once_and_windows_equal_the_truth(tmp_p
     assert summary.ok, summary.checks_failed
     assert summary.quarantined == sum(injected.values())  # one quarantine row per message
     by_reason = Counter()
-    quarantine = settings.warehouse / "src" / "quarantine"
-    for row in spark.read.parquet(*[str(p) for p in quarantine.glob("window_start_ms=*")]).collect():
+    for row in layer_rows(settings.warehouse, "src", "quarantine", ("reason",)):
         by_reason[row["reason"]] += 1
     assert by_reason == injected
     assert differences_from_truth(settings, dump.truth_path) == {}

@@ -46,12 +46,12 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
         ins={"raw_messages": AssetIn(key=b.key(RAW))},
         outs={
             "change_log": AssetOut(
-                key=log_key, io_manager_key="parquet_io_manager", kinds={"spark", "parquet"},
+                key=log_key, io_manager_key="iceberg_io_manager", kinds={"spark", "iceberg"},
                 tags=b.tags, description="Every decoded event of the window in the one change-log schema "
                 "(docs/architecture.md): rows, DDL and watermarks, with lineage.",
             ),
             "quarantine": AssetOut(
-                key=quarantine_key, io_manager_key="parquet_io_manager", kinds={"spark", "parquet"},
+                key=quarantine_key, io_manager_key="iceberg_io_manager", kinds={"spark", "iceberg"},
                 tags=b.tags, description="Messages (or single events of a batch) that could not be used: "
                 "reason code, detail, raw key/value bytes and lineage.",
             ),

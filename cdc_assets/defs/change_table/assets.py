@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, functions as F
 
 from cdc_assets.defs.check_results import contract_check
 from cdc_assets.defs.partitions import window_bounds_ms
-from cdc_assets.defs.resources import WarehouseResource, read_output_metadata
+from cdc_assets.defs.resources import WarehouseResource, window_output_metadata
 from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, QUARANTINE, RAW, SourceBuild
 from cdc_assets.lib.alignment import aligned_events, count_alignment, mark_late_and_duplicates
 from cdc_assets.lib.landing import load_state, read_watermark_index
@@ -38,9 +38,9 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
         ins={"change_log": AssetIn(key=b.key(CHANGE_LOG))},
         partitions_def=b.partitions_def,
         group_name=b.group,
-        kinds={"spark", "parquet"},
+        kinds={"spark", "iceberg"},
         tags=b.tags,
-        io_manager_key="parquet_io_manager",
+        io_manager_key="iceberg_io_manager",
         check_specs=[
             # Checks are partitioned like their asset: the UI shows pass/fail per window.
             AssetCheckSpec(WINDOW_COMPLETE, asset=key, partitions_def=b.partitions_def, blocking=True,
@@ -74,12 +74,12 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
             policy = b.completeness()
             # Judge completeness as of when raw_messages read the landing area: a landing
             # since then may have closed the window with events this run has not seen.
-            at_read = read_output_metadata(warehouse.layer_path(list(b.key(RAW).path), start_ms))
+            at_read = window_output_metadata(warehouse.root, list(b.key(RAW).path), start_ms)
             wm = at_read.get("global_watermark_ts_at_read", state.global_watermark_ts(policy) or -1)
             wm = None if wm == -1 else wm
             complete = bool(at_read.get("window_complete_at_read", state.is_complete(end_ms, policy)))
-            quarantined = read_output_metadata(
-                warehouse.layer_path(list(b.key(QUARANTINE).path), start_ms)).get("quarantined", 0)
+            quarantined = window_output_metadata(warehouse.root, list(b.key(QUARANTINE).path),
+                                                 start_ms).get("quarantined", 0)
             yield Output(
                 aligned,
                 metadata={

@@ -17,9 +17,9 @@ def build_raw_messages(b: SourceBuild) -> AssetsDefinition:
         deps=[b.key(LANDED)],
         partitions_def=b.partitions_def,
         group_name=b.group,
-        kinds={"spark", "parquet"},
+        kinds={"spark", "iceberg"},
         tags=b.tags,
-        io_manager_key="parquet_io_manager",
+        io_manager_key="iceberg_io_manager",
         description=(
             "Kafka messages whose routing time (commitTs, watermark ts, else event time) falls in "
             "the window; key/value bytes untouched; one row per (topic, partition, offset)."

@@ -1,7 +1,6 @@
 """Layer 4: every table's state at the window end (previous window's snapshot + changes)."""
 
 import functools
-from pathlib import Path
 
 from dagster import (
     AssetCheckKey,
@@ -28,7 +27,7 @@ from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.metadata import schema_version, table_rows_chart
 from cdc_assets.lib.snapshot_store import read_entry, read_manifest, write_window_snapshot
-from cdc_assets.lib.storage import parquet_rows
+from cdc_assets.lib.iceberg_tables import window_commit
 from cdc_assets.lib.tso import tso_to_datetime
 
 PK_UNIQUE = "primary_key_unique"
@@ -91,7 +90,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         previous = _previous_manifest(b, warehouse, start_ms)
         selected = context.selected_asset_keys
         history_root = warehouse.source_root(b.source.name) / HISTORY
-        events_in = _change_table_rows(warehouse.layer_path(list(b.key(CHANGE_TABLE).path), start_ms))
+        events_in = _change_table_rows(warehouse, list(b.key(CHANGE_TABLE).path), start_ms)
         manifest = write_window_snapshot(
             spark, change_table, snap_root, start_ms, end_ms, previous,
             history_root=history_root if history_key in selected else None,
@@ -182,12 +181,13 @@ def _snapshot_results(key, spark: SparkSession, snap_root, events_in: int, table
     )
 
 
-def _change_table_rows(folder: Path) -> int:
-    """The rows of the change table the input was loaded from, summed from its Parquet footers
-    (no Spark job), before the snapshot is written, while they are the files Spark listed."""
-    if not folder.is_dir():  # rewritten by another run of this window just now
-        raise FileNotFoundError(f"the change table folder {folder} disappeared while the snapshot read it")
-    return parquet_rows(folder)
+def _change_table_rows(warehouse: WarehouseResource, asset_path: list[str], start_ms: int) -> int:
+    """The rows of the change table's window, from the summary of the commit that wrote it
+    (Iceberg metadata, no Spark job)."""
+    commit = window_commit(warehouse.root, ".".join(asset_path), start_ms)
+    if commit is None:
+        raise FileNotFoundError(f"the change table has no commit of window {start_ms}")
+    return int(commit.get("added-records", 0))
 
 
 def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: int) -> dict | None:
