@@ -1,5 +1,6 @@
-"""`cdc-assets`: replay a dump through Dagster, export snapshots, simulate an upstream, demo,
-write the driver JVM's class archive, and run a long-lived local Spark Connect server."""
+"""`cdc-assets`: replay a dump through Dagster, export snapshots, list the warehouse's Iceberg
+tables, simulate an upstream, demo, write the driver JVM's class archive, and run a
+long-lived local Spark Connect server."""
 
 from __future__ import annotations
 
@@ -125,6 +126,19 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tables(args: argparse.Namespace) -> int:
+    from cdc_assets.lib.warehouse_tables import TablesError, render_text, tables_json
+
+    warehouse = Path(args.warehouse) if args.warehouse else load_settings().warehouse
+    try:
+        document = tables_json(warehouse, args.source)
+    except TablesError as exc:
+        print(f"cdc-assets: error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(document) if args.json else render_text(document))
+    return 0
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from cdc_assets.lib.simulator import generate
 
@@ -213,6 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "(commits before it); any instant, not only window ends")
     e.add_argument("--source", default="replay")
     e.set_defaults(func=cmd_export)
+
+    t = sub.add_parser("tables", help="list the warehouse's Iceberg tables, their window-end tags and how "
+                       "pyiceberg opens the catalog (no Spark)")
+    t.add_argument("--warehouse", default=None, help="default: the configured warehouse "
+                   "(CDC_ASSETS_WAREHOUSE, the sources file, ./.cdc_assets/warehouse)")
+    t.add_argument("--source", default=None, help="only this source's tables (default: every source)")
+    t.add_argument("--json", action="store_true", help='print {"catalog": {"name", "properties"}, "tables": [...]}')
+    t.set_defaults(func=cmd_tables)
 
     s = sub.add_parser("simulate", help="write a simulated TiCDC topic dump and its true table states")
     s.add_argument("--out", required=True)

@@ -11,9 +11,11 @@ operations, no Spark job.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from urllib.parse import unquote_to_bytes
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
@@ -31,6 +33,7 @@ TABLE_PROPERTIES = {
 }
 BUCKET_COLUMN = "cdc.bucket-column"
 _KEEP = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_LAYER = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")  # snapshots, change_table, …
 
 
 def name_part(name: str) -> str:
@@ -50,6 +53,29 @@ def name_part(name: str) -> str:
 def table_name(layer: str, database: str, table: str) -> str:
     """`<layer>__<database>__<table>`, e.g. `snapshots__shop__orders`."""
     return f"{layer}__{name_part(database)}__{name_part(table)}"
+
+
+def parse_name_part(part: str) -> str:
+    """The name `name_part` encoded as `part`; a ValueError unless `part` is exactly what
+    `name_part` writes (so two parts never decode to one name)."""
+    if part == "%":
+        return ""
+    try:
+        name = unquote_to_bytes(part).decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{part!r} is not an encoded name part: {exc}") from None
+    if name_part(name) != part:
+        raise ValueError(f"{part!r} is not an encoded name part")
+    return name
+
+
+def parse_table_name(name: str) -> tuple[str, str, str]:
+    """`table_name` inverted: `snapshots__shop__orders` -> ('snapshots', 'shop', 'orders').
+    A ValueError for a name `table_name` cannot have written (another tool's table)."""
+    parts = name.split("__")
+    if len(parts) != 3 or not _LAYER.fullmatch(parts[0]):
+        raise ValueError(f"{name!r} is not a <layer>__<database>__<table> name")
+    return parts[0], parse_name_part(parts[1]), parse_name_part(parts[2])
 
 
 def end_tag(window_end_ms: int) -> str:
