@@ -4,14 +4,12 @@ The embedded default is Iceberg's JDBC catalog on a SQLite file in the warehouse
 (`<warehouse>/catalog.db`): no server, and pyiceberg's SQL catalog opens the same file, so
 any engine with an Iceberg reader (pyiceberg → Arrow → DuckDB, Trino, …) reads the tables.
 
-Spark knows a catalog by name. A process normally works on one warehouse, whose catalog is
-`cdc`; a session that meets another warehouse (the tests, a benchmark) registers it under
-`cdc_<digest>` at run time, so one session never mixes two warehouses' tables.
+Spark and pyiceberg both know the catalog as `cdc` (the JDBC catalog stores that name with
+every table, so it may never differ between processes).
 """
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from pathlib import Path
 
@@ -55,16 +53,27 @@ def spark_catalog_conf(name: str, warehouse: Path | str) -> dict[str, str]:
 
 
 def use_catalog(spark, warehouse: Path | str) -> str:
-    """The name under which `spark` reads and writes `warehouse`'s catalog (registered on
-    first use)."""
+    """The name under which `spark` reads and writes `warehouse`'s catalog: always `cdc`.
+
+    Iceberg's JDBC catalog keys every table by the catalog's name, so the name must be the
+    same in every process (pyiceberg opens `cdc` too). A process normally works on the one
+    warehouse its settings name; one that meets another (the tests, the benchmarks) points
+    `cdc` at it and drops the session's loaded catalogs, so the next statement opens it."""
     uri = catalog_uri(warehouse)
-    if spark.conf.get(f"spark.sql.catalog.{CATALOG}.uri", None) == uri:
-        return CATALOG
-    name = f"{CATALOG}_{hashlib.sha256(uri.encode()).hexdigest()[:12]}"
-    if spark.conf.get(f"spark.sql.catalog.{name}.uri", None) != uri:
-        for key, value in spark_catalog_conf(name, warehouse).items():
+    if spark.conf.get(f"spark.sql.catalog.{CATALOG}.uri", None) != uri:
+        for key, value in spark_catalog_conf(CATALOG, warehouse).items():
             spark.conf.set(key, value)
-    return name
+        manager = _catalog_manager(spark)
+        if manager is not None:
+            manager.reset()
+    return CATALOG
+
+
+def _catalog_manager(spark):
+    """The session's CatalogManager (classic sessions; a Spark Connect session is one
+    warehouse's: its server-side catalogs load from the settings the client sent)."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    return None if jsession is None else jsession.sessionState().catalogManager()
 
 
 def pyiceberg_properties(warehouse: Path | str) -> dict[str, str]:

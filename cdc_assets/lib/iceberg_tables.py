@@ -12,6 +12,7 @@ operations, no Spark job.
 from __future__ import annotations
 
 import re
+import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -19,11 +20,11 @@ from urllib.parse import unquote_to_bytes
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
-# A snapshot table's files are bucketed on its first key column: a window's MERGE rewrites
-# the buckets its keys fall in, not the table.
-KEY_BUCKETS = 8
-_BUCKETABLE = (T.IntegerType, T.LongType, T.DecimalType, T.DateType, T.TimestampType, T.TimestampNTZType,
-               T.StringType, T.BinaryType)
+# A snapshot table is written sorted by its key (Iceberg's sort order; Spark range-distributes
+# the rows), so each data file holds one range of keys. A MERGE rewrites only the files whose
+# key range holds a touched key (the files' key bounds prune the rest), so a window of new,
+# increasing keys rewrites the last file, not the table. Hash buckets would not: thousands of
+# changed keys fall into every bucket.
 TABLE_PROPERTIES = {
     "format-version": "2",
     # Copy-on-write: readers (any engine) get plain data files, no delete files to merge.
@@ -31,7 +32,7 @@ TABLE_PROPERTIES = {
     "write.update.mode": "copy-on-write",
     "write.merge.mode": "copy-on-write",
 }
-BUCKET_COLUMN = "cdc.bucket-column"
+SORT_COLUMNS = "cdc.sort-columns"  # the key the table is ordered by, as JSON
 _KEEP = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 _LAYER = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")  # snapshots, change_table, …
 
@@ -133,30 +134,34 @@ class IcebergTable:
         the namespace together would collide in the catalog)."""
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self.catalog}.{_quote(self.namespace)}")
 
-    def ensure(self, spark: SparkSession, schema: T.StructType, key: list[str], partition: str | None = None) -> None:
-        """Create the table (all columns nullable), bucketed on its first bucketable key column,
-        or partitioned by the column `partition`; its namespace exists (`ensure_namespace`)."""
+    def ensure(self, spark: SparkSession, schema: T.StructType, partition: str | None = None) -> None:
+        """Create the table (all columns nullable), partitioned by the column `partition` if
+        one is given; its namespace exists (`ensure_namespace`)."""
         if self.exists(spark):
             return
         columns = ", ".join(f"{_quote(f.name)} {iceberg_type(f.dataType).simpleString()}" for f in schema.fields)
-        types = {f.name: f.dataType for f in schema.fields}
-        bucket_on = None if partition else next((k for k in key if isinstance(types.get(k), _BUCKETABLE)), None)
-        partitioned = (f" PARTITIONED BY ({_quote(partition)})" if partition
-                       else f" PARTITIONED BY (bucket({KEY_BUCKETS}, {_quote(bucket_on)}))" if bucket_on else "")
-        properties = {**TABLE_PROPERTIES, **({BUCKET_COLUMN: bucket_on} if bucket_on else {})}
-        properties = ", ".join(f"'{k}'='{_sql_text(v)}'" for k, v in properties.items())
+        partitioned = f" PARTITIONED BY ({_quote(partition)})" if partition else ""
+        properties = ", ".join(f"'{k}'='{_sql_text(v)}'" for k, v in TABLE_PROPERTIES.items())
         spark.sql(f"CREATE TABLE IF NOT EXISTS {self.sql} ({columns}) USING iceberg{partitioned} "
                   f"LOCATION '{_sql_text(self.location)}' TBLPROPERTIES ({properties})")
 
-    def evolve(self, spark: SparkSession, target: T.StructType) -> None:
+    def evolve(self, spark: SparkSession, target: T.StructType, key: list[str] | None = None) -> None:
         """Make the table's current schema `target` (names, types, order) with Iceberg's own
         evolution: add, drop, widen (int→bigint, float→double, decimal precision); a type
-        Iceberg cannot widen to is a drop and an add (the old snapshots keep the old column)."""
+        Iceberg cannot widen to is a drop and an add (the old snapshots keep the old column).
+        `key`: the columns the table is ordered by (none: unordered)."""
+        properties = dict(spark.sql(f"SHOW TBLPROPERTIES {self.sql}").collect())
+        ordered_by = json.loads(properties.get(SORT_COLUMNS, "[]"))
         current = {f.name: f.dataType for f in spark.table(self.sql).schema.fields}
         wanted = [(f.name, iceberg_type(f.dataType)) for f in target.fields]
+        key = [k for k in (key or []) if k in dict(wanted)]
+        if ordered_by and ordered_by != key:  # a sort column cannot be dropped or retyped
+            spark.sql(f"ALTER TABLE {self.sql} WRITE UNORDERED")
+            spark.sql(f"ALTER TABLE {self.sql} UNSET TBLPROPERTIES ('{SORT_COLUMNS}')")
+            ordered_by = []
         names = {n for n, _ in wanted}
         for gone in [n for n in current if n not in names]:
-            self._drop_column(spark, gone)
+            spark.sql(f"ALTER TABLE {self.sql} DROP COLUMN {_quote(gone)}")
         for name, dtype in wanted:
             have = current.get(name)
             if have is None:
@@ -165,22 +170,16 @@ class IcebergTable:
                 if _widens(have, dtype):
                     spark.sql(f"ALTER TABLE {self.sql} ALTER COLUMN {_quote(name)} TYPE {dtype.simpleString()}")
                 else:
-                    self._drop_column(spark, name)
+                    spark.sql(f"ALTER TABLE {self.sql} DROP COLUMN {_quote(name)}")
                     spark.sql(f"ALTER TABLE {self.sql} ADD COLUMN {_quote(name)} {dtype.simpleString()}")
         order = [f.name for f in spark.table(self.sql).schema.fields]
         if order != [n for n, _ in wanted]:
             for previous, (name, _) in zip([None] + [n for n, _ in wanted], wanted):
                 where = "FIRST" if previous is None else f"AFTER {_quote(previous)}"
                 spark.sql(f"ALTER TABLE {self.sql} ALTER COLUMN {_quote(name)} {where}")
-
-    def _drop_column(self, spark: SparkSession, column: str) -> None:
-        """Drop a column; the bucketed column's partition field goes first (Iceberg keeps a
-        partition field's source column otherwise)."""
-        properties = dict(spark.sql(f"SHOW TBLPROPERTIES {self.sql}").collect())
-        if properties.get(BUCKET_COLUMN) == column:
-            spark.sql(f"ALTER TABLE {self.sql} DROP PARTITION FIELD bucket({KEY_BUCKETS}, {_quote(column)})")
-            spark.sql(f"ALTER TABLE {self.sql} UNSET TBLPROPERTIES ('{BUCKET_COLUMN}')")
-        spark.sql(f"ALTER TABLE {self.sql} DROP COLUMN {_quote(column)}")
+        if key and ordered_by != key:
+            spark.sql(f"ALTER TABLE {self.sql} WRITE ORDERED BY {', '.join(_quote(k) for k in key)}")
+            spark.sql(f"ALTER TABLE {self.sql} SET TBLPROPERTIES ('{SORT_COLUMNS}'='{_sql_text(json.dumps(key))}')")
 
     # writes ----------------------------------------------------------------------------------
     def write_window(self, spark: SparkSession, branch: str, base_snapshot_id: int | None, frame: DataFrame,
@@ -258,7 +257,7 @@ class WindowTable:
         stored = as_stored(frame).withColumn(WINDOW_COLUMN, F.lit(window_start_ms).cast("long"))
         if not self.table.exists(spark):
             self.table.ensure_namespace(spark)
-            self.table.ensure(spark, stored.schema, [], partition=WINDOW_COLUMN)
+            self.table.ensure(spark, stored.schema, partition=WINDOW_COLUMN)
         self.table.evolve(spark, stored.schema)
         writer = stored.writeTo(self.table.sql).option(f"snapshot-property.{WINDOW_PROPERTY}", str(window_start_ms))
         for key, value in metadata.items():

@@ -234,8 +234,8 @@ def _commit_table(spark: SparkSession, snapshots: Path, window_start_ms: int, na
                            "to merge them into")
     table = snapshot_table(spark, snapshots, *name)
     key = state.schema.primary_key
-    table.ensure(spark, frame.schema, key)
-    table.evolve(spark, frame.schema)
+    table.ensure(spark, frame.schema)
+    table.evolve(spark, frame.schema, key)
     base = previous_entry["snapshot_id"] if previous_entry and previous_entry.get("identifier") == table.identifier \
         else None
     snapshot_id = table.write_window(spark, branch_name(window_start_ms), base, frame, key,
