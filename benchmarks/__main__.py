@@ -18,10 +18,11 @@ from pathlib import Path
 
 from benchmarks import check, report
 from benchmarks.dump import DumpSpec, generate_dump
+from benchmarks.engines import snapshots_folder
 from benchmarks.history import measure_history
 from benchmarks.measure import Measured, run_engine
 from benchmarks.protocols import dump_info, protocol_dump, protocols
-from benchmarks.window_ranges import measure_in_child as measure_table_sizes
+from benchmarks.window_cost import measure_in_child as measure_table_sizes
 
 REPO = Path(__file__).resolve().parents[1]
 # Engines per dump size. The first size runs all; larger sizes only what stays within the
@@ -42,10 +43,8 @@ def _log(msg: str) -> None:
 def _answer(engine: str, dump_root: Path, work: Path) -> check.Fingerprint | None:
     if engine in ("duckdb_sql", "spark_naive"):
         return check.fingerprint_files(work / "out")
-    if engine == "cdc_snapshot":
-        return check.fingerprint_snapshots(work / "snapshots")
-    if engine == "cdc_pipeline":
-        return check.fingerprint_snapshots(work / "pipeline_snapshots")
+    if engine in ("cdc_snapshot", "cdc_pipeline"):
+        return check.fingerprint_snapshots(snapshots_folder(work, engine))
     if engine in ("cdc_replay", "cdc_replay_connect"):
         return check.fingerprint_snapshots(work / "warehouse" / "bench" / "snapshots")
     return None

@@ -7,20 +7,24 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.dump import TABLES, Table
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, table_path
+from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
 from cdc_assets.lib.storage import table_id
 
 Fingerprint = dict[str, tuple[int, int]]  # table -> (rows, checksum)
 
 
-def _fingerprint(con, t: Table, source: str) -> tuple[int, int]:
+def _fingerprint_relation(con, t: Table, relation: str) -> tuple[int, int]:
     text = ", ".join(
         f"coalesce(CAST(CAST(\"{name}\" AS {decl}) AS VARCHAR), '\\N')" for name, _, decl, _, _ in t.columns
     )
     rows, checksum = con.execute(
-        f"SELECT count(*), coalesce(sum(hash(concat_ws('|', {text}))), 0) FROM read_parquet('{source}')"
+        f"SELECT count(*), coalesce(sum(hash(concat_ws('|', {text}))), 0) FROM {relation}"
     ).fetchone()
     return int(rows), int(checksum)
+
+
+def _fingerprint(con, t: Table, source: str) -> tuple[int, int]:
+    return _fingerprint_relation(con, t, f"read_parquet('{source}')")
 
 
 def fingerprint_files(folder: Path) -> Fingerprint:
@@ -36,7 +40,8 @@ def fingerprint_files(folder: Path) -> Fingerprint:
 
 
 def fingerprint_snapshots(snapshots: Path) -> Fingerprint:
-    """The newest manifest of a cdc_assets snapshot folder."""
+    """The newest manifest of a cdc_assets snapshots folder (`<warehouse>/<source>/snapshots`):
+    each table at its snapshot, read by pyiceberg into Arrow, which DuckDB scans in place."""
     import duckdb
 
     manifest = read_manifest(snapshots, list_manifests(snapshots)[-1])
@@ -44,8 +49,12 @@ def fingerprint_snapshots(snapshots: Path) -> Fingerprint:
     out = {}
     for t in TABLES:
         entry = manifest["tables"].get(table_id(t.database, t.table))
-        files = list(table_path(snapshots, entry).glob("*.parquet")) if entry else []
-        out[t.name] = _fingerprint(con, t, str(table_path(snapshots, entry) / "*.parquet")) if files else (0, 0)
+        if entry is None:
+            out[t.name] = (0, 0)
+            continue
+        con.register("snapshot_rows", read_entry_arrow(snapshots, entry))
+        out[t.name] = _fingerprint_relation(con, t, "snapshot_rows")
+        con.unregister("snapshot_rows")
     return out
 
 

@@ -3,8 +3,8 @@ DUMP_ROOT WORK_DIR`), so peak memory covers exactly one engine (JVM included), a
 JSON line: `job_s` (the work, Spark session start excluded) and `session_s`.
 
 Outputs that are table states go to `WORK_DIR/out/<db>.<table>.parquet` (DuckDB, plain
-Spark) or to a cdc_assets snapshot folder; `benchmarks.check` compares them with the
-dump's expected state.
+Spark) or to a cdc_assets warehouse of Iceberg tables (`snapshots_folder`);
+`benchmarks.check` compares them with the dump's expected state.
 """
 
 from __future__ import annotations
@@ -210,18 +210,33 @@ def cdc_align(dump: Path, work: Path) -> dict:
     return {"job_s": time.perf_counter() - t0, "session_s": session_s}
 
 
-def _snapshot(spark, change_table, snapshots: Path) -> dict:
+def snapshots_folder(work: Path, engine: str) -> Path:
+    """Where `engine` writes its snapshots: `<warehouse>/<source>/snapshots`, a warehouse
+    (its catalog, every table) of its own, so runs and engines never share a catalog."""
+    return work.absolute() / f"{engine}_warehouse" / "bench" / "snapshots"
+
+
+def _snapshot_session(spark, work: Path, engine: str):
+    """A fresh warehouse for `engine` and the session that writes it (benchmarks/warehouse.py)."""
+    from benchmarks.warehouse import on_warehouse
+
+    warehouse = snapshots_folder(work, engine).parent.parent
+    shutil.rmtree(warehouse, ignore_errors=True)  # the catalog too: it would name the removed tables
+    return on_warehouse(spark, warehouse)
+
+
+def _snapshot(spark, change_table, work: Path, engine: str) -> dict:
     from cdc_assets.lib.snapshot_store import write_window_snapshot
 
-    shutil.rmtree(snapshots, ignore_errors=True)
-    return write_window_snapshot(spark, change_table, snapshots, 0, 1, None)
+    return write_window_snapshot(spark, change_table, snapshots_folder(work, engine), 0, 1, None)
 
 
 def cdc_snapshot(dump: Path, work: Path) -> dict:
     """The snapshot of the whole dump as one window, from the change table."""
     spark, session_s = _spark()
+    spark = _snapshot_session(spark, work, "cdc_snapshot")
     t0 = time.perf_counter()
-    _snapshot(spark, spark.read.parquet(str(work / "change_table")), work / "snapshots")
+    _snapshot(spark, spark.read.parquet(str(work / "change_table")), work, "cdc_snapshot")
     return {"job_s": time.perf_counter() - t0, "session_s": session_s}
 
 
@@ -233,11 +248,12 @@ def cdc_pipeline(dump: Path, work: Path) -> dict:
     from cdc_assets.lib.codecs import get_decoder
 
     spark, session_s = _spark()
+    spark = _snapshot_session(spark, work, "cdc_pipeline")
     t0 = time.perf_counter()
     decoded = get_decoder("canal-json").decode(_raw_messages(spark, dump))
     change_log = decoded.where(F.col(REJECT_REASON).isNull()).select(*CHANGE_LOG_COLUMNS).persist()
     try:
-        _snapshot(spark, _align(spark, change_log), work / "pipeline_snapshots")
+        _snapshot(spark, _align(spark, change_log), work, "cdc_pipeline")
     finally:
         change_log.unpersist()
     return {"job_s": time.perf_counter() - t0, "session_s": session_s}

@@ -172,11 +172,11 @@ def targets(sections: list[dict], history: dict | None, per_protocol: list[dict]
     if len(sizes) > 1:
         small, large = sizes[0], sizes[-1]
         for workload, what in (("recent", "new and recent keys"), ("uniform", "keys all over the table")):
-            a, b = small[f"ranges_{workload}_s"], large[f"ranges_{workload}_s"]
+            a, b = small[f"merge_{workload}_s"], large[f"merge_{workload}_s"]
             peer_a, peer_b = small[f"whole_table_{workload}_s"], large[f"whole_table_{workload}_s"]
             row(f"a window's snapshot step ≤ {TARGET_HISTORY_RATIO}× from a {small['rows']:,}- to a "
                 f"{large['rows']:,}-row table ({table_size['changes_per_window']:,} changes to {what})",
-                f"{a:.1f} s → {b:.1f} s ({b / a:.2f}×); whole-table rewrite {peer_a:.1f} s → {peer_b:.1f} s "
+                f"{a:.1f} s → {b:.1f} s ({b / a:.2f}×); whole-table overwrite {peer_a:.1f} s → {peer_b:.1f} s "
                 f"({peer_b / peer_a:.2f}×)", b / a <= TARGET_HISTORY_RATIO)
     if len(sections) > 1:
         for engine in ("cdc_decode", "duckdb_sql"):
@@ -244,24 +244,27 @@ def table_size_section(table_size: dict | None) -> list[str]:
     lines = [
         "## Window cost against table size (snapshot step)",
         "",
-        f"One window of {table_size['changes_per_window']:,} changes applied to one table of growing size "
-        f"(`benchmarks/window_ranges.py`): written in key ranges of {table_size['range_rows']:,} rows, "
-        "as cdc_assets does, and, as the peer in the same process, as one range (the whole table "
-        "rewritten). Seconds per window (median of "
-        f"{table_size.get('runs', 3)} after a warm-up window per size and workload, and a warm-up pass of "
-        "the whole step on a small table first), the window's uniqueness check included. `recent`: "
-        "15,000 inserts of new increasing keys and 5,000 updates of the newest 100,000 (AUTO_INCREMENT "
-        "tables); `uniform`: 20,000 updates spread over the whole key space (AUTO_RANDOM or UUID keys).",
+        f"One window of {table_size['changes_per_window']:,} changes applied to one Iceberg table of growing "
+        f"size (`benchmarks/window_cost.py`), bucketed on its key into {table_size['key_buckets']} buckets "
+        "(a hash of the key): written as a MERGE of the keys the window touched, as cdc_assets does (one "
+        "copy-on-write commit: every data file that holds a touched key is rewritten, the others are kept), "
+        "and, as the peer in the same process, as an overwrite of the whole table. Seconds per window (median "
+        f"of {table_size.get('runs', 3)} after a warm-up window per size and workload, and a warm-up pass of "
+        "the whole step on a small table first), the window's uniqueness check included. Files rewritten: "
+        "the data files the MERGE's snapshot deleted, of those the table had before it (its Iceberg snapshot "
+        "summary). `recent`: 15,000 inserts of new increasing keys and 5,000 updates of the newest 100,000 "
+        "(AUTO_INCREMENT tables); `uniform`: 20,000 updates spread over the whole key space (AUTO_RANDOM or "
+        "UUID keys).",
         "",
-        "| table rows | key ranges | `recent`: ranges rewritten | `recent` s | whole table s | "
-        "`uniform`: ranges rewritten | `uniform` s | whole table s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| table rows | `recent`: MERGE files rewritten | `recent` MERGE s | whole table s | "
+        "`uniform`: MERGE files rewritten | `uniform` MERGE s | whole table s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in table_size["sizes"]:
-        rec, uni = r["ranges_recent_rewritten"], r["ranges_uniform_rewritten"]
-        lines.append(f"| {r['rows']:,} | {rec[1]} | {rec[0]} | {r['ranges_recent_s']:.2f} | "
-                     f"{r['whole_table_recent_s']:.2f} | {uni[0]} | {r['ranges_uniform_s']:.2f} | "
-                     f"{r['whole_table_uniform_s']:.2f} |")
+        rec, uni = r["merge_recent_files"], r["merge_uniform_files"]
+        lines.append(f"| {r['rows']:,} | {rec['rewritten']} of {rec['before']} | {r['merge_recent_s']:.2f} | "
+                     f"{r['whole_table_recent_s']:.2f} | {uni['rewritten']} of {uni['before']} | "
+                     f"{r['merge_uniform_s']:.2f} | {r['whole_table_uniform_s']:.2f} |")
     return lines + [""]
 
 
@@ -524,31 +527,17 @@ GAPS = """## Why targets are missed, and what would close the gap
   51.6/30.3/26.9 and 43.5/27.4/22.5 s, alternating processes) and was not kept. The
   candidate-only dedup pre-pass above, tried again on the 1M change log, was again slower
   once warm (15.0 and 13.1 s against 12.3 and 11.6 s for the marking and its counts).
-- **Window cost against history.** A table's snapshot files are split by primary-key range
-  (`cdc_assets/lib/key_ranges.py`, 1,000,000 rows per range by default): a window reads and
-  rewrites only the ranges its changes touch and hard-links the others into its folder, and
-  the uniqueness check reads only the rewritten ranges. When changes cluster in the key space
-  (AUTO_INCREMENT inserts, updates of recent rows) a window's cost then stays flat as the
-  table grows; the table-size section measures it against the whole-table rewrite. Two limits
-  remain. Changes spread over the whole key space (AUTO_RANDOM or UUID keys, backfills) touch
-  every range, so the whole table is still rewritten, and the ranged write costs a shuffle
-  (rows moved to their range's task) that the single-range write does not: 1.3–1.4× the
-  whole-table rewrite at 4,000,000 rows in two runs on 2026-11-22/23. Writing the touched
-  ranges without that shuffle (each task writes a file per range its rows fall in) was
-  measured and dropped: about 7.4 s against 8.0 s per window over seven chained windows at
-  4,000,000 rows, no gain at 1,000,000, and the files per range grew from 1 to 4–5. Only
-  merge-on-read (small delta files per range, compacted later) would make that case follow
-  its changes. The history
-  workload above draws its keys uniformly and its tables stay under one range (300,000 rows
-  at most), so it measures the fixed costs of a window, which dominate at that size; a user
-  whose keys are random can set `snapshot_range_rows` high to keep one range per table.
-  Ranges are split when they outgrow twice their size but never merged after deletes.
-  The table-size figures of the `bf6cdb8` run are about a third slower than those of the run
-  before it (`a1f6f82`). Both commits were run side by side in one session on 2026-11-23,
-  alternating, two runs each, at 250,000 and 1,000,000 rows. The newer code measured the same
-  or less in every cell: `uniform` at 1,000,000 rows 3.7 and 4.0 s against 3.8 and 4.2 s,
-  and `recent` at 250,000 rows 2.6 and 2.7 s against 2.8 and 2.9 s. So the slowdown was the
-  machine's load during that run, not the code.
+- **Window cost against history.** A table's snapshot is an Iceberg table bucketed by a hash
+  of its first key column (`KEY_BUCKETS` in `cdc_assets/lib/iceberg_tables.py`). A window
+  in which only rows changed (no DDL, a primary key) is written as one copy-on-write MERGE of
+  the keys it touched: Iceberg rewrites every data file holding one of those keys and keeps the
+  others; any other window overwrites the whole table. The uniqueness check reads the table at
+  the snapshot the window wrote. Because a bucket is a hash of the key, not a range of it, keys
+  that cluster in the key space (AUTO_INCREMENT inserts, updates of recent rows) fall into as
+  many buckets as keys drawn at random: the table-size section lists, per workload, how many
+  files a window's MERGE rewrote and what it cost against the whole-table overwrite. The
+  history workload above draws its keys uniformly and its tables stay small (300,000 rows at
+  most), so it measures the fixed costs of a window, which dominate at that size.
 - **Memory.** Spark's RSS is mostly the JVM heap (`spark.driver.memory=4g`), which the JVM
   grows lazily up to its limit; it does not hold the dump in memory (decode streams through
   Parquet batches), so peak RSS is bounded by the heap setting rather than by the dump size.

@@ -33,7 +33,7 @@ def test_every_engine_gives_the_expected_answer(dump, tmp_path, spark):
     engines.spark_naive(dump.root, tmp_path / "naive")
     assert check.fingerprint_files(tmp_path / "naive" / "out") == want
     engines.cdc_pipeline(dump.root, tmp_path / "cdc")
-    assert check.fingerprint_snapshots(tmp_path / "cdc" / "pipeline_snapshots") == want
+    assert check.fingerprint_snapshots(engines.snapshots_folder(tmp_path / "cdc", "cdc_pipeline")) == want
 
 
 def test_harness_measures_a_child_process_and_renders_the_report(dump, tmp_path):
@@ -94,19 +94,26 @@ def test_decode_per_protocol_step(tmp_path, spark):
 
 @pytest.mark.slow
 def test_window_cost_against_table_size_step(tmp_path, spark):
-    """The table-size step on small tables in ranges of 1,000 rows (row counts and key
-    uniqueness are checked inside `measure`), and its report section. That only touched
-    ranges are rewritten is tested in cdc_assets_tests/lib/test_key_ranges.py."""
-    from benchmarks import window_ranges
+    """The table-size step on small tables (row counts and key uniqueness are checked inside
+    `measure`: it raises on a wrong count or a duplicate key), the data files each layout
+    rewrote, from the Iceberg summary, and its report section."""
+    from benchmarks import window_cost
+    from cdc_assets.lib.iceberg_tables import KEY_BUCKETS
 
-    sizes = window_ranges.measure(spark, [4_000, 8_000], runs=1, root=tmp_path, range_rows=1_000,
-                                  warm_up=False)
-    large = sizes[-1]
-    assert large["ranges_uniform_rewritten"] == [8, 8]  # every key range has updates
-    assert large["whole_table_uniform_rewritten"] == [1, 1]
-    rewritten, ranges = large["ranges_recent_rewritten"]
-    assert rewritten == ranges > 8  # 15,000 new keys: the last range split in place
-    table_size = {"range_rows": 1_000, "changes_per_window": 20_000, "runs": 1, "sizes": sizes}
+    sizes = window_cost.measure(spark, [4_000, 8_000], runs=1, root=tmp_path, warm_up=False)
+    for size in sizes:
+        assert size["merge_recent_rows"] == size["whole_table_recent_rows"] == size["rows"] + 15_000
+        assert size["merge_uniform_rows"] == size["whole_table_uniform_rows"] == size["rows"]
+        for layout in window_cost.LAYOUTS:
+            for workload in window_cost.WORKLOADS:
+                files = size[f"{layout}_{workload}_files"]
+                # One file per bucket; the overwrite replaces all of them, and so does the MERGE
+                # (it keeps only files without a touched key): a bucket is a hash of the key, so
+                # thousands of changed keys, recent or not, fall in every bucket.
+                assert files["before"] == files["rewritten"] == files["added"] == KEY_BUCKETS, (layout, workload)
+    table_size = {"key_buckets": KEY_BUCKETS, "changes_per_window": 20_000, "runs": 1, "sizes": sizes}
     text = report.render([], None, command="make bench", total_s=1.0, table_size=table_size)
-    assert "## Window cost against table size" in text and f"| 8,000 | {ranges} | {rewritten} |" in text
+    large = sizes[-1]
+    assert "## Window cost against table size" in text
+    assert f"| 8,000 | {KEY_BUCKETS} of {KEY_BUCKETS} | {large['merge_recent_s']:.2f} | " in text
     assert "from a 4,000- to a 8,000-row table" in text

@@ -1,0 +1,192 @@
+"""Window cost against table size, at the snapshot step: one window of 20,000 changes
+applied to Iceberg tables of growing size, written as a MERGE of the keys the window
+touched (what cdc_assets does: one copy-on-write commit that rewrites the data files
+holding those keys) and, as the peer in the same process, as an overwrite of the whole
+table (`merge_touched_keys=False`).
+
+    python -m benchmarks.window_cost [--sizes 250000,1000000,4000000] [--runs 3]
+
+Two workloads per size, both with the window's uniqueness check over the snapshot it wrote:
+- `recent`: 15,000 inserts of new, increasing keys (AUTO_INCREMENT) and 5,000 updates of
+  the newest 100,000 keys: the common OLTP shape;
+- `uniform`: 20,000 updates of keys drawn over the whole key space (TiDB's AUTO_RANDOM or
+  UUID keys, or a backfill).
+Per size, layout and workload: the median seconds, and the data files the written snapshot
+deleted (rewritten), added and holds (from its Iceberg summary). Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+CHANGES_PER_WINDOW = 20_000
+LAYOUTS = {"merge": True, "whole_table": False}  # layout -> merge_touched_keys
+WORKLOADS = ("recent", "uniform")
+_T0 = 1767225600000 << 18  # a TiDB TSO (2026-01-01)
+
+
+def _spark():
+    """The project's session settings: the Iceberg jars, extensions and catalogs come with them."""
+    from cdc_assets.defs.resources import spark_config, start_spark_session
+    from cdc_assets.lib.settings import load_settings
+
+    conf = spark_config(load_settings({}))
+    conf["spark.app.name"] = "bench-window-cost"
+    return start_spark_session(conf)
+
+
+def _changes(ids, op: str, commit_ts: int):
+    """Change-log rows (the unified schema) for a frame of `id`s: table db.t (id, name, v)."""
+    from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA
+
+    key = F.col("id").cast("string")
+    values = {
+        "topic": F.lit("bench"), "kafka_partition": F.lit(0), "kafka_offset": F.col("id"), "event_index": F.lit(0),
+        "event_kind": F.lit("row"), "op": F.lit(op), "database": F.lit("db"), "table": F.lit("t"),
+        "commit_ts": F.lit(commit_ts) + F.col("id"), "pk_names": F.array(F.lit("id")), "pk_values": F.array(key),
+        "after": F.create_map(F.lit("id"), key, F.lit("name"), F.concat(F.lit(f"{op.lower()}-"), key),
+                              F.lit("v"), (F.col("id") * 7 % 1000).cast("string")),
+        "column_types": F.create_map(F.lit("id"), F.lit("bigint"), F.lit("name"), F.lit("varchar(40)"),
+                                     F.lit("v"), F.lit("int")),
+    }
+    return ids.select(*[values.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name)
+                        for f in CHANGE_LOG_SCHEMA.fields])
+
+
+def _window(spark, rows: int, workload: str):
+    ts = _T0 + (1 << 40)
+    if workload == "recent":
+        frame = _changes(spark.range(rows, rows + 15_000), "INSERT", ts).unionByName(
+            _changes(spark.range(max(0, rows - 100_000), rows, max(1, min(100_000, rows) // 5_000)), "UPDATE", ts))
+    else:
+        frame = _changes(spark.range(0, rows, max(1, rows // CHANGES_PER_WINDOW)), "UPDATE", ts)
+    return frame.localCheckpoint()
+
+
+def _expected_rows(rows: int, workload: str) -> int:
+    return rows + (15_000 if workload == "recent" else 0)
+
+
+def _duplicate_keys(spark, snapshots: Path, entry: dict) -> int:
+    """What the snapshots asset's uniqueness check reads: the table at the snapshot the window wrote."""
+    from cdc_assets.lib.snapshot_store import read_entry
+
+    return read_entry(spark, snapshots, entry).groupBy("id").count().where(F.col("count") > 1).count()
+
+
+def _data_files(spark, snapshots: Path, snapshot_id: int) -> dict[str, int]:
+    """The data files the snapshot rewrote (deleted from the table), added and holds, and the
+    table's files before it, from its Iceberg summary (metadata, no scan). A summary leaves
+    out a count of zero."""
+    from cdc_assets.lib.snapshot_store import snapshot_table
+
+    table = snapshot_table(spark, snapshots, "db", "t")
+    summary = spark.sql(f"SELECT summary FROM {table.sql}.snapshots WHERE snapshot_id = {int(snapshot_id)}").first()[0]
+    files = {name: int(summary.get(f"{key}-data-files", 0))
+             for name, key in (("rewritten", "deleted"), ("added", "added"), ("total", "total"))}
+    return {**files, "before": files["total"] - files["added"] + files["rewritten"]}
+
+
+def _timed_window(spark, window, snapshots: Path, base: dict, merge: bool) -> tuple[float, dict, int]:
+    """One write of the window on `base`, with its uniqueness check: seconds, entry, duplicate keys."""
+    from cdc_assets.lib.snapshot_store import write_window_snapshot
+
+    t0 = time.perf_counter()
+    manifest = write_window_snapshot(spark, window, snapshots, 2000, 3000, base, merge_touched_keys=merge)
+    entry = manifest["tables"]["db.t"]
+    duplicates = _duplicate_keys(spark, snapshots, entry)
+    return time.perf_counter() - t0, entry, duplicates
+
+
+def _measure_workload(spark, rows: int, workload: str, layout: str, snapshots: Path, base: dict,
+                      runs: int) -> dict:
+    window = _window(spark, rows, workload)
+    seconds = []
+    for i in range(runs + 1):  # the first run warms the JVM up and is not counted
+        s, entry, duplicates = _timed_window(spark, window, snapshots, base, LAYOUTS[layout])
+        if i:
+            seconds.append(s)
+    expected = _expected_rows(rows, workload)
+    if entry["rows"] != expected or duplicates:
+        raise RuntimeError(f"{layout}/{workload} at {rows:,} rows: {entry['rows']:,} rows, "
+                           f"{duplicates} duplicate keys (want {expected:,}, 0)")
+    files = _data_files(spark, snapshots, entry["snapshot_id"])
+    print(f"[window-cost] {rows:,} rows {layout}/{workload}: {seconds} s, data files {files}",
+          file=sys.stderr, flush=True)
+    return {f"{layout}_{workload}_s": statistics.median(seconds) if seconds else None,
+            f"{layout}_{workload}_rows": entry["rows"], f"{layout}_{workload}_files": files}
+
+
+def _measure_layout(spark, rows: int, layout: str, root: Path, runs: int) -> dict:
+    """Both workloads on one table of `rows` rows, each window cut from the same first window.
+    The warehouse (catalog and tables) is this size's and layout's own, removed after."""
+    from benchmarks.warehouse import on_warehouse
+    from cdc_assets.lib.snapshot_store import write_window_snapshot
+
+    warehouse = root / f"{layout}-{rows}"
+    snapshots = warehouse / "src" / "snapshots"  # the catalog lives in the warehouse
+    spark = on_warehouse(spark, warehouse)
+    try:
+        base = write_window_snapshot(spark, _changes(spark.range(rows), "INSERT", _T0), snapshots, 1000, 2000, None,
+                                     merge_touched_keys=LAYOUTS[layout])
+        out = {}
+        for workload in WORKLOADS:
+            out.update(_measure_workload(spark, rows, workload, layout, snapshots, base, runs))
+        return out
+    finally:
+        shutil.rmtree(warehouse, ignore_errors=True)
+
+
+def measure(spark, sizes: list[int], runs: int, root: Path, warm_up: bool = True) -> list[dict]:
+    if warm_up:  # the JVM's first jobs are slower: they must not flatter the smallest size
+        _measure(spark, [min(sizes) // 4], 0, root / "warm-up")
+    return _measure(spark, sizes, runs, root)
+
+
+def _measure(spark, sizes: list[int], runs: int, root: Path) -> list[dict]:
+    out = []
+    for rows in sizes:
+        row = {"rows": rows}
+        for layout in LAYOUTS:
+            row.update(_measure_layout(spark, rows, layout, root, runs))
+        out.append(row)
+    return out
+
+
+def measure_in_child(sizes: str, runs: int) -> dict:
+    """Run in its own process (own JVM), as every measured engine is; returns the JSON line."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.window_cost", "--sizes", sizes, "--runs", str(runs)],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    if proc.returncode != 0:
+        raise RuntimeError(f"window_cost failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cdc_assets.lib.iceberg_tables import KEY_BUCKETS
+
+    p = argparse.ArgumentParser(prog="python -m benchmarks.window_cost")
+    p.add_argument("--sizes", default="250000,1000000,4000000")
+    p.add_argument("--runs", type=int, default=3)
+    args = p.parse_args(argv)
+    spark = _spark()
+    with tempfile.TemporaryDirectory(prefix="bench-window-cost-") as tmp:
+        rows = measure(spark, [int(s) for s in args.sizes.split(",") if s], args.runs, Path(tmp))
+    spark.stop()
+    print(json.dumps({"key_buckets": KEY_BUCKETS, "changes_per_window": CHANGES_PER_WINDOW, "runs": args.runs,
+                      "sizes": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
