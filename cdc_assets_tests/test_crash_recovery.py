@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from cdc_assets.defs.resources import SCHEMA_FILE
 from cdc_assets.lib.simulator import generate
 from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
 
@@ -51,14 +50,29 @@ def snapshot_contents(snapshots: Path) -> dict[int, dict[str, list]]:
     return out
 
 
-def _visible_partial_outputs(warehouse: Path) -> list[Path]:
-    """Visible partition folders of the IO manager's layers that are not whole (both files
-    are written before the folder is renamed into place)."""
+def _visible_partial_outputs(warehouse: Path) -> list[str]:
+    """What an Iceberg reader could see of a window that was not committed: a snapshot table
+    whose end tag names a window without a manifest, or whose main is not the newest
+    committed window's snapshot."""
+    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+
+    snapshots = warehouse / "src" / "snapshots"
+    manifests = [read_manifest(snapshots, w) for w in list_manifests(snapshots)]
+    committed = {m["tag"]: m for m in manifests}
+    newest = manifests[-1]["tables"] if manifests else {}
     bad = []
-    for layer in ("raw_messages", "change_log", "quarantine", "change_table"):
-        for folder in (warehouse / "src" / layer).glob("window_start_ms=*"):
-            if not all((folder / m).exists() for m in (SCHEMA_FILE, "_SUCCESS")):
-                bad.append(folder)
+    catalog = load_pyiceberg_catalog(warehouse)
+    for identifier in catalog.list_tables(("src",)):
+        if not identifier[-1].startswith("snapshots__"):
+            continue
+        table = catalog.load_table(identifier)
+        name = ".".join(identifier)
+        for ref in table.metadata.refs:
+            if ref.startswith("end-") and ref not in committed:
+                bad.append(f"{name}: tag {ref} of a window without a manifest")
+        entry = next((e for e in newest.values() if e["identifier"] == name), None)
+        if entry and table.current_snapshot().snapshot_id != entry["snapshot_id"]:
+            bad.append(f"{name}: main is not the newest committed window's snapshot")
     return bad
 
 

@@ -23,7 +23,7 @@ from cdc_assets.lib.iceberg_tables import end_tag, table_name
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
 from cdc_assets.lib.storage import table_id
 from cdc_assets.lib.truth import load_truth, snapshot_rows, truth_rows
-from cdc_assets.lib.warehouse_tables import tables_json
+from cdc_assets.lib.warehouse_tables import WINDOWED_LAYERS, tables_json
 from cdc_assets_tests.e2e import simulate_and_replay
 
 HOUR = 3_600_000
@@ -65,9 +65,14 @@ def test_tables_json_lists_every_snapshot_table_with_the_tag_of_every_window(run
     doc = listed(capsys, settings.warehouse)
     assert list(doc) == ["catalog", "tables"]
     assert doc["catalog"] == {"name": CATALOG, "properties": pyiceberg_properties(settings.warehouse)}
-    tables = doc["tables"]
-    assert tables and all(list(t) == FIELDS for t in tables)
-    assert tables == sorted(tables, key=lambda t: (t["source"], t["layer"], t["database"], t["table"]))
+    assert doc["tables"] and all(list(t) == FIELDS for t in doc["tables"])
+    assert doc["tables"] == sorted(doc["tables"], key=lambda t: (t["source"], t["layer"], t["database"] or "",
+                                                                 t["table"] or ""))
+    # The windowed layers: one table per source, partitioned by window, no tags.
+    windowed = [t for t in doc["tables"] if t["database"] is None]
+    assert [(t["layer"], t["identifier"], t["table"], t["tags"]) for t in windowed] == [
+        (layer, f"src.{layer}", None, []) for layer in sorted(WINDOWED_LAYERS)]
+    tables = [t for t in doc["tables"] if t["database"] is not None]
     for t in tables:
         assert t["source"] == "src" and t["layer"] == "snapshots"
         assert t["identifier"] == "src." + table_name("snapshots", t["database"], t["table"])
@@ -133,7 +138,8 @@ def test_every_table_at_every_tag_reads_the_same_in_pyiceberg_duckdb_spark_and_t
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     checked = 0
-    for t in doc["tables"]:
+    snapshot_tables = [t for t in doc["tables"] if t["layer"] == "snapshots"]
+    for t in snapshot_tables:
         table = catalog.load_table(t["identifier"])
         namespace, name = t["identifier"].split(".", 1)
         in_spark = f"{spark_catalog}.`{namespace}`.`{name}`"
@@ -156,7 +162,7 @@ def test_every_table_at_every_tag_reads_the_same_in_pyiceberg_duckdb_spark_and_t
             assert snapshot_rows(duck, meta["columns"], meta["types"]) == \
                 truth_rows(window["tables"][full], meta["columns"], meta["types"]), (full, tag)
             checked += 1
-    assert checked == sum(len(t["tags"]) for t in doc["tables"]) > len(doc["tables"])
+    assert checked == sum(len(t["tags"]) for t in snapshot_tables) > len(snapshot_tables)
 
 
 def test_the_readable_table_names_every_table(run, capsys):
@@ -170,7 +176,8 @@ def test_the_readable_table_names_every_table(run, capsys):
                                 "IDENTIFIER"]
     rows = [line.split() for line in lines[3:]]
     assert [(r[0], r[1], r[2], r[3], int(r[4]), r[-1]) for r in rows] == \
-        [(t["source"], t["layer"], t["database"], t["table"], len(t["tags"]), t["identifier"]) for t in doc["tables"]]
+        [(t["source"], t["layer"], t["database"] or "-", t["table"] or "-", len(t["tags"]), t["identifier"])
+         for t in doc["tables"]]
 
 
 def test_the_command_needs_no_spark(run, tmp_path):

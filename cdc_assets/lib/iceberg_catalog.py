@@ -60,13 +60,19 @@ def use_catalog(spark, warehouse: Path | str) -> str:
     warehouse its settings name; one that meets another (the tests, the benchmarks) points
     `cdc` at it and drops the session's loaded catalogs, so the next statement opens it."""
     uri = catalog_uri(warehouse)
-    if spark.conf.get(f"spark.sql.catalog.{CATALOG}.uri", None) != uri:
+    # The conf alone does not tell: `SparkSession.builder.getOrCreate()` (PySparkResource)
+    # sets a new warehouse's conf on a session whose catalog is already loaded on the old one.
+    if getattr(spark, _LOADED_URI, None) != uri:
         for key, value in spark_catalog_conf(CATALOG, warehouse).items():
             spark.conf.set(key, value)
         manager = _catalog_manager(spark)
         if manager is not None:
             manager.reset()
+        setattr(spark, _LOADED_URI, uri)
     return CATALOG
+
+
+_LOADED_URI = "_cdc_assets_catalog_uri"  # on the session object: the warehouse its `cdc` was loaded for
 
 
 def _catalog_manager(spark):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, types as T
@@ -98,26 +99,41 @@ def write_window_snapshot(
     previous: dict | None,
     history_root: Path | None = None,
     merge_touched_keys: bool = True,
+    audit: Callable[[dict], str | None] | None = None,
 ) -> dict:
     """Build and publish window [start, end) on `previous` (its manifest; None: the first).
-    `merge_touched_keys=False` rewrites every changed table whole (the benchmarks' peer)."""
+    `merge_touched_keys=False` rewrites every changed table whole (the benchmarks' peer).
+
+    Write-audit-publish: the tables are written on the window's branch, then `audit` sees
+    the manifest to be; a reason it returns withholds the window (`WindowWithheld`): no
+    tag, `main` unchanged, no manifest, the branch `window-<start ms>` left for inspection."""
     manifest_file = manifest_path(snapshots, window_start_ms)
     # Two runs of one window take turns: they would write the same window branch.
     with exclusive(manifest_file):
         remove_stale_temps(manifest_file)
         tables, ddl, failed = _write_tables(spark, changes, snapshots, window_start_ms, previous, history_root,
                                             merge_touched_keys)
-        newest = all(w <= window_start_ms for w in list_manifests(snapshots))
+        manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms, "tables": tables,
+                    "ddl": ddl, "failed_tables": failed, "tag": end_tag(window_end_ms)}
+        reason = audit(manifest) if audit is not None else None
+        if reason is not None:
+            raise WindowWithheld(f"window {window_start_ms} was not published: {reason}; its tables are on "
+                                 f"the Iceberg branch {branch_name(window_start_ms)}")
+        # main follows the newest window with data (quiet windows after it carry its snapshots)
+        newest = all(w <= window_start_ms or (read_manifest(snapshots, w) or {}).get("carried_forward")
+                     for w in list_manifests(snapshots))
         written = {t["identifier"]: t["snapshot_id"] for t in tables.values()
                    if t["written_window_start_ms"] == window_start_ms and "failed" not in t}
         carried = {t["identifier"]: t["snapshot_id"] for t in tables.values()}
         publish(warehouse_of(snapshots), written, carried, end_tag(window_end_ms), branch_name(window_start_ms),
                 newest)
-        manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms, "tables": tables,
-                    "ddl": ddl, "failed_tables": failed, "tag": end_tag(window_end_ms)}
         write_json_atomic(manifest_file, manifest)
     _recarry_followers(snapshots, manifest)
     return manifest
+
+
+class WindowWithheld(RuntimeError):
+    """The window's audit failed: it was written on its branch but not published."""
 
 
 def _recarry_followers(snapshots: Path, manifest: dict) -> None:

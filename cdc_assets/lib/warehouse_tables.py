@@ -28,11 +28,15 @@ class TablesError(Exception):
     """The warehouse cannot be listed: no catalog there, or no such source in it."""
 
 
+# The layers stored as one table per source, partitioned by window (no database or table).
+WINDOWED_LAYERS = ("raw_messages", "change_log", "quarantine", "change_table")
+
+
 @dataclass(frozen=True)
 class WarehouseTable:
     source: str
-    database: str
-    table: str
+    database: str | None  # None for a windowed layer's table (one per source)
+    table: str | None
     layer: str
     identifier: str
     tags: tuple[str, ...]
@@ -74,8 +78,9 @@ def _end_tags(table) -> tuple[str, ...]:
 
 def warehouse_tables(warehouse: Path | str, source: str | None = None) -> list[WarehouseTable]:
     """Every table of the warehouse's layers (of `source` only, when given), sorted by source,
-    layer, database, table. A table whose name is not `<layer>__<db>__<table>` is not ours
-    and is left out."""
+    layer, database, table: the per-table layers (`<layer>__<db>__<table>`) and the windowed
+    layers (`<source>.<layer>`, database and table null). Any other table is not ours and is
+    left out."""
     warehouse = Path(warehouse).absolute()
     catalog = _open_catalog(warehouse)
     sources = sorted(ns[0] for ns in catalog.list_namespaces() if len(ns) == 1)
@@ -87,14 +92,17 @@ def warehouse_tables(warehouse: Path | str, source: str | None = None) -> list[W
     out = []
     for namespace in sources:
         for identifier in catalog.list_tables((namespace,)):
-            try:
-                layer, database, table = parse_table_name(identifier[-1])
-            except ValueError:
-                continue
+            if identifier[-1] in WINDOWED_LAYERS:
+                layer, database, table = identifier[-1], None, None
+            else:
+                try:
+                    layer, database, table = parse_table_name(identifier[-1])
+                except ValueError:
+                    continue
             out.append(WarehouseTable(source=namespace, database=database, table=table, layer=layer,
                                       identifier=".".join(identifier),
                                       tags=_end_tags(catalog.load_table(identifier))))
-    return sorted(out, key=lambda t: (t.source, t.layer, t.database, t.table))
+    return sorted(out, key=lambda t: (t.source, t.layer, t.database or "", t.table or ""))
 
 
 def tables_json(warehouse: Path | str, source: str | None = None) -> dict:
@@ -103,10 +111,12 @@ def tables_json(warehouse: Path | str, source: str | None = None) -> dict:
             "tables": [t.as_json() for t in warehouse_tables(warehouse, source)]}
 
 
-def _shown(text: str) -> str:
+def _shown(text: str | None) -> str:
     """A name as one printable cell (an empty or unprintable name quoted, as JSON does)."""
     import json
 
+    if text is None:  # a windowed layer's table has no database or table
+        return "-"
     return text if text and text.isprintable() else json.dumps(text)
 
 

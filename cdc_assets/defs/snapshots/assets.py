@@ -12,6 +12,7 @@ from dagster import (
     AssetIn,
     AssetsDefinition,
     AssetSpec,
+    Failure,
     MaterializeResult,
     MetadataValue,
     TimeWindowPartitionMapping,
@@ -26,7 +27,9 @@ from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, SNAPSHOTS, Sourc
 from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.metadata import schema_version, table_rows_chart
-from cdc_assets.lib.snapshot_store import read_entry, read_manifest, write_window_snapshot
+from cdc_assets.lib.iceberg_catalog import CATALOG
+from cdc_assets.lib.iceberg_tables import end_tag
+from cdc_assets.lib.snapshot_store import WindowWithheld, read_entry, read_manifest, write_window_snapshot
 from cdc_assets.lib.iceberg_tables import window_commit
 from cdc_assets.lib.tso import tso_to_datetime
 
@@ -35,6 +38,10 @@ RECONCILES = "reconciliation"
 VALUES_CONVERT = "values_convert"
 DDL_APPLIED = "ddl_applied"
 TABLES_BUILT = "tables_built"
+# ERROR checks that withhold a window from publication. `tables_built` does not: a table that
+# failed keeps its previous snapshot, marked failed, and the window's other tables are
+# published (docs/reliability.md, table isolation).
+PUBLISH_GATES = (PK_UNIQUE, RECONCILES, VALUES_CONVERT)
 
 
 def build_snapshots(b: SourceBuild) -> AssetsDefinition:
@@ -91,19 +98,33 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         selected = context.selected_asset_keys
         history_root = warehouse.source_root(b.source.name) / HISTORY
         events_in = _change_table_rows(warehouse, list(b.key(CHANGE_TABLE).path), start_ms)
-        manifest = write_window_snapshot(
-            spark, change_table, snap_root, start_ms, end_ms, previous,
-            history_root=history_root if history_key in selected else None,
-        )
-        tables, ddl = manifest["tables"], manifest["ddl"]
-        written = {tid: t for tid, t in tables.items() if t["written_window_start_ms"] == start_ms}
-        ended = ddl["history_versions_ended"]
-        if key in selected:
-            checks = context.selected_asset_check_keys
-            for event in _snapshot_results(key, spark, snap_root, events_in, tables, ddl, written,
-                                           manifest.get("failed_tables", {})):
-                if not isinstance(event, AssetCheckResult) or AssetCheckKey(key, event.check_name) in checks:
-                    yield event
+        checks = context.selected_asset_check_keys
+        events: list = []
+
+        def audit(manifest: dict) -> str | None:
+            """Write-audit-publish: the checks run on the window's branch; an ERROR check that
+            fails withholds the window (never tagged, never on main)."""
+            written = {tid: t for tid, t in manifest["tables"].items() if t["written_window_start_ms"] == start_ms}
+            events[:] = [e for e in _snapshot_results(key, spark, snap_root, events_in, manifest["tables"],
+                                                      manifest["ddl"], written, manifest.get("failed_tables", {}),
+                                                      manifest["tag"])
+                         if not isinstance(e, AssetCheckResult) or AssetCheckKey(key, e.check_name) in checks]
+            failed = [e.check_name for e in events
+                      if isinstance(e, AssetCheckResult) and not e.passed and e.check_name in PUBLISH_GATES]
+            return f"ERROR checks failed: {', '.join(failed)}" if failed else None
+
+        try:
+            manifest = write_window_snapshot(
+                spark, change_table, snap_root, start_ms, end_ms, previous,
+                history_root=history_root if history_key in selected else None,
+                audit=audit if key in selected else None,
+            )
+        except WindowWithheld as withheld:
+            yield from (e for e in events if isinstance(e, AssetCheckResult))
+            raise Failure(description=str(withheld),
+                          metadata={"published": False, "tag": end_tag(end_ms)}) from withheld
+        yield from events
+        ended = manifest["ddl"]["history_versions_ended"]
         if history_key in selected:
             yield MaterializeResult(
                 asset_key=history_key,
@@ -118,7 +139,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
 
 
 def _snapshot_results(key, spark: SparkSession, snap_root, events_in: int, tables: dict, ddl: dict,
-                      written: dict, failed: dict):
+                      written: dict, failed: dict, tag: str):
     """The snapshot's materialization and its five checks."""
     yield MaterializeResult(
         asset_key=key,
@@ -137,6 +158,11 @@ def _snapshot_results(key, spark: SparkSession, snap_root, events_in: int, table
             "schema_versions": MetadataValue.json(
                 {tid: schema_version(t["spark_schema"]) for tid, t in sorted(tables.items())}),
             "manifest": MetadataValue.path(str(snap_root / "_manifests")),
+            # Any Iceberg engine reads the window's state at this tag of each table.
+            "iceberg_tag": tag,
+            "iceberg_tables": MetadataValue.json(
+                {tid: {"identifier": f"{CATALOG}.{t['identifier']}", "snapshot_id": str(t["snapshot_id"])}
+                 for tid, t in sorted(tables.items())}),
         }
     )
     dupes = dict(zip(written, run_concurrently(
