@@ -216,13 +216,12 @@ def snapshots_folder(work: Path, engine: str) -> Path:
     return work.absolute() / f"{engine}_warehouse" / "bench" / "snapshots"
 
 
-def _snapshot_session(spark, work: Path, engine: str):
-    """A fresh warehouse for `engine` and the session that writes it (benchmarks/warehouse.py)."""
-    from benchmarks.warehouse import on_warehouse
+def _fresh_warehouse(spark, work: Path, engine: str) -> None:
+    """An empty warehouse for `engine` (its catalog too: it would name removed tables), which
+    the session's catalog `cdc` then points at (benchmarks/warehouse.py)."""
+    from benchmarks.warehouse import fresh_warehouse
 
-    warehouse = snapshots_folder(work, engine).parent.parent
-    shutil.rmtree(warehouse, ignore_errors=True)  # the catalog too: it would name the removed tables
-    return on_warehouse(spark, warehouse)
+    fresh_warehouse(spark, snapshots_folder(work, engine).parent.parent)
 
 
 def _snapshot(spark, change_table, work: Path, engine: str) -> dict:
@@ -234,7 +233,7 @@ def _snapshot(spark, change_table, work: Path, engine: str) -> dict:
 def cdc_snapshot(dump: Path, work: Path) -> dict:
     """The snapshot of the whole dump as one window, from the change table."""
     spark, session_s = _spark()
-    spark = _snapshot_session(spark, work, "cdc_snapshot")
+    _fresh_warehouse(spark, work, "cdc_snapshot")
     t0 = time.perf_counter()
     _snapshot(spark, spark.read.parquet(str(work / "change_table")), work, "cdc_snapshot")
     return {"job_s": time.perf_counter() - t0, "session_s": session_s}
@@ -248,7 +247,7 @@ def cdc_pipeline(dump: Path, work: Path) -> dict:
     from cdc_assets.lib.codecs import get_decoder
 
     spark, session_s = _spark()
-    spark = _snapshot_session(spark, work, "cdc_pipeline")
+    _fresh_warehouse(spark, work, "cdc_pipeline")
     t0 = time.perf_counter()
     decoded = get_decoder("canal-json").decode(_raw_messages(spark, dump))
     change_log = decoded.where(F.col(REJECT_REASON).isNull()).select(*CHANGE_LOG_COLUMNS).persist()

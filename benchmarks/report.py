@@ -241,31 +241,48 @@ def history_section(history: dict | None) -> list[str]:
 def table_size_section(table_size: dict | None) -> list[str]:
     if not table_size:
         return []
+    sizes = table_size["sizes"]
+    largest = sizes[-1]["merge_recent_files"]
+    every_file = all(r[f"whole_table_{w}_files"]["rewritten"] == r[f"whole_table_{w}_files"]["before"]
+                     for r in sizes for w in ("recent", "uniform"))
     lines = [
         "## Window cost against table size (snapshot step)",
         "",
         f"One window of {table_size['changes_per_window']:,} changes applied to one Iceberg table of growing "
-        f"size (`benchmarks/window_cost.py`), bucketed on its key into {table_size['key_buckets']} buckets "
-        "(a hash of the key): written as a MERGE of the keys the window touched, as cdc_assets does (one "
-        "copy-on-write commit: every data file that holds a touched key is rewritten, the others are kept), "
-        "and, as the peer in the same process, as an overwrite of the whole table. Seconds per window (median "
+        "size (`benchmarks/window_cost.py`). The table is unpartitioned and written sorted by its key (Iceberg's "
+        "`WRITE ORDERED BY`; Spark range-distributes the rows), so each data file holds one range of keys. Its "
+        f"writes roll to a new file at {table_size['target_file_bytes'] / 2**20:g} MiB "
+        "(`write.target-file-size-bytes`, set on the benchmark's tables far below Iceberg's default, so that "
+        "they hold several files, as much larger tables do with the default): the MERGE's "
+        f"{sizes[-1]['rows']:,}-row table is {largest['before']:,} files of "
+        f"{_mb(largest['bytes_before'])} in all, {sizes[-1]['rows'] // max(1, largest['before']):,} rows per file "
+        "on average. The window is written as a MERGE of the keys it touched, as cdc_assets does (one "
+        "copy-on-write commit: the data files that hold a touched key are rewritten, the others are kept), "
+        "and, as the peer in the same process, as an overwrite of the whole table"
+        f"{', which rewrote every file at every size' if every_file else ''}. Seconds per window (median "
         f"of {table_size.get('runs', 3)} after a warm-up window per size and workload, and a warm-up pass of "
         "the whole step on a small table first), the window's uniqueness check included. Files rewritten: "
         "the data files the MERGE's snapshot deleted, of those the table had before it (its Iceberg snapshot "
-        "summary). `recent`: 15,000 inserts of new increasing keys and 5,000 updates of the newest 100,000 "
-        "(AUTO_INCREMENT tables); `uniform`: 20,000 updates spread over the whole key space (AUTO_RANDOM or "
-        "UUID keys).",
+        f"summary). `recent` (AUTO_INCREMENT tables): {table_size['recent_inserts']:,} inserts of new increasing "
+        f"keys and {table_size['recent_updates']:,} updates spread over the newest {table_size['recent_keys']:,} "
+        "keys (over every key of a smaller table); `uniform` (AUTO_RANDOM or UUID keys): "
+        f"{table_size['changes_per_window']:,} updates spread over the whole key space.",
         "",
-        "| table rows | `recent`: MERGE files rewritten | `recent` MERGE s | whole table s | "
-        "`uniform`: MERGE files rewritten | `uniform` MERGE s | whole table s |",
-        "|---|---|---|---|---|---|---|",
+        "| table rows | MERGE's table: data files (size) | `recent`: MERGE files rewritten | `recent` MERGE s "
+        "| whole table s | `uniform`: MERGE files rewritten | `uniform` MERGE s | whole table s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for r in table_size["sizes"]:
+    for r in sizes:
         rec, uni = r["merge_recent_files"], r["merge_uniform_files"]
-        lines.append(f"| {r['rows']:,} | {rec['rewritten']} of {rec['before']} | {r['merge_recent_s']:.2f} | "
-                     f"{r['whole_table_recent_s']:.2f} | {uni['rewritten']} of {uni['before']} | "
+        lines.append(f"| {r['rows']:,} | {rec['before']:,} ({_mb(rec['bytes_before'])}) | "
+                     f"{rec['rewritten']:,} of {rec['before']:,} | {r['merge_recent_s']:.2f} | "
+                     f"{r['whole_table_recent_s']:.2f} | {uni['rewritten']:,} of {uni['before']:,} | "
                      f"{r['merge_uniform_s']:.2f} | {r['whole_table_uniform_s']:.2f} |")
     return lines + [""]
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
 
 
 NOTES = """## How to read this
@@ -527,17 +544,22 @@ GAPS = """## Why targets are missed, and what would close the gap
   51.6/30.3/26.9 and 43.5/27.4/22.5 s, alternating processes) and was not kept. The
   candidate-only dedup pre-pass above, tried again on the 1M change log, was again slower
   once warm (15.0 and 13.1 s against 12.3 and 11.6 s for the marking and its counts).
-- **Window cost against history.** A table's snapshot is an Iceberg table bucketed by a hash
-  of its first key column (`KEY_BUCKETS` in `cdc_assets/lib/iceberg_tables.py`). A window
-  in which only rows changed (no DDL, a primary key) is written as one copy-on-write MERGE of
-  the keys it touched: Iceberg rewrites every data file holding one of those keys and keeps the
-  others; any other window overwrites the whole table. The uniqueness check reads the table at
-  the snapshot the window wrote. Because a bucket is a hash of the key, not a range of it, keys
-  that cluster in the key space (AUTO_INCREMENT inserts, updates of recent rows) fall into as
-  many buckets as keys drawn at random: the table-size section lists, per workload, how many
-  files a window's MERGE rewrote and what it cost against the whole-table overwrite. The
-  history workload above draws its keys uniformly and its tables stay small (300,000 rows at
-  most), so it measures the fixed costs of a window, which dominate at that size.
+- **Window cost against history.** A table's snapshot is an unpartitioned Iceberg table
+  written sorted by its primary key (`WRITE ORDERED BY`, recorded in the table property
+  `cdc.sort-columns`; Spark range-distributes the rows), so each data file holds one range
+  of keys. A window in which only rows changed (no DDL, a primary key) is written as one
+  copy-on-write MERGE of the keys it touched: Iceberg rewrites the data files that hold one
+  of those keys and keeps the rest; any other window overwrites the whole table. The
+  uniqueness check reads the table at the snapshot the window wrote. So keys that cluster at
+  the end of the key space (AUTO_INCREMENT inserts, updates of recent rows) rewrite the last
+  files, and keys drawn over the whole key space rewrite nearly all of them. How many files
+  a table has depends on Iceberg's target file size and on how many tasks write it: a table
+  smaller than one target file is one file per write task, so a MERGE of a few keys rewrites
+  most of it. The table-size section sets a smaller target on its tables and lists, per
+  workload, how many files a window's MERGE rewrote and what it cost against the whole-table
+  overwrite. The history workload above draws its keys uniformly and its tables stay small
+  (their final rows are listed there), so it measures the fixed costs of a window, which
+  dominate at that size.
 - **Memory.** Spark's RSS is mostly the JVM heap (`spark.driver.memory=4g`), which the JVM
   grows lazily up to its limit; it does not hold the dump in memory (decode streams through
   Parquet batches), so peak RSS is bounded by the heap setting rather than by the dump size.

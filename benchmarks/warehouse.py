@@ -1,20 +1,22 @@
-"""The Spark session a benchmark writes one warehouse's snapshots with."""
+"""An empty warehouse for one benchmark write, opened by the benchmark's own session."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 
-def on_warehouse(spark, warehouse: Path):
-    """A session of `spark`'s context whose catalog `cdc` is `warehouse`'s, as in a run of the
-    pipeline (one warehouse per process). Not `use_catalog`'s second name (`cdc_<digest>`):
-    Iceberg's JDBC catalog stores a table under the Spark name of its catalog, and pyiceberg
-    (`publish`, `read_entry_arrow`) opens the catalog as `cdc`, so it would not find the
-    tables. Frames of the returned session must not be mixed with `spark`'s."""
-    from cdc_assets.lib.iceberg_catalog import CATALOG, spark_catalog_conf
+def fresh_warehouse(spark, warehouse: Path) -> None:
+    """Remove `warehouse` (its catalog file and tables) and point `spark`'s catalog `cdc` at
+    the empty one (`iceberg_catalog.use_catalog`). When `cdc` already pointed there, the
+    session's loaded catalog is dropped too: it would keep the removed catalog file open and
+    still name the removed tables."""
+    from cdc_assets.lib.iceberg_catalog import CATALOG, _catalog_manager, catalog_uri, use_catalog
 
-    warehouse.mkdir(parents=True, exist_ok=True)  # SQLite creates the catalog file, not its folder
-    session = spark.newSession()
-    for key, value in spark_catalog_conf(CATALOG, warehouse).items():
-        session.conf.set(key, value)
-    return session
+    same = spark.conf.get(f"spark.sql.catalog.{CATALOG}.uri", None) == catalog_uri(warehouse)
+    shutil.rmtree(warehouse, ignore_errors=True)
+    warehouse.mkdir(parents=True)  # SQLite creates the catalog file, not its folder
+    use_catalog(spark, warehouse)
+    manager = _catalog_manager(spark) if same else None
+    if manager is not None:
+        manager.reset()

@@ -94,26 +94,54 @@ def test_decode_per_protocol_step(tmp_path, spark):
 
 @pytest.mark.slow
 def test_window_cost_against_table_size_step(tmp_path, spark):
-    """The table-size step on small tables (row counts and key uniqueness are checked inside
-    `measure`: it raises on a wrong count or a duplicate key), the data files each layout
-    rewrote, from the Iceberg summary, and its report section."""
+    """The table-size step on tables of several files (row counts and key uniqueness are also
+    checked inside `measure`: it raises on a wrong count or a duplicate key), the data files
+    each layout rewrote, from the Iceberg summary, and its report section."""
     from benchmarks import window_cost
-    from cdc_assets.lib.iceberg_tables import KEY_BUCKETS
 
-    sizes = window_cost.measure(spark, [4_000, 8_000], runs=1, root=tmp_path, warm_up=False)
+    target = window_cost.TARGET_FILE_BYTES  # about 15,000 rows per file: several files per table
+    sizes = window_cost.measure(spark, [200_000, 400_000], runs=1, root=tmp_path, warm_up=False)
     for size in sizes:
-        assert size["merge_recent_rows"] == size["whole_table_recent_rows"] == size["rows"] + 15_000
+        assert size["merge_recent_rows"] == size["whole_table_recent_rows"] == size["rows"] + window_cost.RECENT_INSERTS
         assert size["merge_uniform_rows"] == size["whole_table_uniform_rows"] == size["rows"]
         for layout in window_cost.LAYOUTS:
             for workload in window_cost.WORKLOADS:
                 files = size[f"{layout}_{workload}_files"]
-                # One file per bucket; the overwrite replaces all of them, and so does the MERGE
-                # (it keeps only files without a touched key): a bucket is a hash of the key, so
-                # thousands of changed keys, recent or not, fall in every bucket.
-                assert files["before"] == files["rewritten"] == files["added"] == KEY_BUCKETS, (layout, workload)
-    table_size = {"key_buckets": KEY_BUCKETS, "changes_per_window": 20_000, "runs": 1, "sizes": sizes}
+                assert size[f"{layout}_{workload}_duplicate_keys"] == 0, (layout, workload)
+                assert files["before"] > 1, (layout, workload, files)  # the target size splits the table
+                if layout == "whole_table" or workload == "uniform":
+                    # the overwrite replaces every file; updates spread over the key space touch every range
+                    assert files["rewritten"] == files["before"], (layout, workload, files)
+                else:
+                    # sorted by key: new keys and the newest 100,000 touch the last files only
+                    assert 0 < files["rewritten"] < files["before"], (layout, workload, files)
+    assert sizes[0]["merge_recent_files"]["before"] < sizes[1]["merge_recent_files"]["before"]  # more rows, more files
+    assert list(tmp_path.iterdir()) == []  # every size's and layout's warehouse removed
+    assert spark.conf.get("spark.sql.catalog.cdc.table-default.write.target-file-size-bytes", None) is None
+    table_size = window_cost.table_size_json(sizes, 1, target)
     text = report.render([], None, command="make bench", total_s=1.0, table_size=table_size)
     large = sizes[-1]
+    rec, uni = large["merge_recent_files"], large["merge_uniform_files"]
     assert "## Window cost against table size" in text
-    assert f"| 8,000 | {KEY_BUCKETS} of {KEY_BUCKETS} | {large['merge_recent_s']:.2f} | " in text
-    assert "from a 4,000- to a 8,000-row table" in text
+    assert (f"| 400,000 | {rec['before']} ({rec['bytes_before'] / 1e6:,.1f} MB) | {rec['rewritten']} of {rec['before']} "
+            f"| {large['merge_recent_s']:.2f} | {large['whole_table_recent_s']:.2f} | {uni['before']} of {uni['before']} "
+            f"| {large['merge_uniform_s']:.2f} |") in text
+    assert f"at {target / 2**20:g} MiB" in text and "which rewrote every file at every size" in text
+    assert "from a 200,000- to a 400,000-row table" in text
+
+
+def test_fresh_warehouse_forgets_the_removed_tables(tmp_path, spark):
+    """A warehouse made fresh again while `cdc` still points at it: the session's catalog is
+    reloaded, so it does not keep naming the tables of the removed catalog file."""
+    from benchmarks.warehouse import fresh_warehouse
+
+    warehouse = tmp_path / "warehouse"
+    fresh_warehouse(spark, warehouse)
+    spark.sql("CREATE NAMESPACE cdc.bench")
+    spark.sql("CREATE TABLE cdc.bench.t (id bigint) USING iceberg")
+    assert spark.catalog.tableExists("cdc.bench.t")
+    fresh_warehouse(spark, warehouse)
+    assert not spark.catalog.tableExists("cdc.bench.t")
+    spark.sql("CREATE NAMESPACE cdc.bench")  # the new catalog file works
+    spark.sql("CREATE TABLE cdc.bench.t (id bigint) USING iceberg")
+    assert spark.catalog.tableExists("cdc.bench.t")
