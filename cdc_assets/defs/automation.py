@@ -26,7 +26,7 @@ from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, HISTORY, LANDED, QUARANTINE, RAW, SNAPSHOTS, SourceBuild
 from cdc_assets.lib.input_files import InputFile, files_not_landed, list_input_files, settled
 from cdc_assets.lib.landing import load_state
-from cdc_assets.lib.snapshot_store import carry_forward_window, list_manifests, read_manifest
+from cdc_assets.lib.snapshot_store import carry_forward_windows, list_manifests, read_manifest
 from cdc_assets.lib.window_plan import split_quiet, windows_to_materialize
 
 _ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
@@ -69,13 +69,17 @@ def pending_window_keys(b: SourceBuild, instance: DagsterInstance) -> list[str]:
 def carry_quiet_windows(snapshots: Path, starts: list[int], window_ms: int) -> int:
     """Commit consecutive quiet windows on the previous window's snapshot; stops at the first
     whose previous window has none. Returns how many were committed."""
-    previous = None
-    for n, start in enumerate(starts):
-        previous = previous or read_manifest(snapshots, start - window_ms)
+    done = 0
+    while done < len(starts):
+        previous = read_manifest(snapshots, starts[done] - window_ms)
         if previous is None:
-            return n
-        previous = carry_forward_window(snapshots, start, start + window_ms, previous)
-    return len(starts)
+            return done
+        run = [starts[done]]  # the consecutive windows from here: carried together
+        while done + len(run) < len(starts) and starts[done + len(run)] == run[-1] + window_ms:
+            run.append(starts[done + len(run)])
+        carry_forward_windows(snapshots, run, window_ms, previous)
+        done += len(run)
+    return done
 
 
 def window_job_name(b: SourceBuild) -> str:

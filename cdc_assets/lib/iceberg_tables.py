@@ -315,3 +315,16 @@ def publish(warehouse, written: dict[str, int], carried: dict[str, int], tag: st
                     refs.set_current_snapshot(snapshot_id=snapshot_id)
                 if branch in table.metadata.refs:
                     refs.remove_branch(branch)
+
+
+def tag_snapshots(warehouse, snapshots: dict[str, int], tags: list[str]) -> None:
+    """Every tag in `tags` on each table's snapshot (`identifier -> snapshot id`): one catalog
+    commit per table, however many tags (a run of quiet windows)."""
+    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+
+    catalog = load_pyiceberg_catalog(warehouse)
+    for identifier, snapshot_id in snapshots.items():
+        table = catalog.load_table(tuple(identifier.split(".", 1)))
+        with table.manage_snapshots() as refs:
+            for tag in tags:
+                refs.create_tag(snapshot_id, tag)

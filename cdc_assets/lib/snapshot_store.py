@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession, types as T
 from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.history import write_window_history
 from cdc_assets.lib.iceberg_catalog import use_catalog
-from cdc_assets.lib.iceberg_tables import IcebergTable, branch_name, end_tag, publish, table_name
+from cdc_assets.lib.iceberg_tables import IcebergTable, branch_name, end_tag, publish, table_name, tag_snapshots
 from cdc_assets.lib.table_errors import TableFailed, caught, naming_table
 from cdc_assets.lib.table_timeline import TableState, apply_window, previous_states, state_id
 from cdc_assets.lib.storage import exclusive, read_json, remove_stale_temps, write_json_atomic
@@ -138,9 +138,13 @@ class WindowWithheld(RuntimeError):
 
 def _recarry_followers(snapshots: Path, manifest: dict) -> None:
     """Quiet windows carried forward from an earlier run of this window point at its old state
-    (a table it failed to build, say): carry them again from this one (JSON only)."""
-    while (nxt := read_manifest(snapshots, manifest["window_end_ms"])) is not None and nxt.get("carried_forward"):
-        manifest = carry_forward_window(snapshots, nxt["window_start_ms"], nxt["window_end_ms"], manifest)
+    (a table it failed to build, say): carry them again from this one."""
+    followers, start = [], manifest["window_end_ms"]
+    while (nxt := read_manifest(snapshots, start)) is not None and nxt.get("carried_forward"):
+        followers.append(start)
+        start = nxt["window_end_ms"]
+    if followers:
+        carry_forward_windows(snapshots, followers, manifest["window_end_ms"] - manifest["window_start_ms"], manifest)
 
 
 _NOT_BUILT = "not built:"
@@ -156,24 +160,33 @@ QUIET_DDL = {"applied": 0, "dropped_tables": {}, "unparsed": [], "history_versio
 
 
 def carry_forward_window(snapshots: Path, window_start_ms: int, window_end_ms: int, previous: dict) -> dict:
-    """Commit a window in which nothing landed: every table keeps the previous window's
-    snapshot and gets this window's end tag (catalog commits, no Spark), and the manifest
-    points at the same snapshots. A quiet hour costs a tag per table and a small JSON file,
-    so a dump whose commits lie years apart is not thousands of runs. `carried_forward`
-    tells readers that the window has no change table (point in time needs none)."""
-    if previous.get("window_end_ms") != window_start_ms:
-        raise RuntimeError(f"window {window_start_ms}: the previous manifest ends at "
-                           f"{previous.get('window_end_ms')}, not where this window starts")
+    return carry_forward_windows(snapshots, [window_start_ms], window_end_ms - window_start_ms, previous)
+
+
+def carry_forward_windows(snapshots: Path, starts: list[int], window_ms: int, previous: dict) -> dict:
+    """Commit consecutive windows in which nothing landed, after `previous`: every table keeps
+    the previous window's snapshot and gets each window's end tag (one catalog commit per
+    table for the whole run of windows, no Spark), then each window's manifest points at the
+    same snapshots. A quiet hour costs a tag per table and a small JSON file, so a dump whose
+    commits lie years apart is not thousands of runs. `carried_forward` tells readers that
+    the window has no change table (point in time needs none). Returns the last manifest."""
+    expected = [previous.get("window_end_ms", -1) + i * window_ms for i in range(len(starts))]
+    if starts != expected:
+        raise RuntimeError(f"windows {starts[:3]}…: the previous manifest ends at "
+                           f"{previous.get('window_end_ms')}, not where they start, or they are not consecutive")
     tables = {tid: carried_entry(e) for tid, e in previous["tables"].items()}
-    manifest = {"window_start_ms": window_start_ms, "window_end_ms": window_end_ms,
-                "tables": tables, "ddl": QUIET_DDL, "carried_forward": True, "tag": end_tag(window_end_ms),
-                # a table that failed to build stays failed until its window is materialized again
-                "failed_tables": previous.get("failed_tables", {})}
-    manifest_file = manifest_path(snapshots, window_start_ms)
-    with exclusive(manifest_file):
-        publish(warehouse_of(snapshots), {}, {t["identifier"]: t["snapshot_id"] for t in tables.values()},
-                end_tag(window_end_ms), branch_name(window_start_ms), newest=False)
-        write_json_atomic(manifest_file, manifest)
+    # Tags first: a crash before the manifests leaves tags of windows the next tick carries again.
+    tag_snapshots(warehouse_of(snapshots), {t["identifier"]: t["snapshot_id"] for t in tables.values()},
+                  [end_tag(s + window_ms) for s in starts])
+    manifest = previous
+    for start in starts:
+        manifest = {"window_start_ms": start, "window_end_ms": start + window_ms,
+                    "tables": tables, "ddl": QUIET_DDL, "carried_forward": True, "tag": end_tag(start + window_ms),
+                    # a table that failed to build stays failed until its window is materialized again
+                    "failed_tables": previous.get("failed_tables", {})}
+        manifest_file = manifest_path(snapshots, start)
+        with exclusive(manifest_file):
+            write_json_atomic(manifest_file, manifest)
     return manifest
 
 

@@ -25,6 +25,7 @@ from cdc_assets.lib.settings import load_settings
 from cdc_assets.lib.storage import write_json_atomic
 from cdc_assets.lib.tso import ms_to_tso
 from cdc_assets.lib.watermark_state import Completeness, LandingState
+from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
 from cdc_assets.lib.snapshot_store import read_manifest
 from cdc_assets.lib.window_plan import split_quiet, windows_to_materialize
 
@@ -52,12 +53,26 @@ def test_plan_includes_quiet_windows_and_skips_materialized_ones():
     assert windows_to_materialize(_state(W0 + H // 2), Completeness(), H, W0, set()) == []
 
 
+def _iceberg_snapshot(warehouse, identifier: tuple[str, str]) -> int:
+    """A real table of the warehouse's catalog with one snapshot (a quiet window tags it)."""
+    import pyarrow as pa
+
+    warehouse.mkdir(parents=True, exist_ok=True)
+    catalog = load_pyiceberg_catalog(warehouse)
+    catalog.create_namespace(identifier[0])
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+    table = catalog.create_table(identifier, rows.schema, location=str(warehouse / "t"))
+    table.append(rows)
+    return table.current_snapshot().snapshot_id
+
+
 def test_schedule_requests_pending_windows_oldest_first(tmp_path):
     settings = load_settings({"CDC_ASSETS_HOME": str(tmp_path)})
     landing = settings.warehouse / "sample" / "landing"
     write_json_atomic(landing / "state.json", _state(W0 + 3 * H).to_json())
     snapshots = settings.warehouse / "sample" / "snapshots"
-    table = {"rows": 3, "path": "db.t/window_start_ms=0/run=a", "spark_schema": "{}"}
+    table = {"rows": 3, "identifier": "sample.snapshots__db__t", "spark_schema": "{}",
+             "snapshot_id": _iceberg_snapshot(settings.warehouse, ("sample", "snapshots__db__t"))}
     write_json_atomic(snapshots / "_manifests" / f"window_start_ms={W0}.json",
                       {"window_start_ms": W0, "window_end_ms": W0 + H, "tables": {"db.t": table}})
     defs = build_definitions(settings)
@@ -72,6 +87,8 @@ def test_schedule_requests_pending_windows_oldest_first(tmp_path):
     carried = read_manifest(snapshots, W0 + H)
     assert carried["carried_forward"] and carried["tables"]["db.t"]["snapshot_id"] == table["snapshot_id"]
     assert (carried["tables"]["db.t"]["rows"], carried["tables"]["db.t"]["inserted_keys"]) == (3, 0)
+    tagged = load_pyiceberg_catalog(settings.warehouse).load_table(("sample", "snapshots__db__t"))
+    assert tagged.metadata.refs["end-20260101T0200Z"].snapshot_id == table["snapshot_id"]
 
 
 def test_quiet_windows_wait_for_the_run_before_them():
