@@ -37,7 +37,12 @@ def manifest_path(snapshots: Path, window_start_ms: int) -> Path:
 
 
 def read_manifest(snapshots: Path, window_start_ms: int) -> dict | None:
-    return read_json(manifest_path(snapshots, window_start_ms))
+    manifest = read_json(manifest_path(snapshots, window_start_ms))
+    if manifest is not None and any("identifier" not in e for e in manifest.get("tables", {}).values()):
+        raise RuntimeError(f"{manifest_path(snapshots, window_start_ms)} was written by a cdc_assets that kept "
+                           "snapshots in Parquet folders, before the Iceberg warehouse: replay the dump into a new "
+                           "warehouse (or delete this one's snapshots and materialize again)")
+    return manifest
 
 
 def warehouse_of(snapshots: Path) -> Path:
