@@ -8,6 +8,7 @@ from cdc_assets.defs.automation import build_hourly_schedules, build_jobs, build
 from cdc_assets.defs.change_log.assets import build_change_log
 from cdc_assets.defs.change_table.assets import build_change_table
 from cdc_assets.defs.landing.assets import build_landed_dump
+from cdc_assets.defs.maintenance import build_maintenance
 from cdc_assets.defs.partitions import window_partitions
 from cdc_assets.defs.raw.assets import build_raw_messages
 from cdc_assets.defs.resources import (
@@ -36,6 +37,9 @@ def build_definitions(settings: Settings) -> Definitions:
         jobs += [windows_job, land_job]
         schedules += build_hourly_schedules(b, windows_job, land_job)
         sensors.append(build_landing_sensor(b, windows_job, land_job))
+        maintenance_job, maintenance_schedule = build_maintenance(b)
+        jobs.append(maintenance_job)
+        schedules.append(maintenance_schedule)
     pyspark = make_spark_resource(settings)
     warehouse = WarehouseResource(root=str(settings.warehouse))
     return Definitions(

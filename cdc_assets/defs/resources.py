@@ -179,11 +179,15 @@ class IcebergIOManager(ConfigurableIOManager):
 
     def load_input(self, context: InputContext) -> DataFrame:
         table, start_ms = self._table(context)
-        if window_commit(self.warehouse.root, table.table.identifier, start_ms) is None:
+        spark = self.pyspark.spark_session
+        # No commit names the window: never written, or its commit expired (table maintenance)
+        # and then its rows are still there.
+        if (window_commit(self.warehouse.root, table.table.identifier, start_ms) is None
+                and table.read(spark, start_ms).limit(1).count() == 0):
             raise FileNotFoundError(
                 f"{context.asset_key.to_user_string()} has no commit of window {start_ms} in the Iceberg table "
                 f"{table.table.identifier}: materialize that partition first")
-        return table.read(self.pyspark.spark_session, start_ms)
+        return table.read(spark, start_ms)
 
 
 def window_output_metadata(warehouse_root: str | Path, asset_path: list[str], window_start_ms: int) -> dict:

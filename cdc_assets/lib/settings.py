@@ -59,6 +59,8 @@ class Settings:
     # A dump file cut short is waited for while it changed this recently (lib/landing.py);
     # a replay, which reads a finished dump, waits for none.
     settle_seconds: int = 600
+    # Table maintenance keeps the Iceberg snapshots of the last N days (and every tagged one).
+    snapshot_retention_days: int = 7
 
     @property
     def window_ms(self) -> int:
@@ -134,13 +136,16 @@ def _common(env: Mapping[str, str], data: Mapping) -> dict:
         "jvm_archive": configured_archive(env),
         "settle_seconds": _not_negative(
             env.get("CDC_ASSETS_SETTLE_SECONDS", data.get("settle_seconds", 600)), "settle_seconds"),
+        "snapshot_retention_days": _not_negative(
+            env.get("CDC_ASSETS_SNAPSHOT_RETENTION_DAYS", data.get("snapshot_retention_days", 7)),
+            "snapshot_retention_days"),
     }
 
 
 def _not_negative(value, name: str) -> int:
     number = int(value)
     if number < 0:
-        raise ValueError(f"{name} must be 0 or more seconds, got {value!r}")
+        raise ValueError(f"{name} must be 0 or more, got {value!r}")
     return number
 
 
@@ -183,7 +188,7 @@ def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig,
 
 
 _TOP_KEYS = {"sources", "warehouse", "start", "window_minutes", "spark_master", "spark_conf", "s3_endpoint_url",
-             "s3_region", "settle_seconds"}
+             "s3_region", "settle_seconds", "snapshot_retention_days"}
 _SOURCE_KEYS = {"name", "protocol", "location", "layout", "layout_options", "options", "time_zone",
                 "completeness", "allowed_lateness_seconds", "max_quarantine_rate"}
 

@@ -40,8 +40,9 @@ def test_module_definitions_load_with_every_layer_and_check():
         "sample/snapshots:tables_built",
         "sample/snapshots:ddl_applied",
     }
-    assert {j.name for j in defs.jobs} == {"sample__windows", "sample__land"}
-    assert {s.name for s in defs.schedules} == {"sample__land_hourly", "sample__complete_windows_hourly"}
+    assert {j.name for j in defs.jobs} == {"sample__windows", "sample__land", "sample__maintenance"}
+    assert {s.name for s in defs.schedules} == {"sample__land_hourly", "sample__complete_windows_hourly",
+                                                "sample__maintenance_daily"}
     assert {s.name for s in defs.sensors} == {"sample__landing_sensor"}
 
 

@@ -135,10 +135,13 @@ def test_unknown_top_level_keys_are_rejected(tmp_path):
     # Every documented key loads.
     path.write_text("window_minutes: 30\nstart: 2026-02-01T00:00\nwarehouse: /tmp/wh\nspark_master: local[1]\n"
                     "spark_conf: {spark.sql.shuffle.partitions: 4}\ns3_endpoint_url: http://minio:9000\n"
-                    "s3_region: eu-west-1\nsettle_seconds: 0\n"
+                    "s3_region: eu-west-1\nsettle_seconds: 0\nsnapshot_retention_days: 30\n"
                     "sources:\n  - {name: a, protocol: canal-json, location: x}\n")
     settings = load_settings({"CDC_ASSETS_SOURCES": str(path)})
-    assert (settings.window_minutes, settings.settle_seconds) == (30, 0)
+    assert (settings.window_minutes, settings.settle_seconds, settings.snapshot_retention_days) == (30, 0, 30)
+    assert load_settings({"CDC_ASSETS_SNAPSHOT_RETENTION_DAYS": "2"}).snapshot_retention_days == 2
+    with pytest.raises(ValueError, match="snapshot_retention_days must be 0 or more"):
+        load_settings({"CDC_ASSETS_SNAPSHOT_RETENTION_DAYS": "-1"})
 
 
 def test_s3_locations_spark_and_endpoint_come_from_the_file_and_the_environment(tmp_path):

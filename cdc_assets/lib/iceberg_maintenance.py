@@ -1,0 +1,60 @@
+"""Table maintenance of a source's Iceberg tables: expire old snapshots and remove the files no
+snapshot references.
+
+Every window adds snapshots (a snapshot table's window branch commit, a layer's window
+overwrite, the schema changes between them); without maintenance metadata and files only
+grow. Iceberg's own procedures do the work. What is kept:
+- every snapshot a tag points at: the `end-…` tag of every window end stays readable
+  (`expire_snapshots` never expires a snapshot a ref holds), and `main`;
+- every snapshot younger than the retention;
+- files younger than the retention (`remove_orphan_files` would otherwise delete the files of
+  a write in flight).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from pyspark.sql import SparkSession
+
+from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog, use_catalog
+
+# No compaction (rewrite_data_files): it would commit to `main`, but the next window cuts its
+# branch from the previous window's tagged snapshot and publishing moves `main` there, so the
+# compacted files would never be read. A snapshot table's files stay few anyway: each window
+# rewrites the key-range files it touches (iceberg_tables).
+
+
+def source_tables(warehouse, source: str) -> list[str]:
+    """The Iceberg tables of a source (their names in its namespace); none before a first window."""
+    from pyiceberg.exceptions import NoSuchNamespaceError
+
+    try:
+        return sorted(t[-1] for t in load_pyiceberg_catalog(warehouse).list_tables((source,)))
+    except NoSuchNamespaceError:
+        return []
+
+
+def maintain_source(spark: SparkSession, warehouse, source: str, retention: timedelta,
+                    now: datetime | None = None) -> dict[str, dict[str, int]]:
+    """Run the maintenance on every table of `source`; per table, what each step did."""
+    catalog = use_catalog(spark, warehouse)
+    older_than = ((now or datetime.now(timezone.utc)) - retention).strftime("%Y-%m-%d %H:%M:%S.%f")
+    out = {}
+    for name in source_tables(warehouse, source):
+        table = f"`{source.replace('`', '``')}`.`{name.replace('`', '``')}`"
+        done: dict[str, int] = {}
+        row = spark.sql(f"CALL {catalog}.system.expire_snapshots(table => '{_text(table)}', "
+                        f"older_than => TIMESTAMP '{older_than}', retain_last => 1)").first()
+        done["data_files_deleted"] = int(row["deleted_data_files_count"])
+        done["manifest_files_deleted"] = int(row["deleted_manifest_files_count"])
+        orphans = spark.sql(f"CALL {catalog}.system.remove_orphan_files(table => '{_text(table)}', "
+                            f"older_than => TIMESTAMP '{older_than}')").count()
+        done["orphan_files_removed"] = orphans
+        done["snapshots_kept"] = len(load_pyiceberg_catalog(warehouse).load_table((source, name)).metadata.snapshots)
+        out[name] = done
+    return out
+
+
+def _text(sql_identifier: str) -> str:
+    return sql_identifier.replace("\\", "\\\\").replace("'", "\\'")
