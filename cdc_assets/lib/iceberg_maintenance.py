@@ -7,8 +7,8 @@ grow. Iceberg's own procedures do the work. What is kept:
 - every snapshot a tag points at: the `end-…` tag of every window end stays readable
   (`expire_snapshots` never expires a snapshot a ref holds), and `main`;
 - every snapshot younger than the retention;
-- files younger than the retention (`remove_orphan_files` would otherwise delete the files of
-  a write in flight).
+- files younger than the retention, and at least a day (`remove_orphan_files` would otherwise
+  delete the files of a write in flight; Iceberg refuses a shorter interval).
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog, use_catalog
 # rewrites the key-range files it touches (iceberg_tables).
 
 
+ORPHAN_MIN_AGE = timedelta(days=1)
+
+
 def source_tables(warehouse, source: str) -> list[str]:
     """The Iceberg tables of a source (their names in its namespace); none before a first window."""
     from pyiceberg.exceptions import NoSuchNamespaceError
@@ -39,7 +42,10 @@ def maintain_source(spark: SparkSession, warehouse, source: str, retention: time
                     now: datetime | None = None) -> dict[str, dict[str, int]]:
     """Run the maintenance on every table of `source`; per table, what each step did."""
     catalog = use_catalog(spark, warehouse)
-    older_than = ((now or datetime.now(timezone.utc)) - retention).strftime("%Y-%m-%d %H:%M:%S.%f")
+    now = now or datetime.now(timezone.utc)
+    older_than = (now - retention).strftime("%Y-%m-%d %H:%M:%S.%f")
+    # Iceberg refuses to remove orphans younger than a day: a write in flight has such files.
+    orphans_older_than = (now - max(retention, ORPHAN_MIN_AGE)).strftime("%Y-%m-%d %H:%M:%S.%f")
     out = {}
     for name in source_tables(warehouse, source):
         table = f"`{source.replace('`', '``')}`.`{name.replace('`', '``')}`"
@@ -49,7 +55,7 @@ def maintain_source(spark: SparkSession, warehouse, source: str, retention: time
         done["data_files_deleted"] = int(row["deleted_data_files_count"])
         done["manifest_files_deleted"] = int(row["deleted_manifest_files_count"])
         orphans = spark.sql(f"CALL {catalog}.system.remove_orphan_files(table => '{_text(table)}', "
-                            f"older_than => TIMESTAMP '{older_than}')").count()
+                            f"older_than => TIMESTAMP '{orphans_older_than}')").count()
         done["orphan_files_removed"] = orphans
         done["snapshots_kept"] = len(load_pyiceberg_catalog(warehouse).load_table((source, name)).metadata.snapshots)
         out[name] = done
