@@ -58,7 +58,7 @@ def _row_message(msg: KafkaMessage) -> dict | None:
 
 @hyp_settings(max_examples=2, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(plan=st.lists(st.tuples(st.integers(0, 400), st.sampled_from(sorted(KINDS))), min_size=3, max_size=12,
+@given(plan=st.lists(st.tuples(st.integers(0, 150), st.sampled_from(sorted(KINDS))), min_size=3, max_size=12,
                      unique_by=lambda p: p[0]))
 def test_hostile_messages_are_quarantined_once_and_windows_equal_the_truth(tmp_path_factory, spark, plan):
     tmp = tmp_path_factory.mktemp("hostile")
