@@ -2,6 +2,7 @@
 Iceberg IO manager."""
 
 
+import atexit
 import json
 import os
 import sys
@@ -91,11 +92,19 @@ def start_spark_session(conf: dict[str, str]):
     return session
 
 
-def release_connect_session_on_exit() -> None:
+def release_connect_session_on_exit(session) -> None:
     """A Spark Connect client keeps its server-side session (and anything cached in it) until
     the server's idle timeout unless told to release it when the process exits: every run is
-    a process, so a long-lived server would collect one session per run."""
-    os.environ.setdefault("SPARK_CONNECT_RELEASE_SESSION_ON_EXIT", "true")
+    a process, so a long-lived server would collect one session per run. (pyspark 4.1 has no
+    setting for it: the release is registered here.)"""
+    atexit.register(_release, session)
+
+
+def _release(session) -> None:
+    try:
+        session.client.release_session()
+    except Exception:  # the server may be gone already: nothing left to release
+        pass
 
 
 class CdcSparkResource(PySparkResource):
@@ -104,9 +113,9 @@ class CdcSparkResource(PySparkResource):
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         use_this_python_for_workers()
-        if "spark.remote" in self.spark_config:
-            release_connect_session_on_exit()
         super().setup_for_execution(context)
+        if "spark.remote" in self.spark_config:
+            release_connect_session_on_exit(self.spark_session)
 
 
 def make_spark_resource(settings: Settings) -> PySparkResource:
