@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import SparkSession
 
 from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog, use_catalog
+from cdc_assets.lib.iceberg_tables import IcebergTable
 
 # No compaction (rewrite_data_files): it would commit to `main`, but the next window cuts its
 # branch from the previous window's tagged snapshot and publishing moves `main` there, so the
@@ -47,20 +48,17 @@ def maintain_source(spark: SparkSession, warehouse, source: str, retention: time
     # Iceberg refuses to remove orphans younger than a day: a write in flight has such files.
     orphans_older_than = (now - max(retention, ORPHAN_MIN_AGE)).strftime("%Y-%m-%d %H:%M:%S.%f")
     out = {}
+    pyiceberg = load_pyiceberg_catalog(warehouse)
     for name in source_tables(warehouse, source):
-        table = f"`{source.replace('`', '``')}`.`{name.replace('`', '``')}`"
+        table = IcebergTable(catalog, source, name, "").in_catalog
         done: dict[str, int] = {}
-        row = spark.sql(f"CALL {catalog}.system.expire_snapshots(table => '{_text(table)}', "
+        row = spark.sql(f"CALL {catalog}.system.expire_snapshots(table => '{table}', "
                         f"older_than => TIMESTAMP '{older_than}', retain_last => 1)").first()
         done["data_files_deleted"] = int(row["deleted_data_files_count"])
         done["manifest_files_deleted"] = int(row["deleted_manifest_files_count"])
-        orphans = spark.sql(f"CALL {catalog}.system.remove_orphan_files(table => '{_text(table)}', "
+        orphans = spark.sql(f"CALL {catalog}.system.remove_orphan_files(table => '{table}', "
                             f"older_than => TIMESTAMP '{orphans_older_than}')").count()
         done["orphan_files_removed"] = orphans
-        done["snapshots_kept"] = len(load_pyiceberg_catalog(warehouse).load_table((source, name)).metadata.snapshots)
+        done["snapshots_kept"] = len(pyiceberg.load_table((source, name)).metadata.snapshots)
         out[name] = done
     return out
-
-
-def _text(sql_identifier: str) -> str:
-    return sql_identifier.replace("\\", "\\\\").replace("'", "\\'")

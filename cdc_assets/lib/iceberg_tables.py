@@ -88,7 +88,8 @@ def branch_name(window_start_ms: int) -> str:
     return f"window-{window_start_ms}"
 
 
-def _sql_text(text: str) -> str:
+def sql_text(text: str) -> str:
+    """`text` inside a single-quoted SQL string."""
     return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
@@ -119,6 +120,11 @@ class IcebergTable:
         return f"{self.namespace}.{self.name}"
 
     @property
+    def in_catalog(self) -> str:
+        """The table's name inside its catalog, as a procedure's `table =>` text takes it."""
+        return sql_text(f"{_quote(self.namespace)}.{_quote(self.name)}")
+
+    @property
     def sql(self) -> str:
         return f"{self.catalog}.{_quote(self.namespace)}.{_quote(self.name)}"
 
@@ -141,9 +147,9 @@ class IcebergTable:
             return
         columns = ", ".join(f"{_quote(f.name)} {iceberg_type(f.dataType).simpleString()}" for f in schema.fields)
         partitioned = f" PARTITIONED BY ({_quote(partition)})" if partition else ""
-        properties = ", ".join(f"'{k}'='{_sql_text(v)}'" for k, v in TABLE_PROPERTIES.items())
+        properties = ", ".join(f"'{k}'='{sql_text(v)}'" for k, v in TABLE_PROPERTIES.items())
         spark.sql(f"CREATE TABLE IF NOT EXISTS {self.sql} ({columns}) USING iceberg{partitioned} "
-                  f"LOCATION '{_sql_text(self.location)}' TBLPROPERTIES ({properties})")
+                  f"LOCATION '{sql_text(self.location)}' TBLPROPERTIES ({properties})")
 
     def evolve(self, spark: SparkSession, target: T.StructType, key: list[str] | None = None) -> None:
         """Make the table's current schema `target` (names, types, order) with Iceberg's own
@@ -179,7 +185,7 @@ class IcebergTable:
                 spark.sql(f"ALTER TABLE {self.sql} ALTER COLUMN {_quote(name)} {where}")
         if key and ordered_by != key:
             spark.sql(f"ALTER TABLE {self.sql} WRITE ORDERED BY {', '.join(_quote(k) for k in key)}")
-            spark.sql(f"ALTER TABLE {self.sql} SET TBLPROPERTIES ('{SORT_COLUMNS}'='{_sql_text(json.dumps(key))}')")
+            spark.sql(f"ALTER TABLE {self.sql} SET TBLPROPERTIES ('{SORT_COLUMNS}'='{sql_text(json.dumps(key))}')")
 
     # writes ----------------------------------------------------------------------------------
     def write_window(self, spark: SparkSession, branch: str, base_snapshot_id: int | None, frame: DataFrame,
@@ -268,6 +274,11 @@ class WindowTable:
         return spark.table(self.table.sql).where(F.col(WINDOW_COLUMN) == F.lit(window_start_ms)).drop(WINDOW_COLUMN)
 
 
+def load_table(catalog, identifier: str):
+    """A pyiceberg table by the manifest's identifier `<namespace>.<name>` (a name may hold dots)."""
+    return catalog.load_table(tuple(identifier.split(".", 1)))
+
+
 def window_commit(warehouse, identifier: str, window_start_ms: int) -> dict | None:
     """The summary of the newest commit that wrote the window (pyiceberg, no Spark); None when
     no commit did (or the table does not exist)."""
@@ -276,7 +287,7 @@ def window_commit(warehouse, identifier: str, window_start_ms: int) -> dict | No
     from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
 
     try:
-        table = load_pyiceberg_catalog(warehouse).load_table(tuple(identifier.split(".", 1)))
+        table = load_table(load_pyiceberg_catalog(warehouse), identifier)
     except NoSuchTableError:
         return None
     wanted = str(window_start_ms)
@@ -306,7 +317,7 @@ def publish(warehouse, written: dict[str, int], carried: dict[str, int], tag: st
 
     catalog = load_pyiceberg_catalog(warehouse)
     for identifier, snapshot_id in {**carried, **written}.items():
-        table = catalog.load_table(tuple(identifier.split(".", 1)))
+        table = load_table(catalog, identifier)
         with table.manage_snapshots() as refs:
             refs.create_tag(snapshot_id, tag)
             if identifier in written:
@@ -324,7 +335,7 @@ def tag_snapshots(warehouse, snapshots: dict[str, int], tags: list[str]) -> None
 
     catalog = load_pyiceberg_catalog(warehouse)
     for identifier, snapshot_id in snapshots.items():
-        table = catalog.load_table(tuple(identifier.split(".", 1)))
+        table = load_table(catalog, identifier)
         with table.manage_snapshots() as refs:
             for tag in tags:
                 refs.create_tag(snapshot_id, tag)

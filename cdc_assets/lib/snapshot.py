@@ -25,11 +25,9 @@ largest scale seen), or StringType once the largest integer part + that scale ex
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window, functions as F, types as T
+from pyspark.sql import Column, DataFrame, Window, functions as F, types as T
 
 from cdc_assets.lib.changelog_schema import DELETE, ROW, UPDATE
 from cdc_assets.lib.mysql_types import (
@@ -322,10 +320,3 @@ def reconstruct_table(
     return TableResult(schema, frame, previous_rows, int(counts.inserted or 0), int(counts.deleted or 0),
                        int(counts.failures or 0) + failed_conversions)
 
-
-def read_table(spark: SparkSession, path: str, schema_json: str) -> DataFrame:
-    return spark.read.schema(T.StructType.fromJson(json.loads(schema_json))).parquet(path)
-
-
-def snapshot_root(warehouse_source_root: Path) -> Path:
-    return warehouse_source_root / "snapshots"

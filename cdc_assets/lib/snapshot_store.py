@@ -24,7 +24,9 @@ from pyspark.sql import DataFrame, SparkSession, types as T
 from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.history import write_window_history
 from cdc_assets.lib.iceberg_catalog import use_catalog
-from cdc_assets.lib.iceberg_tables import IcebergTable, branch_name, end_tag, publish, table_name, tag_snapshots
+from cdc_assets.lib.iceberg_tables import (
+    IcebergTable, branch_name, end_tag, load_table, publish, table_name, tag_snapshots,
+)
 from cdc_assets.lib.table_errors import TableFailed, caught, naming_table
 from cdc_assets.lib.table_timeline import TableState, apply_window, previous_states, state_id
 from cdc_assets.lib.storage import exclusive, read_json, remove_stale_temps, write_json_atomic
@@ -71,7 +73,7 @@ def read_entry_arrow(snapshots: Path, entry: dict):
 
     from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
 
-    table = load_pyiceberg_catalog(warehouse_of(snapshots)).load_table(tuple(entry["identifier"].split(".", 1)))
+    table = load_table(load_pyiceberg_catalog(warehouse_of(snapshots)), entry["identifier"])
     schema = to_arrow_schema(T.StructType.fromJson(json.loads(entry["spark_schema"])))
     data = table.scan(snapshot_id=entry["snapshot_id"]).to_arrow()
     return data.select(schema.names).cast(schema)

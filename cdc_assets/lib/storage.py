@@ -33,9 +33,6 @@ import pyarrow.parquet as pq
 _SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
-# Beside every IO-manager partition: its Spark schema, so an empty window still reads typed.
-SCHEMA_FILE = "_cdc_schema.json"
-
 # Longest storage name of a database or a table. A table's name is both parts and a dot
 # (221 bytes), and its longest file name is the export's temporary `.tmp-{db.table}.parquet-`
 # and 8 hex digits: 243 bytes, under the usual 255-byte limit of one file name.
