@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
+from pathlib import Path
 from importlib.metadata import version
 
 from benchmarks.measure import Measured
@@ -281,6 +283,48 @@ def table_size_section(table_size: dict | None) -> list[str]:
     return lines + [""]
 
 
+BASELINE = Path(__file__).with_name("baseline_before_iceberg.json")
+
+
+def before_after_section(sections: list[dict], history: dict | None, table_size: dict | None,
+                         baseline_file: Path = BASELINE) -> list[str]:
+    """This run's figures next to the last run before the Iceberg warehouse (issue 43):
+    the same steps and workloads, the figures of that run kept in `baseline_before_iceberg.json`."""
+    before = json.loads(baseline_file.read_text())
+    rows: list[tuple[str, float | None, float | None]] = []
+    one_m = next((s["results"] for s in sections if s["events"] == before["events"]), {})
+    for step, was in before["steps_job_s"].items():
+        now = one_m.get(step)
+        rows.append((f"`{step}`, {before['events']:,} events (job s)", was, now.job_s if now else None))
+    if history and history.get("last"):
+        h = before["history"]
+        rows += [(f"history: window 1 of {h['windows']} (s)", h["first"], history["first"]),
+                 ("history: median of windows 2–4 (s)", h["early_median"], history.get("early_median")),
+                 (f"history: window {h['windows']} (s)", h["last"], history["last"]),
+                 ("history: whole replay (wall s)", h["wall_s"], history["wall_s"])]
+    now_sizes = {r["rows"]: r for r in (table_size or {}).get("sizes", [])}
+    for was in before["table_size"]["sizes"]:
+        now = now_sizes.get(was["rows"])
+        for workload in ("recent", "uniform"):
+            rows.append((f"window on a {was['rows']:,}-row table, `{workload}`: written window (s)",
+                         was[f"{workload}_s"], now and now[f"merge_{workload}_s"]))
+            rows.append((f"window on a {was['rows']:,}-row table, `{workload}`: whole-table peer (s)",
+                         was[f"{workload}_whole_s"], now and now[f"whole_table_{workload}_s"]))
+    lines = [
+        "## Before and after the Iceberg warehouse",
+        "",
+        f"Before: {before['what']}. After: this run. The written window was a rewrite of the key ranges "
+        "a window touched before, and is one Iceberg MERGE of the touched keys after. A dash: not measured "
+        "in this run.",
+        "",
+        "| figure | before | after | after / before |",
+        "|---|---|---|---|",
+    ]
+    for name, was, now in rows:
+        lines.append(f"| {name} | {_fmt(was)} | {_fmt(now)} | {_ratio(now, was)} |")
+    return lines + [""]
+
+
 def _mb(n: int) -> str:
     return f"{n / 1e6:,.1f} MB"
 
@@ -340,6 +384,7 @@ def render(sections: list[dict], history: dict | None, *, command: str, total_s:
     lines += protocol_section(per_protocol or [])
     lines += history_section(history)
     lines += table_size_section(table_size)
+    lines += before_after_section(sections, history, table_size)
     return "\n".join(lines) + "\n" + NOTES + "\n" + GAPS
 
 GAPS = """## Why targets are missed, and what would close the gap

@@ -14,6 +14,7 @@ from cdc_assets.cli import main as cli_main
 from cdc_assets.defs.factory import build_definitions, source_builds
 from cdc_assets.defs.automation import window_job_name
 from cdc_assets.defs.partitions import partition_key_for_ms
+from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.simulator import generate
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
@@ -71,6 +72,23 @@ def test_each_snapshot_counts_the_events_of_its_windows_change_table(parquet_run
     events_in = by_window("snapshots", "events_in")
     assert events_in and events_in == by_window("change_table", "events_out")
     assert sum(events_in.values()) == summary.events - summary.duplicates - summary.late
+
+
+def test_each_layer_output_names_its_iceberg_table_snapshot_and_columns(parquet_run, parquet_instance):
+    """The UI links a run to the table version it wrote: the change table's materializations
+    name `cdc.src.change_table`, a snapshot of that table, and its columns."""
+    _, _, settings = parquet_run
+    records = parquet_instance.fetch_materializations(AssetKey(["src", "change_table"]), limit=1000).records
+    table = load_pyiceberg_catalog(settings.warehouse).load_table("src.change_table")
+    snapshot_ids = {str(s.snapshot_id) for s in table.snapshots()}
+    assert records
+    for record in records:
+        metadata = record.asset_materialization.metadata
+        assert metadata["dagster/table_name"].value == "cdc.src.change_table"
+        assert metadata["iceberg_snapshot_id"].value in snapshot_ids
+        columns = {c.name: c.constraints.nullable for c in metadata["dagster/column_schema"].schema.columns}
+        assert {"database", "table", "op", "commit_ts"} <= set(columns)
+        assert set(columns) == set(table.schema().column_names)
 
 
 def test_incomplete_window_is_not_materialized_and_its_check_blocks(parquet_run, spark):

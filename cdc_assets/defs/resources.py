@@ -16,6 +16,9 @@ from dagster import (
     InputContext,
     OutputContext,
     ResourceDependency,
+    TableColumn,
+    TableColumnConstraints,
+    TableSchema,
 )
 from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
@@ -184,6 +187,8 @@ class IcebergIOManager(ConfigurableIOManager):
             "rows": int(commit.get("added-records", 0)),
             "dagster/table_name": f"{CATALOG}.{table.table.identifier}",
             "iceberg_snapshot_id": str(commit.get("snapshot_id")),
+            # from the frame's schema: no Spark job
+            "dagster/column_schema": column_schema(obj),
         })
 
     def load_input(self, context: InputContext) -> DataFrame:
@@ -197,6 +202,14 @@ class IcebergIOManager(ConfigurableIOManager):
                 f"{context.asset_key.to_user_string()} has no commit of window {start_ms} in the Iceberg table "
                 f"{table.table.identifier}: materialize that partition first")
         return table.read(spark, start_ms)
+
+
+def column_schema(frame: DataFrame) -> TableSchema:
+    """The UI's column list of a layer: Spark's type names and nullability."""
+    return TableSchema(columns=[
+        TableColumn(name=f.name, type=f.dataType.simpleString(),
+                    constraints=TableColumnConstraints(nullable=f.nullable))
+        for f in frame.schema.fields])
 
 
 def window_output_metadata(warehouse_root: str | Path, asset_path: list[str], window_start_ms: int) -> dict:

@@ -145,3 +145,20 @@ def test_fresh_warehouse_forgets_the_removed_tables(tmp_path, spark):
     spark.sql("CREATE NAMESPACE cdc.bench")  # the new catalog file works
     spark.sql("CREATE TABLE cdc.bench.t (id bigint) USING iceberg")
     assert spark.catalog.tableExists("cdc.bench.t")
+
+
+def test_before_after_section_puts_this_run_next_to_the_last_run_before_iceberg(dump):
+    """Each figure of the baseline file next to the same figure of this run; one not
+    measured in this run is a dash, never a figure from elsewhere."""
+    replay = Measured("cdc_replay", [Run(266.0, 266.0, 1.0)])
+    section = {"events": 1_000_000, "info": dump.info, "results": {"cdc_replay": replay}}
+    history = {"windows": 25, "first": 10.0, "early_median": 8.0, "last": 9.0, "wall_s": 300.0, "seconds": []}
+    table_size = {"sizes": [{"rows": 250_000, "merge_recent_s": 4.22, "whole_table_recent_s": 3.0,
+                             "merge_uniform_s": 2.17, "whole_table_uniform_s": 1.9}]}
+    lines = report.before_after_section([section], history, table_size)
+    text = "\n".join(lines)
+    assert "| `cdc_replay`, 1,000,000 events (job s) | 133.00 | 266.00 | 2.00× |" in text
+    assert "| `duckdb_sql`, 1,000,000 events (job s) | 2.40 | – | – |" in text
+    assert "| history: window 25 (s) | 8.40 | 9.00 | 1.07× |" in text
+    assert "| window on a 250,000-row table, `recent`: written window (s) | 2.11 | 4.22 | 2.00× |" in text
+    assert "| window on a 4,000,000-row table, `uniform`: written window (s) | 6.67 | – | – |" in text
