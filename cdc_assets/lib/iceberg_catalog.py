@@ -221,8 +221,10 @@ def use_catalog(spark, warehouse: Warehouse | Path | str) -> str:
     # The conf alone does not tell: `SparkSession.builder.getOrCreate()` (PySparkResource)
     # sets a new warehouse's conf on a session whose catalog is already loaded on the old one.
     if getattr(spark, _LOADED_CONF, None) != loaded:
-        previous = getattr(spark, _LOADED_CONF, None)
-        for key in {k for k, _ in previous or ()} - set(conf):  # e.g. io-impl of an s3 warehouse
+        # Another catalog's settings would stay (the JDBC settings under a REST catalog, the
+        # io-impl of an s3 warehouse under a local one).
+        prefix = f"spark.sql.catalog.{CATALOG}."
+        for key in [k for k in spark.conf.getAll if k.startswith(prefix) and k not in conf]:
             spark.conf.unset(key)
         for key, value in conf.items():
             spark.conf.set(key, value)
