@@ -23,11 +23,12 @@ from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame
 
 from cdc_assets.lib.iceberg_catalog import (
-    CATALOG, ICEBERG_EXTENSIONS, Warehouse, check_spark_can_open, spark_catalog_conf, spark_jars, use_catalog,
+    CATALOG, ICEBERG_EXTENSIONS, SECRET_KEY, Warehouse, check_spark_can_open, spark_catalog_conf, spark_jars,
+    use_catalog,
 )
 from cdc_assets.lib.iceberg_tables import OUTPUT_METADATA_PROPERTY, IcebergTable, WindowTable, window_commit
 from cdc_assets.lib.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS, archive_in_place, with_archive
-from cdc_assets.lib.settings import Settings
+from cdc_assets.lib.settings import Settings, env_catalog_properties
 
 
 def spark_config(settings: Settings) -> dict[str, str]:
@@ -148,6 +149,8 @@ class WarehouseResource(ConfigurableResource):
     root: str  # a local folder or s3://bucket/prefix
     catalog_type: str = "jdbc"
     catalog_uri: Optional[str] = None
+    # Shown in Dagster's UI: no property that may hold a secret (a REST token). Those are read
+    # from the environment (CDC_ASSETS_CATALOG_PROPERTIES) when the catalog is opened (`iceberg`).
     catalog_properties: dict[str, str] = {}
     s3_endpoint_url: Optional[str] = None
     s3_region: Optional[str] = None
@@ -156,8 +159,9 @@ class WarehouseResource(ConfigurableResource):
     @property
     def iceberg(self) -> Warehouse:
         """The warehouse as Spark and pyiceberg open it (`use_catalog`, `window_commit`, ...)."""
+        secret = {k: v for k, v in env_catalog_properties(os.environ).items() if SECRET_KEY.search(k)}
         return Warehouse(self.root, catalog_type=self.catalog_type, catalog_uri=self.catalog_uri,
-                         catalog_properties=tuple(self.catalog_properties.items()),
+                         catalog_properties=tuple({**self.catalog_properties, **secret}.items()),
                          s3_endpoint=self.s3_endpoint_url, s3_region=self.s3_region,
                          s3_path_style=self.s3_path_style)
 
@@ -180,8 +184,9 @@ class WarehouseResource(ConfigurableResource):
 
 def warehouse_resource(settings: Settings) -> WarehouseResource:
     warehouse = settings.iceberg_warehouse
+    shown = {k: v for k, v in warehouse.properties.items() if not SECRET_KEY.search(k)}
     return WarehouseResource(root=warehouse.location, catalog_type=warehouse.catalog_type,
-                             catalog_uri=warehouse.catalog_uri, catalog_properties=warehouse.properties,
+                             catalog_uri=warehouse.catalog_uri, catalog_properties=shown,
                              s3_endpoint_url=warehouse.s3_endpoint, s3_region=warehouse.s3_region,
                              s3_path_style=warehouse.s3_path_style)
 

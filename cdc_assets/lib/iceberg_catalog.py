@@ -83,7 +83,9 @@ class Warehouse:
             if key in _S3_CREDENTIALS:
                 raise ValueError(f"catalog property {key!r}: S3 credentials come only from the environment "
                                  "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or a role)")
-            if key in _RESERVED:
+            # A REST server may name its warehouse otherwise (Polaris, Lakekeeper: the catalog's
+            # name); the tables' locations stay `location`'s.
+            if key in _RESERVED and not (key == "warehouse" and self.catalog_type == "rest"):
                 raise ValueError(f"catalog property {key!r} is set from the warehouse's settings (location, "
                                  "catalog type and URI, S3 endpoint and region), not as an extra property")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from cdc_assets.lib.iceberg_catalog import CATALOG_FILE, Warehouse
+from cdc_assets.lib.iceberg_catalog import CATALOG_FILE, SECRET_KEY, Warehouse
 from cdc_assets.lib.jvm_archive import configured_archive
 
 DEFAULT_START = "2026-01-01T00:00"
@@ -145,6 +145,14 @@ def _location(text: str, base: Path, home: Path) -> str:
     return str(location if location.is_absolute() else (base / location).absolute())
 
 
+CATALOG_PROPERTIES_VARIABLE = "CDC_ASSETS_CATALOG_PROPERTIES"
+
+
+def env_catalog_properties(env: Mapping[str, str]) -> dict[str, str]:
+    """The extra catalog properties of the environment (`k=v,k=v`)."""
+    return _parse_options(env.get(CATALOG_PROPERTIES_VARIABLE, ""))
+
+
 def warehouse_location(text: str | Path) -> Path | str:
     """The warehouse setting: an s3:// URI as text (no trailing slash), else an absolute Path."""
     text = str(text)
@@ -174,7 +182,11 @@ def _common(env: Mapping[str, str], data: Mapping) -> dict:
     conf = {str(k): str(v) for k, v in (data.get("spark_conf") or {}).items()}
     conf.update(_parse_options(env.get("CDC_ASSETS_SPARK_CONF", "")))
     catalog_properties = {str(k): str(v) for k, v in (data.get("catalog_properties") or {}).items()}
-    catalog_properties.update(_parse_options(env.get("CDC_ASSETS_CATALOG_PROPERTIES", "")))
+    secret = sorted(k for k in catalog_properties if SECRET_KEY.search(k))
+    if secret:  # a file is shown and copied around; the Dagster resource config shows the rest
+        raise ValueError(f"catalog_properties {secret} may hold secrets: set them in the environment "
+                         "(CDC_ASSETS_CATALOG_PROPERTIES), not in the sources file")
+    catalog_properties.update(env_catalog_properties(env))
     return {
         "catalog_type": str(env.get("CDC_ASSETS_CATALOG_TYPE", data.get("catalog_type")) or "jdbc").lower(),
         "catalog_uri": env.get("CDC_ASSETS_CATALOG_URI", data.get("catalog_uri")) or None,

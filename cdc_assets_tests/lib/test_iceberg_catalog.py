@@ -121,6 +121,28 @@ def test_an_invalid_catalog_setting_fails_at_load(tmp_path, env, error):
     assert SECRET not in str(raised.value)
 
 
+def test_a_secret_catalog_property_comes_from_the_environment_only(tmp_path, monkeypatch):
+    path = tmp_path / "sources.yaml"
+    path.write_text(f"catalog_properties: {{token: {TOKEN}}}\n"
+                    "sources: [{name: src, protocol: canal-json, location: dump}]\n")
+    with pytest.raises(ValueError, match=r"\['token'\] may hold secrets: set them in the environment") as raised:
+        load_settings({"CDC_ASSETS_SOURCES": str(path), "CDC_ASSETS_HOME": str(tmp_path)})
+    assert TOKEN not in str(raised.value)
+    env = {"CDC_ASSETS_HOME": str(tmp_path), "CDC_ASSETS_CATALOG_TYPE": "rest",
+           "CDC_ASSETS_CATALOG_URI": "http://catalog:8181", "CDC_ASSETS_CATALOG_PROPERTIES": f"token={TOKEN},prefix=p"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings = load_settings()
+    resource = warehouse_resource(settings)
+    # Dagster shows a resource's config: the token is not in it, but the catalog opened gets it.
+    assert resource.catalog_properties == {"prefix": "p"} and TOKEN not in json.dumps(resource.model_dump())
+    assert resource.iceberg.properties == {"prefix": "p", "token": TOKEN} == settings.iceberg_warehouse.properties
+    # a REST server's own name for its warehouse (Polaris, Lakekeeper); the tables stay in ours
+    named = settings.with_overrides(catalog_properties={"warehouse": "prod_catalog"}).iceberg_warehouse
+    assert spark_catalog_conf(CATALOG, named)["spark.sql.catalog.cdc.warehouse"] == "prod_catalog"
+    assert named.table_location("src", "change_log") == f"{tmp_path}/warehouse/src/change_log"
+
+
 def test_a_hive_catalog_without_hive_jars_is_a_clear_error(tmp_path):
     settings = load_settings({"CDC_ASSETS_HOME": str(tmp_path), "CDC_ASSETS_CATALOG_TYPE": "hive",
                               "CDC_ASSETS_CATALOG_URI": "thrift://metastore:9083"})
