@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: install jvm-archive demo test dev connect-server validate bench clean
+.PHONY: install jvm-archive rest-fixture demo test dev connect-server validate bench clean
 
 $(STAMP): pyproject.toml requirements.lock jars/pom.xml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -39,11 +39,22 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 demo: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/cdc-assets demo
 
+# Test only: Iceberg's REST catalog fixture and its dependencies (jars/rest-fixture/pom.xml), for
+# the REST catalog test (cdc_assets_tests/servers.py rest_catalog; it fetches them itself when
+# they are missing).
+REST_FIXTURE_JARS := $(VENV)/rest-fixture-jars
+$(REST_FIXTURE_JARS): jars/rest-fixture/pom.xml $(STAMP)
+	rm -rf $(REST_FIXTURE_JARS)
+	mvn --quiet --batch-mode -f jars/rest-fixture/pom.xml dependency:copy-dependencies -DoutputDirectory=$(abspath $(REST_FIXTURE_JARS))
+	touch $(REST_FIXTURE_JARS)
+
+rest-fixture: $(REST_FIXTURE_JARS)
+
 # Test modules run on two processes (each its own local Spark); the daemon test's idle ticks and
 # the driver-side gaps overlap: about a fifth faster on 2 cores (docs/architecture.md).
 # TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
-test: $(STAMP)
+test: $(STAMP) $(REST_FIXTURE_JARS)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 dev: $(STAMP) $(JVM_ARCHIVE_STAMP) $(DAGSTER_HOME)/dagster.yaml

@@ -129,7 +129,16 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_tables(args: argparse.Namespace) -> int:
     from cdc_assets.lib.warehouse_tables import TablesError, render_text, tables_json
 
-    warehouse = Path(args.warehouse) if args.warehouse else load_settings().warehouse
+    from cdc_assets.lib.settings import warehouse_location
+
+    try:
+        settings = load_settings()
+        if args.warehouse:  # the catalog and S3 settings still come from the environment / sources file
+            settings = settings.with_overrides(warehouse=warehouse_location(args.warehouse))
+        warehouse = settings.iceberg_warehouse
+    except ValueError as exc:  # an invalid catalog setting
+        print(f"cdc-assets: error: {exc}", file=sys.stderr)
+        return 1
     try:
         document = tables_json(warehouse, args.source)
     except TablesError as exc:

@@ -1,4 +1,5 @@
-"""Servers that tests start on free loopback ports (moto's S3, Spark standalone, Spark Connect).
+"""Servers that tests start on free loopback ports (moto's S3, Iceberg's REST catalog fixture,
+Spark standalone, Spark Connect).
 
 Each runs in its own process group and is stopped, with its children, when the context exits.
 """
@@ -6,6 +7,7 @@ Each runs in its own process group and is stopped, with its children, when the c
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +22,10 @@ from cdc_assets.connect_server import remote_url, spark_home
 LOOPBACK = "127.0.0.1"
 VENV_BIN = Path(sys.executable).parent
 SPARK_HOME = spark_home()
+REPO = Path(__file__).resolve().parents[1]
+REST_FIXTURE_POM = REPO / "jars" / "rest-fixture" / "pom.xml"
+# Where `make rest-fixture` (or the first REST catalog test) puts the fixture's jars.
+REST_FIXTURE_JARS = Path(os.environ.get("CDC_ASSETS_REST_FIXTURE_JARS", Path(sys.prefix) / "rest-fixture-jars"))
 
 
 def free_port() -> int:
@@ -84,6 +90,46 @@ def moto_s3(work: Path) -> Iterator[str]:
     port = free_port()
     log = work / "moto.log"
     with server_process([str(VENV_BIN / "moto_server"), "-H", LOOPBACK, "-p", str(port)], log) as proc:
+        wait_for_port(port, proc, log)
+        yield f"http://{LOOPBACK}:{port}"
+
+
+def rest_fixture_jars() -> Path:
+    """The jars of Iceberg's REST catalog fixture (jars/rest-fixture/pom.xml), fetched with Maven
+    the first time (Maven Central only); a RuntimeError saying why when they cannot be."""
+    folder = REST_FIXTURE_JARS
+    if any(folder.glob("iceberg-open-api-*-test-fixtures.jar")):
+        return folder
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError(f"the REST catalog fixture's jars are not in {folder} and there is no Maven (mvn) "
+                           "to fetch them: run `make rest-fixture` where Maven is installed")
+    partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
+    done = subprocess.run([mvn, "--quiet", "--batch-mode", "-f", str(REST_FIXTURE_POM), "dependency:copy-dependencies",
+                           f"-DoutputDirectory={partial}"], capture_output=True, text=True)
+    if done.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise RuntimeError(f"mvn could not fetch the REST catalog fixture's jars:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    try:
+        partial.rename(folder)
+    except OSError:  # another test process fetched them meanwhile
+        shutil.rmtree(partial, ignore_errors=True)
+    return folder
+
+
+@contextmanager
+def rest_catalog(work: Path) -> Iterator[str]:
+    """Iceberg's REST catalog fixture (`org.apache.iceberg.rest.RESTCatalogServer`, a JDBC
+    catalog on SQLite behind the REST API) in a JVM of its own; yields its http:// URL. Its
+    backend needs Hadoop's client jars, taken from pyspark."""
+    hadoop = sorted(str(p) for p in (SPARK_HOME / "jars").glob("hadoop-client-*.jar"))
+    classpath = os.pathsep.join([str(rest_fixture_jars() / "*"), *hadoop])
+    port = free_port()
+    log = work / "rest-catalog.log"
+    env = {"CATALOG_URI": f"jdbc:sqlite:{work / 'rest-catalog.db'}", "CATALOG_WAREHOUSE": str(work / "rest-warehouse"),
+           "CATALOG_REST_PORT": str(port)}  # RCKUtils: CATALOG_<NAME> -> catalog property <name>
+    cmd = ["java", "-Xmx256m", "-cp", classpath, "org.apache.iceberg.rest.RESTCatalogServer"]
+    with server_process(cmd, log, env) as proc:
         wait_for_port(port, proc, log)
         yield f"http://{LOOPBACK}:{port}"
 

@@ -12,7 +12,7 @@ from cdc_assets.defs.maintenance import build_maintenance
 from cdc_assets.defs.partitions import window_partitions
 from cdc_assets.defs.raw.assets import build_raw_messages
 from cdc_assets.defs.resources import (
-    IcebergIOManager, WarehouseResource, make_s3_resource, make_spark_resource,
+    IcebergIOManager, make_s3_resource, make_spark_resource, warehouse_resource,
 )
 from cdc_assets.defs.snapshots.assets import build_snapshots
 from cdc_assets.defs.source_build import SourceBuild
@@ -41,7 +41,7 @@ def build_definitions(settings: Settings) -> Definitions:
         jobs.append(maintenance_job)
         schedules.append(maintenance_schedule)
     pyspark = make_spark_resource(settings)
-    warehouse = WarehouseResource(root=str(settings.warehouse))
+    warehouse = warehouse_resource(settings)
     return Definitions(
         assets=assets,
         jobs=jobs,

@@ -35,7 +35,7 @@ def build_maintenance(b: SourceBuild):
         description=f"Expire Iceberg snapshots older than {retention_days} days (tags and main kept) "
         "and remove files no snapshot references, on every table of the source.")
     def maintain_tables(context: OpExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource):
-        done = maintain_source(pyspark.spark_session, warehouse.root, b.source.name, timedelta(days=retention_days))
+        done = maintain_source(pyspark.spark_session, warehouse.iceberg, b.source.name, timedelta(days=retention_days))
         context.log.info(f"maintained {len(done)} Iceberg tables of {b.source.name}")
         totals = {k: sum(t[k] for t in done.values()) for k in next(iter(done.values()), {})}
         return Output(done, metadata={"tables": len(done), "retention_days": retention_days, **totals,

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Optional
 
 from dagster import (
     ConfigurableIOManager,
@@ -24,10 +25,13 @@ from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame
 
-from cdc_assets.lib.iceberg_catalog import CATALOG, ICEBERG_EXTENSIONS, spark_catalog_conf, spark_jars, use_catalog
+from cdc_assets.lib.iceberg_catalog import (
+    CATALOG, ICEBERG_EXTENSIONS, SECRET_KEY, Warehouse, check_spark_can_open, spark_catalog_conf, spark_jars,
+    use_catalog,
+)
 from cdc_assets.lib.iceberg_tables import OUTPUT_METADATA_PROPERTY, IcebergTable, WindowTable, window_commit
 from cdc_assets.lib.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS, archive_in_place, with_archive
-from cdc_assets.lib.settings import Settings
+from cdc_assets.lib.settings import Settings, env_catalog_properties
 
 
 def spark_config(settings: Settings) -> dict[str, str]:
@@ -59,9 +63,10 @@ def spark_config(settings: Settings) -> dict[str, str]:
         # Every table of the warehouse is an Iceberg table (lib/iceberg_catalog.py).
         "spark.jars": ",".join(spark_jars()),
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
-        **spark_catalog_conf(CATALOG, settings.warehouse),
+        **spark_catalog_conf(CATALOG, settings.iceberg_warehouse),
         **settings.spark_conf,
     }
+    check_spark_can_open(settings.iceberg_warehouse, conf["spark.jars"] + "," + conf.get("spark.jars.packages", ""))
     archive = archive_in_place(settings.jvm_archive)
     if archive and not is_spark_connect(settings.spark_master):
         conf[DRIVER_DEFAULT_JAVA_OPTIONS] = with_archive(conf.get(DRIVER_DEFAULT_JAVA_OPTIONS), archive)
@@ -140,9 +145,28 @@ def make_s3_resource(settings: Settings) -> S3Resource:
 
 
 class WarehouseResource(ConfigurableResource):
-    """Where each source's landing area and layers live (a local folder by default)."""
+    """Where each source's landing area and layers live (a local folder by default), and the
+    Iceberg catalog of its tables (`iceberg_catalog.Warehouse`, from the settings:
+    `warehouse_resource`). No credential is part of it."""
 
-    root: str
+    root: str  # a local folder or s3://bucket/prefix
+    catalog_type: str = "jdbc"
+    catalog_uri: Optional[str] = None
+    # Shown in Dagster's UI: no property that may hold a secret (a REST token). Those are read
+    # from the environment (CDC_ASSETS_CATALOG_PROPERTIES) when the catalog is opened (`iceberg`).
+    catalog_properties: dict[str, str] = {}
+    s3_endpoint_url: Optional[str] = None
+    s3_region: Optional[str] = None
+    s3_path_style: Optional[bool] = None
+
+    @property
+    def iceberg(self) -> Warehouse:
+        """The warehouse as Spark and pyiceberg open it (`use_catalog`, `window_commit`, ...)."""
+        secret = {k: v for k, v in env_catalog_properties(os.environ).items() if SECRET_KEY.search(k)}
+        return Warehouse(self.root, catalog_type=self.catalog_type, catalog_uri=self.catalog_uri,
+                         catalog_properties=tuple({**self.catalog_properties, **secret}.items()),
+                         s3_endpoint=self.s3_endpoint_url, s3_region=self.s3_region,
+                         s3_path_style=self.s3_path_style)
 
     def source_root(self, source: str) -> Path:
         return Path(self.root) / source
@@ -156,8 +180,18 @@ class WarehouseResource(ConfigurableResource):
     def layer_table(self, spark, asset_path: list[str]) -> WindowTable:
         """The Iceberg table of a windowed layer: `<source>.<layer>` (asset key [source, layer])."""
         source, layer = asset_path
-        return WindowTable(IcebergTable(use_catalog(spark, self.root), source, layer,
-                                        str(Path(self.root) / source / layer)))
+        warehouse = self.iceberg
+        return WindowTable(IcebergTable(use_catalog(spark, warehouse), source, layer,
+                                        warehouse.table_location(source, layer)))
+
+
+def warehouse_resource(settings: Settings) -> WarehouseResource:
+    warehouse = settings.iceberg_warehouse
+    shown = {k: v for k, v in warehouse.properties.items() if not SECRET_KEY.search(k)}
+    return WarehouseResource(root=warehouse.location, catalog_type=warehouse.catalog_type,
+                             catalog_uri=warehouse.catalog_uri, catalog_properties=shown,
+                             s3_endpoint_url=warehouse.s3_endpoint, s3_region=warehouse.s3_region,
+                             s3_path_style=warehouse.s3_path_style)
 
 
 class IcebergIOManager(ConfigurableIOManager):
@@ -182,7 +216,7 @@ class IcebergIOManager(ConfigurableIOManager):
         plain = {k: getattr(v, "value", v) for k, v in (context.output_metadata or {}).items()}
         kept = json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
         table.write(self.pyspark.spark_session, obj, start_ms, {OUTPUT_METADATA_PROPERTY: kept})
-        commit = window_commit(self.warehouse.root, table.table.identifier, start_ms) or {}
+        commit = window_commit(self.warehouse.iceberg, table.table.identifier, start_ms) or {}
         context.add_output_metadata({
             "rows": int(commit.get("added-records", 0)),
             "dagster/table_name": f"{CATALOG}.{table.table.identifier}",
@@ -196,7 +230,7 @@ class IcebergIOManager(ConfigurableIOManager):
         spark = self.pyspark.spark_session
         # No commit names the window: never written, or its commit expired (table maintenance)
         # and then its rows are still there.
-        if (window_commit(self.warehouse.root, table.table.identifier, start_ms) is None
+        if (window_commit(self.warehouse.iceberg, table.table.identifier, start_ms) is None
                 and table.read(spark, start_ms).limit(1).count() == 0):
             raise FileNotFoundError(
                 f"{context.asset_key.to_user_string()} has no commit of window {start_ms} in the Iceberg table "
@@ -212,7 +246,7 @@ def column_schema(frame: DataFrame) -> TableSchema:
         for f in frame.schema.fields])
 
 
-def window_output_metadata(warehouse_root: str | Path, asset_path: list[str], window_start_ms: int) -> dict:
+def window_output_metadata(warehouse: Warehouse | str | Path, asset_path: list[str], window_start_ms: int) -> dict:
     """The metadata a window's output was written with ({} if none)."""
-    commit = window_commit(warehouse_root, ".".join(asset_path), window_start_ms)
+    commit = window_commit(warehouse, ".".join(asset_path), window_start_ms)
     return json.loads(commit.get(OUTPUT_METADATA_PROPERTY, "{}")) if commit else {}

@@ -4,8 +4,11 @@ Defaults: everything under `./.cdc_assets` (sample dump, landing area, warehouse
 source `sample` reading TiCDC Canal-JSON from the shipped simulator's dump, hourly
 commitTs windows starting 2026-01-01 UTC, local Spark.
 
-A source's input is a local folder or `s3://bucket/prefix`. S3 credentials are never
-settings: they come from the environment (AWS_ACCESS_KEY_ID, ... or an instance role).
+A source's input and the warehouse are each a local folder or `s3://bucket/prefix`. The
+warehouse's catalog is Iceberg's JDBC catalog on SQLite by default, or a REST, Glue or Hive
+catalog (`catalog_type`, `catalog_uri`, `catalog_properties`; docs/deploying.md "Catalogs and
+S3"). S3 credentials are never settings: they come from the environment (AWS_ACCESS_KEY_ID,
+... or an instance role).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from cdc_assets.lib.iceberg_catalog import CATALOG_FILE, SECRET_KEY, Warehouse
 from cdc_assets.lib.jvm_archive import configured_archive
 
 DEFAULT_START = "2026-01-01T00:00"
@@ -44,7 +48,7 @@ class SourceConfig:
 @dataclass(frozen=True)
 class Settings:
     home: Path
-    warehouse: Path
+    warehouse: Path | str  # a local folder (a Path) or the text s3://bucket/prefix
     sources: tuple[SourceConfig, ...]
     partition_start: datetime
     window_minutes: int = 60
@@ -53,6 +57,13 @@ class Settings:
     spark_conf: Mapping[str, str] = field(default_factory=dict)  # extra Spark settings, win over ours
     s3_endpoint_url: str | None = None  # S3-compatible store (MinIO, moto); None = AWS
     s3_region: str | None = None
+    s3_path_style: bool | None = None  # None: path-style requests exactly when s3_endpoint_url is set
+    # The warehouse's Iceberg catalog: jdbc (default), rest, glue or hive. The URI of a jdbc
+    # catalog defaults to SQLite `<warehouse>/catalog.db`, or `<home>/catalog.db` for an s3
+    # warehouse (a SQLite file cannot live in a bucket).
+    catalog_type: str = "jdbc"
+    catalog_uri: str | None = None
+    catalog_properties: Mapping[str, str] = field(default_factory=dict)  # extra catalog properties
     # Class-data-sharing archive mapped by the local driver JVM when the file exists
     # (lib/jvm_archive.py); None: never.
     jvm_archive: str | None = None
@@ -61,6 +72,16 @@ class Settings:
     settle_seconds: int = 600
     # Table maintenance keeps the Iceberg snapshots of the last N days (and every tagged one).
     snapshot_retention_days: int = 7
+
+    @property
+    def iceberg_warehouse(self) -> Warehouse:
+        """The warehouse with its catalog and S3 settings: what Spark and pyiceberg open."""
+        uri = self.catalog_uri
+        if uri is None and self.catalog_type == "jdbc" and str(self.warehouse).startswith("s3://"):
+            uri = f"jdbc:sqlite:{self.home / CATALOG_FILE}"
+        return Warehouse(str(self.warehouse), catalog_type=self.catalog_type, catalog_uri=uri,
+                         catalog_properties=tuple(self.catalog_properties.items()),
+                         s3_endpoint=self.s3_endpoint_url, s3_region=self.s3_region, s3_path_style=self.s3_path_style)
 
     @property
     def window_ms(self) -> int:
@@ -124,11 +145,53 @@ def _location(text: str, base: Path, home: Path) -> str:
     return str(location if location.is_absolute() else (base / location).absolute())
 
 
+CATALOG_PROPERTIES_VARIABLE = "CDC_ASSETS_CATALOG_PROPERTIES"
+
+
+def env_catalog_properties(env: Mapping[str, str]) -> dict[str, str]:
+    """The extra catalog properties of the environment (`k=v,k=v`)."""
+    return _parse_options(env.get(CATALOG_PROPERTIES_VARIABLE, ""))
+
+
+def warehouse_location(text: str | Path) -> Path | str:
+    """The warehouse setting: an s3:// URI as text (no trailing slash), else an absolute Path."""
+    text = str(text)
+    if text.startswith("s3://"):
+        return text.rstrip("/")
+    if "://" in text:
+        raise ValueError(f"warehouse {text!r}: a local folder or s3://bucket/prefix (s3a:// is Hadoop's "
+                         "scheme; Iceberg's S3FileIO takes s3://)")
+    return Path(text).absolute()
+
+
+def _flag(value, name: str) -> bool | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        return value
+    if str(value).strip().lower() in ("true", "1", "yes"):
+        return True
+    if str(value).strip().lower() in ("false", "0", "no"):
+        return False
+    raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
 def _common(env: Mapping[str, str], data: Mapping) -> dict:
-    """Settings shared by every source: Spark and the S3 endpoint (env wins over the file)."""
+    """Settings shared by every source: Spark, the S3 endpoint and the catalog (env wins over
+    the file)."""
     conf = {str(k): str(v) for k, v in (data.get("spark_conf") or {}).items()}
     conf.update(_parse_options(env.get("CDC_ASSETS_SPARK_CONF", "")))
+    catalog_properties = {str(k): str(v) for k, v in (data.get("catalog_properties") or {}).items()}
+    secret = sorted(k for k in catalog_properties if SECRET_KEY.search(k))
+    if secret:  # a file is shown and copied around; the Dagster resource config shows the rest
+        raise ValueError(f"catalog_properties {secret} may hold secrets: set them in the environment "
+                         "(CDC_ASSETS_CATALOG_PROPERTIES), not in the sources file")
+    catalog_properties.update(env_catalog_properties(env))
     return {
+        "catalog_type": str(env.get("CDC_ASSETS_CATALOG_TYPE", data.get("catalog_type")) or "jdbc").lower(),
+        "catalog_uri": env.get("CDC_ASSETS_CATALOG_URI", data.get("catalog_uri")) or None,
+        "catalog_properties": catalog_properties,
+        "s3_path_style": _flag(env.get("CDC_ASSETS_S3_PATH_STYLE", data.get("s3_path_style")), "s3_path_style"),
         "spark_master": env.get("CDC_ASSETS_SPARK_MASTER", data.get("spark_master", "local[2]")),
         "spark_conf": conf,
         "s3_endpoint_url": env.get("CDC_ASSETS_S3_ENDPOINT_URL", data.get("s3_endpoint_url")) or None,
@@ -188,7 +251,8 @@ def load_sources_file(path: Path, home: Path) -> tuple[dict, tuple[SourceConfig,
 
 
 _TOP_KEYS = {"sources", "warehouse", "start", "window_minutes", "spark_master", "spark_conf", "s3_endpoint_url",
-             "s3_region", "settle_seconds", "snapshot_retention_days"}
+             "s3_region", "s3_path_style", "catalog_type", "catalog_uri", "catalog_properties", "settle_seconds",
+             "snapshot_retention_days"}
 _SOURCE_KEYS = {"name", "protocol", "location", "layout", "layout_options", "options", "time_zone",
                 "completeness", "allowed_lateness_seconds", "max_quarantine_rate"}
 
@@ -205,14 +269,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     home = Path(env.get("CDC_ASSETS_HOME", ".cdc_assets")).absolute()
     if env.get("CDC_ASSETS_SOURCES"):
         data, sources = load_sources_file(Path(env["CDC_ASSETS_SOURCES"]).absolute(), home)
-        return Settings(
+        return _checked(Settings(
             home=home,
-            warehouse=Path(env.get("CDC_ASSETS_WAREHOUSE", data.get("warehouse", home / "warehouse"))).absolute(),
+            warehouse=warehouse_location(env.get("CDC_ASSETS_WAREHOUSE", data.get("warehouse", home / "warehouse"))),
             sources=sources,
             partition_start=parse_start(str(env.get("CDC_ASSETS_START", data.get("start", DEFAULT_START)))),
             window_minutes=int(env.get("CDC_ASSETS_WINDOW_MINUTES", data.get("window_minutes", 60))),
             **_common(env, data),
-        )
+        ))
     source = SourceConfig(
         name=env.get("CDC_ASSETS_SOURCE", "sample"),
         protocol=env.get("CDC_ASSETS_PROTOCOL", "canal-json"),
@@ -225,11 +289,18 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         allowed_lateness_seconds=int(env.get("CDC_ASSETS_ALLOWED_LATENESS_SECONDS", "0")),
         max_quarantine_rate=quarantine_rate(env.get("CDC_ASSETS_MAX_QUARANTINE_RATE", "0.01")),
     )
-    return Settings(
+    return _checked(Settings(
         home=home,
-        warehouse=Path(env.get("CDC_ASSETS_WAREHOUSE", str(home / "warehouse"))).absolute(),
+        warehouse=warehouse_location(env.get("CDC_ASSETS_WAREHOUSE", str(home / "warehouse"))),
         sources=(source,),
         partition_start=parse_start(env.get("CDC_ASSETS_START", DEFAULT_START)),
         window_minutes=int(env.get("CDC_ASSETS_WINDOW_MINUTES", "60")),
         **_common(env, {}),
-    )
+    ))
+
+
+def _checked(settings: Settings) -> Settings:
+    """An invalid catalog setting (a REST catalog without URI, an unknown type, an S3
+    credential among the catalog properties, ...) fails when the settings load."""
+    settings.iceberg_warehouse
+    return settings

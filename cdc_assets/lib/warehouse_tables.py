@@ -6,7 +6,9 @@ file: no Spark, no data file read, nothing written.
     {"catalog": {"name": "cdc", "properties": {...}},
      "tables": [{"source", "database", "table", "layer", "identifier", "tags": ["end-…", …]}, …]}
 
-`pyiceberg.catalog.load_catalog(name, **properties)` opens the catalog; a table at the end of
+`pyiceberg.catalog.load_catalog(name, **properties)` opens the catalog (S3 credentials from the
+reader's environment; a property that may hold a secret, such as a REST token, is left out);
+a table at the end of
 a window is `catalog.load_table(identifier).scan(snapshot_id=table.snapshot_by_name(tag)
 .snapshot_id)`, or `VERSION AS OF '<tag>'` in SQL engines.
 """
@@ -18,7 +20,9 @@ import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cdc_assets.lib.iceberg_catalog import CATALOG, CATALOG_FILE, pyiceberg_properties
+from cdc_assets.lib.iceberg_catalog import (
+    CATALOG, CATALOG_FILE, Warehouse, as_warehouse, printable_properties, pyiceberg_properties, sqlite_file,
+)
 from cdc_assets.lib.iceberg_tables import parse_table_name
 
 END_TAG = re.compile(r"end-\d{8}T\d{4}Z")  # iceberg_tables.end_tag
@@ -45,26 +49,29 @@ class WarehouseTable:
         return {**asdict(self), "tags": list(self.tags)}
 
 
-def catalog_json(warehouse: Path | str) -> dict:
-    """What `pyiceberg.catalog.load_catalog(name, **properties)` takes to open the catalog."""
-    return {"name": CATALOG, "properties": pyiceberg_properties(warehouse)}
+def catalog_json(warehouse: Warehouse | Path | str) -> dict:
+    """What `pyiceberg.catalog.load_catalog(name, **properties)` takes to open the catalog,
+    without secrets (`iceberg_catalog.printable_properties`)."""
+    return {"name": CATALOG, "properties": printable_properties(warehouse)}
 
 
-def _open_catalog(warehouse: Path):
+def _open_catalog(warehouse: Warehouse):
     """The catalog, opened read-only in effect (pyiceberg would otherwise create its tables
     in a file that lacks them); a TablesError when `warehouse` has none."""
     from pyiceberg.catalog import load_catalog
     from sqlalchemy.exc import SQLAlchemyError
 
-    path = warehouse / CATALOG_FILE
-    if not path.is_file():
-        raise TablesError(f"{warehouse} has no Iceberg catalog ({CATALOG_FILE} not found): "
+    path = sqlite_file(warehouse)
+    if path is not None and not path.is_file():
+        where = warehouse.location if path.parent == Path(warehouse.location) else f"{warehouse.location} ({path})"
+        raise TablesError(f"{where} has no Iceberg catalog ({CATALOG_FILE} not found): "
                           "not a warehouse, or no window materialized there yet")
+    extra = {"init_catalog_tables": "false"} if warehouse.catalog_type == "jdbc" else {}
     try:
-        catalog = load_catalog(CATALOG, **pyiceberg_properties(warehouse), init_catalog_tables="false")
+        catalog = load_catalog(CATALOG, **pyiceberg_properties(warehouse), **extra)
         catalog.list_namespaces()
     except SQLAlchemyError as exc:
-        raise TablesError(f"{path} is not an Iceberg SQL catalog: {type(exc).__name__}: "
+        raise TablesError(f"{path or warehouse.catalog_uri} is not an Iceberg SQL catalog: {type(exc).__name__}: "
                           f"{str(exc).splitlines()[0]}") from None
     return catalog
 
@@ -76,17 +83,17 @@ def _end_tags(table) -> tuple[str, ...]:
                         if ref.snapshot_ref_type == SnapshotRefType.TAG and END_TAG.fullmatch(name)))
 
 
-def warehouse_tables(warehouse: Path | str, source: str | None = None) -> list[WarehouseTable]:
+def warehouse_tables(warehouse: Warehouse | Path | str, source: str | None = None) -> list[WarehouseTable]:
     """Every table of the warehouse's layers (of `source` only, when given), sorted by source,
     layer, database, table: the per-table layers (`<layer>__<db>__<table>`) and the windowed
     layers (`<source>.<layer>`, database and table null). Any other table is not ours and is
     left out."""
-    warehouse = Path(warehouse).absolute()
+    warehouse = as_warehouse(warehouse)
     catalog = _open_catalog(warehouse)
     sources = sorted(ns[0] for ns in catalog.list_namespaces() if len(ns) == 1)
     if source is not None:
         if source not in sources:
-            raise TablesError(f"no source {source!r} in the catalog of {warehouse} (sources there: "
+            raise TablesError(f"no source {source!r} in the catalog of {warehouse.location} (sources there: "
                               f"{', '.join(sources) or 'none'})")
         sources = [source]
     out = []
@@ -105,7 +112,7 @@ def warehouse_tables(warehouse: Path | str, source: str | None = None) -> list[W
     return sorted(out, key=lambda t: (t.source, t.layer, t.database or "", t.table or ""))
 
 
-def tables_json(warehouse: Path | str, source: str | None = None) -> dict:
+def tables_json(warehouse: Warehouse | Path | str, source: str | None = None) -> dict:
     """The document `cdc-assets tables --json` prints."""
     return {"catalog": catalog_json(warehouse),
             "tables": [t.as_json() for t in warehouse_tables(warehouse, source)]}

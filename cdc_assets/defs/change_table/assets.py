@@ -74,11 +74,11 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
             policy = b.completeness()
             # Judge completeness as of when raw_messages read the landing area: a landing
             # since then may have closed the window with events this run has not seen.
-            at_read = window_output_metadata(warehouse.root, list(b.key(RAW).path), start_ms)
+            at_read = window_output_metadata(warehouse.iceberg, list(b.key(RAW).path), start_ms)
             wm = at_read.get("global_watermark_ts_at_read", state.global_watermark_ts(policy) or -1)
             wm = None if wm == -1 else wm
             complete = bool(at_read.get("window_complete_at_read", state.is_complete(end_ms, policy)))
-            quarantined = window_output_metadata(warehouse.root, list(b.key(QUARANTINE).path),
+            quarantined = window_output_metadata(warehouse.iceberg, list(b.key(QUARANTINE).path),
                                                  start_ms).get("quarantined", 0)
             yield Output(
                 aligned,

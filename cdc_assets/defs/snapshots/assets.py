@@ -211,7 +211,7 @@ def _change_table_rows(warehouse: WarehouseResource, asset_path: list[str], star
                        change_table: DataFrame) -> int:
     """The rows of the change table's window, from the summary of the commit that wrote it
     (Iceberg metadata, no Spark job); counted only when that commit has expired (maintenance)."""
-    commit = window_commit(warehouse.root, ".".join(asset_path), start_ms)
+    commit = window_commit(warehouse.iceberg, ".".join(asset_path), start_ms)
     return int(commit.get("added-records", 0)) if commit is not None else change_table.count()
 
 
