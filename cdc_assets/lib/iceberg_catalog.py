@@ -91,4 +91,6 @@ def pyiceberg_properties(warehouse: Path | str) -> dict[str, str]:
 def load_pyiceberg_catalog(warehouse: Path | str):
     from pyiceberg.catalog import load_catalog
 
+    if "://" not in str(warehouse):  # a local warehouse's catalog file needs its folder (SQLite makes none)
+        Path(warehouse).mkdir(parents=True, exist_ok=True)
     return load_catalog(CATALOG, **pyiceberg_properties(warehouse))

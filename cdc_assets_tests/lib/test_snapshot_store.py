@@ -35,8 +35,8 @@ def _changes(spark, rows: list[tuple[str, int, str]], window_start_ms: int):
                           for f in CHANGE_LOG_SCHEMA.fields])
 
 
-def _rows(snapshots, entry) -> list[tuple]:
-    return sorted((r["id"], r["name"]) for r in read_entry_arrow(snapshots, entry).to_pylist())
+def _rows(store, entry) -> list[tuple]:
+    return sorted((r["id"], r["name"]) for r in read_entry_arrow(*store, entry).to_pylist())
 
 
 def _table(warehouse):
@@ -44,14 +44,15 @@ def _table(warehouse):
 
 
 @pytest.fixture
-def snapshots(tmp_path):
-    return tmp_path / "warehouse" / "src" / "snapshots"
+def store(tmp_path):
+    """(warehouse, source): what the store's functions take."""
+    return tmp_path / "warehouse", "src"
 
 
-def test_windows_are_tagged_published_and_withheld_by_the_audit(spark, snapshots):
-    warehouse = snapshots.parent.parent
+def test_windows_are_tagged_published_and_withheld_by_the_audit(spark, store):
+    warehouse = store[0]
     first = write_window_snapshot(spark, _changes(spark, [("INSERT", i, f"n{i}") for i in range(1, 6)], W1),
-                                  snapshots, W1, W1 + HOUR, None)
+                                  *store, W1, W1 + HOUR, None)
     entry = first["tables"]["db.t"]
     assert entry["identifier"] == "src.snapshots__db__t" and entry["rows"] == 5
     assert first["tag"] == end_tag(W1 + HOUR) == "end-20260101T0100Z"
@@ -62,52 +63,52 @@ def test_windows_are_tagged_published_and_withheld_by_the_audit(spark, snapshots
     # An audit that fails withholds the window: no tag, main unchanged, no manifest.
     second = _changes(spark, [("UPDATE", 1, "changed"), ("DELETE", 2, "n2"), ("INSERT", 9, "n9")], W1 + HOUR)
     with pytest.raises(WindowWithheld, match="not published: the audit said no.*branch window-"):
-        write_window_snapshot(spark, second, snapshots, W1 + HOUR, W1 + 2 * HOUR, first,
+        write_window_snapshot(spark, second, *store, W1 + HOUR, W1 + 2 * HOUR, first,
                               audit=lambda manifest: "the audit said no")
     table = _table(warehouse)
     assert "end-20260101T0200Z" not in table.metadata.refs
     assert table.current_snapshot().snapshot_id == entry["snapshot_id"]
-    assert list_manifests(snapshots) == [W1]
+    assert list_manifests(*store) == [W1]
     withheld = table.metadata.refs[f"window-{W1 + HOUR}"].snapshot_id  # left for inspection
     assert sorted((r["id"], r["name"]) for r in table.scan(snapshot_id=withheld).to_arrow().to_pylist()) == [
         (1, "changed"), (3, "n3"), (4, "n4"), (5, "n5"), (9, "n9")]
 
     # The audit passes: the window is a MERGE of the touched keys, tagged and on main.
-    published = write_window_snapshot(spark, second, snapshots, W1 + HOUR, W1 + 2 * HOUR, first,
+    published = write_window_snapshot(spark, second, *store, W1 + HOUR, W1 + 2 * HOUR, first,
                                       audit=lambda manifest: None)
     entry2 = published["tables"]["db.t"]
     assert (entry2["rows"], entry2["inserted_keys"], entry2["deleted_keys"]) == (5, 1, 1)
-    assert _rows(snapshots, entry2) == [(1, "changed"), (3, "n3"), (4, "n4"), (5, "n5"), (9, "n9")]
+    assert _rows(store, entry2) == [(1, "changed"), (3, "n3"), (4, "n4"), (5, "n5"), (9, "n9")]
     table = _table(warehouse)
     assert table.metadata.refs["end-20260101T0200Z"].snapshot_id == entry2["snapshot_id"]
     assert table.current_snapshot().snapshot_id == entry2["snapshot_id"]
     assert not [r for r in table.metadata.refs if r.startswith("window-")]
-    assert _rows(snapshots, entry) == [(i, f"n{i}") for i in range(1, 6)]  # the first window's state is kept
+    assert _rows(store, entry) == [(i, f"n{i}") for i in range(1, 6)]  # the first window's state is kept
 
 
-def test_quiet_windows_and_reruns_move_tags_only(spark, snapshots):
-    warehouse = snapshots.parent.parent
-    first = write_window_snapshot(spark, _changes(spark, [("INSERT", 1, "a")], W1), snapshots, W1, W1 + HOUR, None)
-    second = write_window_snapshot(spark, _changes(spark, [("INSERT", 2, "b")], W1 + HOUR), snapshots,
+def test_quiet_windows_and_reruns_move_tags_only(spark, store):
+    warehouse = store[0]
+    first = write_window_snapshot(spark, _changes(spark, [("INSERT", 1, "a")], W1), *store, W1, W1 + HOUR, None)
+    second = write_window_snapshot(spark, _changes(spark, [("INSERT", 2, "b")], W1 + HOUR), *store,
                                    W1 + HOUR, W1 + 2 * HOUR, first)
-    quiet = carry_forward_window(snapshots, W1 + 2 * HOUR, W1 + 3 * HOUR, second)
+    quiet = carry_forward_window(*store, W1 + 2 * HOUR, W1 + 3 * HOUR, second)
     table = _table(warehouse)
     assert quiet["carried_forward"] and quiet["tag"] == "end-20260101T0300Z"
     assert table.metadata.refs["end-20260101T0300Z"].snapshot_id == second["tables"]["db.t"]["snapshot_id"]
 
     # The second window again, with other content: its tag and the quiet window's follow it.
-    redo = write_window_snapshot(spark, _changes(spark, [("INSERT", 3, "c")], W1 + HOUR), snapshots,
+    redo = write_window_snapshot(spark, _changes(spark, [("INSERT", 3, "c")], W1 + HOUR), *store,
                                  W1 + HOUR, W1 + 2 * HOUR, first)
     table = _table(warehouse)
     new_id = redo["tables"]["db.t"]["snapshot_id"]
     assert new_id != second["tables"]["db.t"]["snapshot_id"]
     assert table.metadata.refs["end-20260101T0200Z"].snapshot_id == new_id
     assert table.metadata.refs["end-20260101T0300Z"].snapshot_id == new_id
-    assert read_manifest(snapshots, W1 + 2 * HOUR)["tables"]["db.t"]["snapshot_id"] == new_id
-    assert _rows(snapshots, redo["tables"]["db.t"]) == [(1, "a"), (3, "c")]
+    assert read_manifest(*store, W1 + 2 * HOUR)["tables"]["db.t"]["snapshot_id"] == new_id
+    assert _rows(store, redo["tables"]["db.t"]) == [(1, "a"), (3, "c")]
 
     # An old window again: its own tag moves; main and the newer tags stay.
-    old = write_window_snapshot(spark, _changes(spark, [("INSERT", 7, "z")], W1), snapshots, W1, W1 + HOUR, None)
+    old = write_window_snapshot(spark, _changes(spark, [("INSERT", 7, "z")], W1), *store, W1, W1 + HOUR, None)
     table = _table(warehouse)
     assert table.metadata.refs["end-20260101T0100Z"].snapshot_id == old["tables"]["db.t"]["snapshot_id"]
     assert table.metadata.refs["end-20260101T0200Z"].snapshot_id == new_id
