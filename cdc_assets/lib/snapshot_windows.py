@@ -23,7 +23,6 @@ on the new state.
 
 from __future__ import annotations
 
-import functools
 import json
 
 import pyarrow as pa
@@ -57,10 +56,9 @@ def _schema():
 _ARROW = pa.schema([(START, pa.int64()), (END, pa.int64()), (CARRIED, pa.bool_()), (MANIFEST, pa.large_string())])
 
 
-@functools.lru_cache(maxsize=16)
-def _catalog(warehouse: str):
-    """One pyiceberg catalog per warehouse and process (it holds a database connection pool;
-    it caches no table metadata, so every load sees the newest commit)."""
+def _catalog(warehouse):
+    """Opened per call, never cached: a warehouse folder may be removed and made again (the
+    tests, the benchmarks), and a cached connection would keep the removed catalog file."""
     from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
 
     return load_pyiceberg_catalog(warehouse)
@@ -70,7 +68,7 @@ def _load(warehouse, source: str):
     """The table, or None when the source has no committed window."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    catalog = _catalog(str(warehouse))
+    catalog = _catalog(warehouse)
     try:
         return catalog.load_table((source, TABLE))
     except NoSuchTableError:
@@ -100,7 +98,7 @@ def _ensure(warehouse, source: str):
     table = _load(warehouse, source)
     if table is not None:
         return table
-    catalog = _catalog(str(warehouse))
+    catalog = _catalog(warehouse)
     catalog.create_namespace_if_not_exists(source)
     try:
         return catalog.create_table((source, TABLE), _schema(), properties={"format-version": "2"})
