@@ -33,6 +33,8 @@ CARRIED_FROM = "carried_from_window_start_ms"
 # Snapshot summary properties of a commit: the first and last window it wrote.
 FIRST_PROPERTY, LAST_PROPERTY = "cdc.first-window-start-ms", "cdc.last-window-start-ms"
 _RETRIES = 10
+# pyiceberg would retry a failed commit on the new state by itself: the conflict check comes first.
+TABLE_PROPERTIES = {"format-version": "2", "commit.retry.num-retries": "0"}
 
 
 class ManifestConflict(RuntimeError):
@@ -101,7 +103,7 @@ def _ensure(warehouse, source: str):
     catalog = _catalog(warehouse)
     catalog.create_namespace_if_not_exists(source)
     try:
-        return catalog.create_table((source, TABLE), _schema(), properties={"format-version": "2"})
+        return catalog.create_table((source, TABLE), _schema(), properties=TABLE_PROPERTIES)
     except TableAlreadyExistsError:  # another writer created it first
         return catalog.load_table((source, TABLE))
 

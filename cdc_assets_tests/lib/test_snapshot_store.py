@@ -4,14 +4,18 @@ windows and reruns move tags, never other windows' snapshots."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pyspark.sql import functions as F
 
 from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA
 from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
 from cdc_assets.lib.iceberg_tables import end_tag
+from cdc_assets.lib import snapshot_windows
 from cdc_assets.lib.snapshot_store import (
-    WindowWithheld, carry_forward_window, list_manifests, read_entry_arrow, read_manifest, write_window_snapshot,
+    ManifestConflict, OldFormatWarehouse, WindowWithheld, carry_forward_window, carry_forward_windows,
+    list_manifests, read_entry_arrow, read_manifest, read_manifests, write_window_snapshot,
 )
 
 HOUR = 3_600_000
@@ -113,3 +117,89 @@ def test_quiet_windows_and_reruns_move_tags_only(spark, store):
     assert table.metadata.refs["end-20260101T0100Z"].snapshot_id == old["tables"]["db.t"]["snapshot_id"]
     assert table.metadata.refs["end-20260101T0200Z"].snapshot_id == new_id
     assert table.current_snapshot().snapshot_id == new_id
+
+
+def _windows_table(warehouse):
+    return load_pyiceberg_catalog(warehouse).load_table(("src", "snapshot_windows"))
+
+
+def test_two_runs_of_one_window_the_later_commit_fails_and_a_rerun_succeeds(spark, store):
+    """Optimistic concurrency: run A starts window 2, run B builds and commits window 2 while A
+    is still at it; A then fails with a clear error before publishing anything, so `main`, the
+    tag and the manifest stay B's. Run A again: it commits."""
+    warehouse = store[0]
+    first = write_window_snapshot(spark, _changes(spark, [("INSERT", 1, "a")], W1), *store, W1, W1 + HOUR, None)
+    by_b = {}
+
+    def b_commits_meanwhile(manifest: dict) -> None:  # A's audit: A has written its tables
+        by_b.update(write_window_snapshot(spark, _changes(spark, [("INSERT", 2, "b")], W1 + HOUR), *store,
+                                          W1 + HOUR, W1 + 2 * HOUR, first))
+        return None
+
+    with pytest.raises(ManifestConflict, match=f"window {W1 + HOUR} of source 'src' was committed by another "
+                                               "run while this one was building it: this run committed nothing"):
+        write_window_snapshot(spark, _changes(spark, [("INSERT", 3, "c")], W1 + HOUR), *store, W1 + HOUR,
+                              W1 + 2 * HOUR, first, audit=b_commits_meanwhile)
+    b_id = by_b["tables"]["db.t"]["snapshot_id"]
+    table = _table(warehouse)
+    assert table.current_snapshot().snapshot_id == b_id
+    assert table.metadata.refs["end-20260101T0200Z"].snapshot_id == b_id
+    assert read_manifest(*store, W1 + HOUR)["tables"]["db.t"]["snapshot_id"] == b_id
+    assert _rows(store, read_manifest(*store, W1 + HOUR)["tables"]["db.t"]) == [(1, "a"), (2, "b")]
+
+    again = write_window_snapshot(spark, _changes(spark, [("INSERT", 3, "c")], W1 + HOUR), *store, W1 + HOUR,
+                                  W1 + 2 * HOUR, first)
+    assert _rows(store, read_manifest(*store, W1 + HOUR)["tables"]["db.t"]) == [(1, "a"), (3, "c")]
+    assert _table(warehouse).current_snapshot().snapshot_id == again["tables"]["db.t"]["snapshot_id"]
+    assert list_manifests(*store) == [W1, W1 + HOUR]
+
+
+def test_a_commit_of_other_windows_in_between_is_no_conflict(spark, store):
+    """The windows table moved on since the run started, but not on its window: the commit is
+    retried on the new state."""
+    first = write_window_snapshot(spark, _changes(spark, [("INSERT", 1, "a")], W1), *store, W1, W1 + HOUR, None)
+    since = snapshot_windows.begin(*store)
+    carry_forward_window(*store, W1 + HOUR, W1 + 2 * HOUR, first)  # another writer, another window
+    snapshot_windows.commit(*store, since, [{**first, "window_start_ms": W1 + 5 * HOUR,
+                                              "window_end_ms": W1 + 6 * HOUR}])
+    assert list_manifests(*store) == [W1, W1 + HOUR, W1 + 5 * HOUR]
+    assert read_manifest(*store, W1 + HOUR)["carried_forward"]
+    with pytest.raises(ManifestConflict, match=f"window {W1 + HOUR} "):
+        snapshot_windows.commit(*store, since, [{**first, "window_start_ms": W1 + HOUR,
+                                                  "window_end_ms": W1 + 2 * HOUR}])
+
+
+def test_many_quiet_windows_are_one_commit_of_small_rows(spark, store):
+    warehouse = store[0]
+    first = write_window_snapshot(spark, _changes(spark, [("INSERT", 1, "a")], W1), *store, W1, W1 + HOUR, None)
+    commits = len(_windows_table(warehouse).metadata.metadata_log)
+    starts = [W1 + i * HOUR for i in range(1, 201)]
+    last = carry_forward_windows(*store, starts, HOUR, first)
+    table = _windows_table(warehouse)
+    assert len(table.metadata.metadata_log) == commits + 1  # one catalog commit for 200 windows
+    assert last["window_start_ms"] == starts[-1] and last["carried_forward"]
+    assert list_manifests(*store) == [W1, *starts]
+    # A quiet window's row refers to the window with data; a read resolves its tables.
+    stored = table.scan(row_filter=f"window_start_ms = {starts[100]}").to_arrow().to_pylist()
+    assert [json.loads(r["manifest"]).get("tables") for r in stored] == [None]
+    quiet = read_manifest(*store, starts[100])
+    entry = quiet["tables"]["db.t"]
+    assert (entry["snapshot_id"], entry["rows"], entry["inserted_keys"]) == (
+        first["tables"]["db.t"]["snapshot_id"], 1, 0)
+    assert quiet["window_end_ms"] == starts[100] + HOUR and quiet["tag"] == end_tag(starts[100] + HOUR)
+    assert read_manifests(*store)[starts[-1]]["tables"] == quiet["tables"]
+
+
+def test_a_warehouse_of_json_manifests_is_a_clear_error(spark, store):
+    """Snapshot tables but no windows table: an older cdc_assets committed them with JSON files."""
+    import pyarrow as pa
+
+    warehouse, source = store
+    warehouse.mkdir(parents=True)
+    catalog = load_pyiceberg_catalog(warehouse)
+    catalog.create_namespace(source)
+    catalog.create_table((source, "snapshots__db__t"), pa.schema([("id", pa.int64())]))
+    for read in (lambda: list_manifests(*store), lambda: read_manifest(*store, W1)):
+        with pytest.raises(OldFormatWarehouse, match="committed by JSON manifest files .* replay the dump into a "
+                                                     "new warehouse"):
+            read()
