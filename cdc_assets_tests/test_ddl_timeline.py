@@ -247,3 +247,33 @@ def test_full_history_adds_the_open_versions(ddl_run, spark):
     open_rows = {(r["id"], r[VALID_FROM]) for r in rows if r[VALID_TO] is None}
     assert open_rows == {(key[0], ts) for key, ts in u.starts[ITEMS].items()}
     assert len(rows) - len(open_rows) == sum(1 for e in u.ended if e[0] == ITEMS)
+
+
+def test_the_history_tables_read_back_with_pyiceberg_across_add_column_and_a_widened_type(ddl_run):
+    """Each source table's history is the Iceberg table `src.history__<db>__<table>`: any reader
+    gets every ended version. `price` came by ADD COLUMN in window 1; `stock` (RENAME of qty) was
+    widened int -> bigint by MODIFY COLUMN in window 2, in place (same Iceberg field)."""
+    from pyiceberg.types import DecimalType, IntegerType, LongType
+
+    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+    from cdc_assets.lib.iceberg_tables import table_name
+
+    u, settings, _ = ddl_run
+    catalog = load_pyiceberg_catalog(settings.warehouse)
+    table = catalog.load_table(("src", table_name("history", *ITEMS)))
+    schema = table.schema()
+    assert schema.find_field("price").field_type == DecimalType(10, 2)
+    assert schema.find_field("qty").field_type == IntegerType()
+    stock = schema.find_field("stock")
+    assert stock.field_type == LongType()
+    assert any(s.find_field(stock.field_id).field_type == IntegerType() for s in table.metadata.schemas)
+
+    present = lambda values: sorted((k, v) for k, v in values.items() if v is not None)  # noqa: E731
+    rows = table.scan().to_arrow().to_pylist()
+    got = sorted((r[VALID_FROM], r[VALID_TO], r[END_OP],
+                  present({k: v for k, v in r.items() if k not in (VALID_FROM, VALID_TO, END_OP, "window_start_ms")}))
+                 for r in rows)
+    assert got == sorted((f, t, op, present(v)) for n, f, t, op, v in u.ended if n == ITEMS)
+    # each version is in the window it ended in
+    assert all(r["window_start_ms"] == T0 + ((r[VALID_TO] >> 18) - T0) // HOUR * HOUR for r in rows)
+    assert {T0, T0 + HOUR} <= {r["window_start_ms"] for r in rows}
