@@ -18,7 +18,7 @@ from pathlib import Path
 
 from benchmarks import check, report
 from benchmarks.dump import DumpSpec, generate_dump
-from benchmarks.engines import snapshots_folder
+from benchmarks.engines import BENCH_SOURCE, warehouse_folder
 from benchmarks.history import measure_history
 from benchmarks.measure import Measured, run_engine
 from benchmarks.protocols import dump_info, protocol_dump, protocols
@@ -44,9 +44,9 @@ def _answer(engine: str, dump_root: Path, work: Path) -> check.Fingerprint | Non
     if engine in ("duckdb_sql", "spark_naive"):
         return check.fingerprint_files(work / "out")
     if engine in ("cdc_snapshot", "cdc_pipeline"):
-        return check.fingerprint_snapshots(snapshots_folder(work, engine))
+        return check.fingerprint_snapshots(warehouse_folder(work, engine), BENCH_SOURCE)
     if engine in ("cdc_replay", "cdc_replay_connect"):
-        return check.fingerprint_snapshots(work / "warehouse" / "bench" / "snapshots")
+        return check.fingerprint_snapshots(work / "warehouse", BENCH_SOURCE)
     return None
 
 

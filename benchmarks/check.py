@@ -39,12 +39,12 @@ def fingerprint_files(folder: Path) -> Fingerprint:
     return out
 
 
-def fingerprint_snapshots(snapshots: Path) -> Fingerprint:
-    """The newest manifest of a cdc_assets snapshots folder (`<warehouse>/<source>/snapshots`):
+def fingerprint_snapshots(warehouse, source: str) -> Fingerprint:
+    """The newest manifest of a source of a cdc_assets warehouse:
     each table at its snapshot, read by pyiceberg into Arrow, which DuckDB scans in place."""
     import duckdb
 
-    manifest = read_manifest(snapshots, list_manifests(snapshots)[-1])
+    manifest = read_manifest(warehouse, source, list_manifests(warehouse, source)[-1])
     con = duckdb.connect()
     out = {}
     for t in TABLES:
@@ -52,7 +52,7 @@ def fingerprint_snapshots(snapshots: Path) -> Fingerprint:
         if entry is None:
             out[t.name] = (0, 0)
             continue
-        con.register("snapshot_rows", read_entry_arrow(snapshots, entry))
+        con.register("snapshot_rows", read_entry_arrow(warehouse, source, entry))
         out[t.name] = _fingerprint_relation(con, t, "snapshot_rows")
         con.unregister("snapshot_rows")
     return out

@@ -3,7 +3,7 @@ DUMP_ROOT WORK_DIR`), so peak memory covers exactly one engine (JVM included), a
 JSON line: `job_s` (the work, Spark session start excluded) and `session_s`.
 
 Outputs that are table states go to `WORK_DIR/out/<db>.<table>.parquet` (DuckDB, plain
-Spark) or to a cdc_assets warehouse of Iceberg tables (`snapshots_folder`);
+Spark) or to a cdc_assets warehouse of Iceberg tables (`warehouse_folder`);
 `benchmarks.check` compares them with the dump's expected state.
 """
 
@@ -210,10 +210,13 @@ def cdc_align(dump: Path, work: Path) -> dict:
     return {"job_s": time.perf_counter() - t0, "session_s": session_s}
 
 
-def snapshots_folder(work: Path, engine: str) -> Path:
-    """Where `engine` writes its snapshots: `<warehouse>/<source>/snapshots`, a warehouse
-    (its catalog, every table) of its own, so runs and engines never share a catalog."""
-    return work.absolute() / f"{engine}_warehouse" / "bench" / "snapshots"
+BENCH_SOURCE = "bench"
+
+
+def warehouse_folder(work: Path, engine: str) -> Path:
+    """Where `engine` writes its snapshots (source `bench`): a warehouse (its catalog, every
+    table) of its own, so runs and engines never share a catalog."""
+    return work.absolute() / f"{engine}_warehouse"
 
 
 def _fresh_warehouse(spark, work: Path, engine: str) -> None:
@@ -221,13 +224,13 @@ def _fresh_warehouse(spark, work: Path, engine: str) -> None:
     the session's catalog `cdc` then points at (benchmarks/warehouse.py)."""
     from benchmarks.warehouse import fresh_warehouse
 
-    fresh_warehouse(spark, snapshots_folder(work, engine).parent.parent)
+    fresh_warehouse(spark, warehouse_folder(work, engine))
 
 
 def _snapshot(spark, change_table, work: Path, engine: str) -> dict:
     from cdc_assets.lib.snapshot_store import write_window_snapshot
 
-    return write_window_snapshot(spark, change_table, snapshots_folder(work, engine), 0, 1, None)
+    return write_window_snapshot(spark, change_table, warehouse_folder(work, engine), BENCH_SOURCE, 0, 1, None)
 
 
 def cdc_snapshot(dump: Path, work: Path) -> dict:

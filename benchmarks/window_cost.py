@@ -95,20 +95,20 @@ def _expected_rows(rows: int, workload: str) -> int:
     return rows + (RECENT_INSERTS if workload == "recent" else 0)
 
 
-def _duplicate_keys(spark, snapshots: Path, entry: dict) -> int:
+def _duplicate_keys(spark, store: tuple, entry: dict) -> int:
     """What the snapshots asset's uniqueness check reads: the table at the snapshot the window wrote."""
     from cdc_assets.lib.snapshot_store import read_entry
 
-    return read_entry(spark, snapshots, entry).groupBy("id").count().where(F.col("count") > 1).count()
+    return read_entry(spark, *store, entry).groupBy("id").count().where(F.col("count") > 1).count()
 
 
-def _data_files(spark, snapshots: Path, snapshot_id: int) -> dict[str, int]:
+def _data_files(spark, store: tuple, snapshot_id: int) -> dict[str, int]:
     """The data files the snapshot rewrote (deleted from the table), added and holds, and the
     table's files before it; the bytes of the files it holds and held before; from its Iceberg
     summary (metadata, no scan). A summary leaves out a count of zero."""
     from cdc_assets.lib.snapshot_store import snapshot_table
 
-    table = snapshot_table(spark, snapshots, "db", "t")
+    table = snapshot_table(spark, *store, "db", "t")
     summary = spark.sql(f"SELECT summary FROM {table.sql}.snapshots WHERE snapshot_id = {int(snapshot_id)}").first()[0]
     files = {name: int(summary.get(f"{key}-data-files", 0))
              for name, key in (("rewritten", "deleted"), ("added", "added"), ("total", "total"))}
@@ -138,30 +138,30 @@ def _target_file_size(spark, target_file_bytes: int):
             spark.conf.set(key, before)
 
 
-def _timed_window(spark, window, snapshots: Path, base: dict, merge: bool) -> tuple[float, dict, int]:
+def _timed_window(spark, window, store: tuple, base: dict, merge: bool) -> tuple[float, dict, int]:
     """One write of the window on `base`, with its uniqueness check: seconds, entry, duplicate keys."""
     from cdc_assets.lib.snapshot_store import write_window_snapshot
 
     t0 = time.perf_counter()
-    manifest = write_window_snapshot(spark, window, snapshots, 2000, 3000, base, merge_touched_keys=merge)
+    manifest = write_window_snapshot(spark, window, *store, 2000, 3000, base, merge_touched_keys=merge)
     entry = manifest["tables"]["db.t"]
-    duplicates = _duplicate_keys(spark, snapshots, entry)
+    duplicates = _duplicate_keys(spark, store, entry)
     return time.perf_counter() - t0, entry, duplicates
 
 
-def _measure_workload(spark, rows: int, workload: str, layout: str, snapshots: Path, base: dict,
+def _measure_workload(spark, rows: int, workload: str, layout: str, store: tuple, base: dict,
                       runs: int) -> dict:
     window = _window(spark, rows, workload)
     seconds = []
     for i in range(runs + 1):  # the first run warms the JVM up and is not counted
-        s, entry, duplicates = _timed_window(spark, window, snapshots, base, LAYOUTS[layout])
+        s, entry, duplicates = _timed_window(spark, window, store, base, LAYOUTS[layout])
         if i:
             seconds.append(s)
     expected = _expected_rows(rows, workload)
     if entry["rows"] != expected or duplicates:
         raise RuntimeError(f"{layout}/{workload} at {rows:,} rows: {entry['rows']:,} rows, "
                            f"{duplicates} duplicate keys (want {expected:,}, 0)")
-    files = _data_files(spark, snapshots, entry["snapshot_id"])
+    files = _data_files(spark, store, entry["snapshot_id"])
     print(f"[window-cost] {rows:,} rows {layout}/{workload}: {seconds} s, data files {files}",
           file=sys.stderr, flush=True)
     return {f"{layout}_{workload}_s": statistics.median(seconds) if seconds else None,
@@ -176,14 +176,14 @@ def _measure_layout(spark, rows: int, layout: str, root: Path, runs: int) -> dic
     from cdc_assets.lib.snapshot_store import write_window_snapshot
 
     warehouse = root / f"{layout}-{rows}"
-    snapshots = warehouse / "src" / "snapshots"  # the catalog lives in the warehouse
+    store = (warehouse, "src")  # (warehouse, source): what the snapshot store takes
     fresh_warehouse(spark, warehouse)
     try:
-        base = write_window_snapshot(spark, _changes(spark.range(rows), "INSERT", _T0), snapshots, 1000, 2000, None,
+        base = write_window_snapshot(spark, _changes(spark.range(rows), "INSERT", _T0), *store, 1000, 2000, None,
                                      merge_touched_keys=LAYOUTS[layout])
         out = {}
         for workload in WORKLOADS:
-            out.update(_measure_workload(spark, rows, workload, layout, snapshots, base, runs))
+            out.update(_measure_workload(spark, rows, workload, layout, store, base, runs))
         return out
     finally:
         shutil.rmtree(warehouse, ignore_errors=True)

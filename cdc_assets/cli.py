@@ -120,8 +120,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         return start_spark_session(spark_config(load_settings()))
 
-    snapshots = Path(args.warehouse) / args.source / "snapshots"
-    for t in export_snapshot(snapshots, Path(args.out), args.as_of, spark=spark):
+    for t in export_snapshot(args.warehouse, args.source, Path(args.out), args.as_of, spark=spark):
         print(json.dumps({"table": f"{t.database}.{t.table}", "rows": t.rows, "path": str(t.path)}))
     return 0
 

@@ -137,12 +137,11 @@ def replay(
     summary.windows_with_data = len(with_data)
     progress(f"[{source.name}] {len(starts)} window(s) to materialize, {len(with_data)} with data (one run "
              f"each); {len(starts) - len(with_data)} quiet, carried forward without Spark")
-    snap_root = settings.warehouse / source.name / "snapshots"
     i = 0
     for start, quiet in _runs_of_quiet(starts, state.windows):
         if quiet:
             # Nothing landed in these windows: each snapshot is the previous one (a manifest, no run).
-            carried = carry_quiet_windows(snap_root, quiet, settings.window_ms)
+            carried = carry_quiet_windows(settings.warehouse, source.name, quiet, settings.window_ms)
             summary.windows += carried
             summary.quiet_windows += carried
             if carried < len(quiet):
@@ -169,9 +168,9 @@ def replay(
         if not result.success:
             summary.ok = False
             break
-    manifests = list_manifests(snap_root)
+    manifests = list_manifests(settings.warehouse, source.name)
     if manifests:
-        last = read_manifest(snap_root, manifests[-1]) or {"tables": {}}
+        last = read_manifest(settings.warehouse, source.name, manifests[-1]) or {"tables": {}}
         summary.tables = len(last["tables"])
         summary.rows = sum(t["rows"] for t in last["tables"].values())
     summary.ok = summary.ok and not summary.checks_failed

@@ -38,13 +38,13 @@ def _replay(dump: Path, warehouse: Path, home: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def snapshot_contents(snapshots: Path) -> dict[int, dict[str, list]]:
+def snapshot_contents(warehouse: Path, source: str = "src") -> dict[int, dict[str, list]]:
     """Every window's tables as sorted rows (what a reader of the manifests sees)."""
     out = {}
-    for window in list_manifests(snapshots):
-        manifest = read_manifest(snapshots, window)
+    for window in list_manifests(warehouse, source):
+        manifest = read_manifest(warehouse, source, window)
         out[window] = {
-            tid: sorted(map(repr, read_entry_arrow(snapshots, entry).to_pylist()))
+            tid: sorted(map(repr, read_entry_arrow(warehouse, source, entry).to_pylist()))
             for tid, entry in manifest["tables"].items()
         }
     return out
@@ -56,8 +56,8 @@ def _visible_partial_outputs(warehouse: Path) -> list[str]:
     committed window's snapshot."""
     from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
 
-    snapshots = warehouse / "src" / "snapshots"
-    manifests = [read_manifest(snapshots, w) for w in list_manifests(snapshots)]
+    snapshots = (warehouse, "src")  # (warehouse, source)
+    manifests = [read_manifest(*snapshots, w) for w in list_manifests(*snapshots)]
     committed = {m["tag"]: m for m in manifests}
     newest = manifests[-1]["tables"] if manifests else {}
     bad = []
@@ -82,12 +82,12 @@ def _kill_mid_materialization(dump: Path, warehouse: Path, home: Path) -> str:
     folder of a later one."""
     proc = subprocess.Popen(_replay_cmd(dump, warehouse), env=_env(home), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
-    snapshots = warehouse / "src" / "snapshots"
+    snapshots = (warehouse, "src")  # (warehouse, source)
     deadline = time.monotonic() + 600
     try:
         while time.monotonic() < deadline:
             assert proc.poll() is None, "the replay finished before it could be killed"
-            if list_manifests(snapshots) and any(warehouse.rglob(".tmp-*")):
+            if list_manifests(*snapshots) and any(warehouse.rglob(".tmp-*")):
                 return "killed while a temporary folder was being written"
             time.sleep(0.02)
         pytest.fail("the replay never reached a second window")
@@ -102,20 +102,20 @@ def test_sigkill_mid_window_then_rerun_equals_an_uninterrupted_run(tmp_path):
 
     clean = tmp_path / "clean"
     first = _replay(dump, clean / "warehouse", clean / "home")
-    expected = snapshot_contents(clean / "warehouse" / "src" / "snapshots")
+    expected = snapshot_contents(clean / "warehouse")
     assert first["ok"] and len(expected) >= 2
 
     crashed = tmp_path / "crashed"
     _kill_mid_materialization(dump, crashed / "warehouse", crashed / "home")
     # What a reader can see after the crash is whole: committed windows only.
     assert _visible_partial_outputs(crashed / "warehouse") == []
-    partial = snapshot_contents(crashed / "warehouse" / "src" / "snapshots")
+    partial = snapshot_contents(crashed / "warehouse")
     assert partial and set(partial) < set(expected)
     assert all(partial[w] == expected[w] for w in partial)
 
     again = _replay(dump, crashed / "warehouse", crashed / "home")
     assert again["ok"]
-    assert snapshot_contents(crashed / "warehouse" / "src" / "snapshots") == expected
+    assert snapshot_contents(crashed / "warehouse") == expected
     # The rerun landed nothing twice and re-materialized the committed window identically.
     assert (again["events"], again["duplicates"], again["late"], again["quarantined"]) == (
         first["events"], first["duplicates"], first["late"], first["quarantined"])

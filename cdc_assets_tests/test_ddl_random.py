@@ -96,16 +96,15 @@ def test_random_ddl_and_rows_equal_the_brute_force_replay(seed, tmp_path, spark)
         expected = {n: ([c for c, _ in t.columns], sorted(tuple(r[c] for c, _ in t.columns) for r in t.rows.values()))
                     for n, t in u.state_at(tso).items()}
         got = {}
-        for name, t in tables_as_of(spark, settings.warehouse / "src", tso).items():
+        for name, t in tables_as_of(spark, settings.warehouse, "src", tso).items():
             columns = [c for c in t.frame.columns if c != COMMIT_TS_COLUMN]
             got[name] = (columns, sorted(tuple(r[c] for c in columns) for r in t.frame.collect()))
         assert got == expected, tso
 
-    history_root = settings.warehouse / "src" / "history"
     for name in {e[0] for e in u.ended}:
         present = lambda values: sorted((k, v) for k, v in values.items() if v is not None)  # noqa: E731
         expected = sorted((f, t, op, present(v)) for n, f, t, op, v in u.ended if n == name)
         got = sorted((r[VALID_FROM], r[VALID_TO], r[END_OP],
                       present({k: v for k, v in r.asDict().items() if k not in (VALID_FROM, VALID_TO, END_OP)}))
-                     for r in read_history(spark, history_root, *name).collect())
+                     for r in read_history(spark, settings.warehouse, "src", *name).collect())
         assert got == expected, name

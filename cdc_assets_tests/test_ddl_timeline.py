@@ -158,12 +158,12 @@ def storage_sink_run(tmp_path_factory):
 def test_every_window_snapshot_equals_the_brute_force_replay(run, request):
     u, settings, summary = request.getfixturevalue(run)
     assert summary.ok and summary.windows == 3 and summary.quarantined == 0
-    snapshots = settings.warehouse / "src" / "snapshots"
-    for window in list_manifests(snapshots):
-        manifest = read_manifest(snapshots, window)
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    for window in list_manifests(*snapshots):
+        manifest = read_manifest(*snapshots, window)
         got = {}
         for entry in manifest["tables"].values():
-            table = read_entry_arrow(snapshots, entry)
+            table = read_entry_arrow(*snapshots, entry)
             columns = [c for c in table.column_names if c != COMMIT_TS_COLUMN]
             got[(entry["database"], entry["table"])] = (columns, _rows(columns, table.to_pylist()))
         assert got == _expected(u, ms_to_tso(manifest["window_end_ms"]) - 1), window
@@ -172,8 +172,8 @@ def test_every_window_snapshot_equals_the_brute_force_replay(run, request):
 
 def test_schema_changes_are_recorded_with_their_commit_ts(ddl_run):
     u, settings, _ = ddl_run
-    snapshots = settings.warehouse / "src" / "snapshots"
-    first, second, third = (read_manifest(snapshots, w) for w in list_manifests(snapshots))
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    first, second, third = (read_manifest(*snapshots, w) for w in list_manifests(*snapshots))
     items = first["tables"]["shop.items"]
     assert [c["columns"] for c in items["schema_changes"]] == [
         ["id", "name", "qty"], ["id", "name", "qty", "price"], ["id", "name", "stock", "price"]]
@@ -192,12 +192,11 @@ def test_point_in_time_equals_the_brute_force_replay_at_random_instants(ddl_run,
     ddl_and_rows = [ts for ts in u.commits]
     instants = sorted(set(rng.sample(ddl_and_rows, 8) + [ts - 1 for ts in rng.sample(ddl_and_rows, 4)]
                           + [rng.randrange(u.commits[0], u.commits[-1]) for _ in range(4)]))
-    source_root = settings.warehouse / "src"
-    snapshots = source_root / "snapshots"
-    window_ends = [ms_to_tso(read_manifest(snapshots, w)["window_end_ms"]) - 1 for w in list_manifests(snapshots)]
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    window_ends = [ms_to_tso(read_manifest(*snapshots, w)["window_end_ms"]) - 1 for w in list_manifests(*snapshots)]
     for tso in instants + window_ends:
         got = {}
-        for name, t in tables_as_of(spark, source_root, tso).items():
+        for name, t in tables_as_of(spark, *snapshots, tso).items():
             columns = [c for c in t.frame.columns if c != COMMIT_TS_COLUMN]
             got[name] = (columns, _rows(columns, [r.asDict() for r in t.frame.collect()]))
         assert got == _expected(u, tso), tso
@@ -205,9 +204,9 @@ def test_point_in_time_equals_the_brute_force_replay_at_random_instants(ddl_run,
 
 def test_export_as_of_a_utc_time_inside_a_window_and_at_a_window_end(ddl_run, spark, tmp_path):
     u, settings, _ = ddl_run
-    snapshots = settings.warehouse / "src" / "snapshots"
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
     inside = "2026-01-01T01:00:04.500Z"  # after DROP COLUMN name, before the DELETE of row 3
-    exported = {(e.database, e.table): e for e in export_snapshot(snapshots, tmp_path / "a", inside,
+    exported = {(e.database, e.table): e for e in export_snapshot(*snapshots, tmp_path / "a", inside,
                                                                   spark=lambda: spark)}
     expected = _expected(u, parse_instant(inside))
     assert set(exported) == set(expected)
@@ -216,36 +215,65 @@ def test_export_as_of_a_utc_time_inside_a_window_and_at_a_window_end(ddl_run, sp
     assert _rows(expected[ITEMS][0], items.to_pylist()) == expected[ITEMS][1]
     assert items.schema.field("stock").type == "int64"
 
-    at_end = {(e.database, e.table) for e in export_snapshot(snapshots, tmp_path / "b", "2026-01-01T02:00:00Z")}
+    at_end = {(e.database, e.table) for e in export_snapshot(*snapshots, tmp_path / "b", "2026-01-01T02:00:00Z")}
     assert at_end == {ITEMS, TMP2}  # no Spark needed at a window end
 
 
 def test_history_holds_every_ended_version_and_snapshots_the_open_ones(ddl_run, spark):
     u, settings, _ = ddl_run
-    history_root = settings.warehouse / "src" / "history"
     for name in {e[0] for e in u.ended}:
         present = lambda values: sorted((k, v) for k, v in values.items() if v is not None)  # noqa: E731
         expected = sorted((f, t, op, present(v)) for n, f, t, op, v in u.ended if n == name)
-        frame = read_history(spark, history_root, *name)
+        frame = read_history(spark, settings.warehouse, "src", *name)
         got = sorted(
             (r[VALID_FROM], r[VALID_TO], r[END_OP],
              present({k: v for k, v in r.asDict().items() if k not in (VALID_FROM, VALID_TO, END_OP)}))
             for r in frame.collect()
         )
         assert got == expected, name
-    snapshots = settings.warehouse / "src" / "snapshots"
-    last = read_manifest(snapshots, list_manifests(snapshots)[-1])
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    last = read_manifest(*snapshots, list_manifests(*snapshots)[-1])
     for entry in last["tables"].values():
         name = (entry["database"], entry["table"])
         pk = u.tables[name].pk
-        rows = read_entry_arrow(snapshots, entry).to_pylist()
+        rows = read_entry_arrow(*snapshots, entry).to_pylist()
         assert {tuple(r[k] for k in pk): r[COMMIT_TS_COLUMN] for r in rows} == u.starts[name], name
 
 
 def test_full_history_adds_the_open_versions(ddl_run, spark):
     u, settings, _ = ddl_run
-    frame = full_history(spark, settings.warehouse / "src", *ITEMS)
+    frame = full_history(spark, settings.warehouse, "src", *ITEMS)
     rows = frame.collect()
     open_rows = {(r["id"], r[VALID_FROM]) for r in rows if r[VALID_TO] is None}
     assert open_rows == {(key[0], ts) for key, ts in u.starts[ITEMS].items()}
     assert len(rows) - len(open_rows) == sum(1 for e in u.ended if e[0] == ITEMS)
+
+
+def test_the_history_tables_read_back_with_pyiceberg_across_add_column_and_a_widened_type(ddl_run):
+    """Each source table's history is the Iceberg table `src.history__<db>__<table>`: any reader
+    gets every ended version. `price` came by ADD COLUMN in window 1; `stock` (RENAME of qty) was
+    widened int -> bigint by MODIFY COLUMN in window 2, in place (same Iceberg field)."""
+    from pyiceberg.types import DecimalType, IntegerType, LongType
+
+    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+    from cdc_assets.lib.iceberg_tables import table_name
+
+    u, settings, _ = ddl_run
+    catalog = load_pyiceberg_catalog(settings.warehouse)
+    table = catalog.load_table(("src", table_name("history", *ITEMS)))
+    schema = table.schema()
+    assert schema.find_field("price").field_type == DecimalType(10, 2)
+    assert schema.find_field("qty").field_type == IntegerType()
+    stock = schema.find_field("stock")
+    assert stock.field_type == LongType()
+    assert any(s.find_field(stock.field_id).field_type == IntegerType() for s in table.metadata.schemas)
+
+    present = lambda values: sorted((k, v) for k, v in values.items() if v is not None)  # noqa: E731
+    rows = table.scan().to_arrow().to_pylist()
+    got = sorted((r[VALID_FROM], r[VALID_TO], r[END_OP],
+                  present({k: v for k, v in r.items() if k not in (VALID_FROM, VALID_TO, END_OP, "window_start_ms")}))
+                 for r in rows)
+    assert got == sorted((f, t, op, present(v)) for n, f, t, op, v in u.ended if n == ITEMS)
+    # each version is in the window it ended in
+    assert all(r["window_start_ms"] == T0 + ((r[VALID_TO] >> 18) - T0) // HOUR * HOUR for r in rows)
+    assert {T0, T0 + HOUR} <= {r["window_start_ms"] for r in rows}

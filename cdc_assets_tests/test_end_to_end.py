@@ -47,7 +47,7 @@ def test_every_complete_window_equals_the_truth(parquet_run):
     # The only warning: landing ignored the resolved ts the simulated restart replayed.
     assert truth["restart"] is not None
     assert summary.checks_warned == ["src/landed_dump:watermarks_trusted@landing"]
-    assert list_manifests(settings.warehouse / "src" / "snapshots") == complete
+    assert list_manifests(settings.warehouse, "src") == complete
     assert differences_from_truth(settings, dump.truth_path) == {}
 
 
@@ -95,8 +95,8 @@ def test_incomplete_window_is_not_materialized_and_its_check_blocks(parquet_run,
     dump, _, settings = parquet_run
     truth = load_truth(dump.truth_path)
     (open_window,) = [w["start_ms"] for w in truth["windows"] if not w["complete"]]
-    snapshots = settings.warehouse / "src" / "snapshots"
-    assert open_window not in list_manifests(snapshots)
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    assert open_window not in list_manifests(*snapshots)
 
     # Forcing it through Dagster: the blocking check fails and the snapshot is skipped.
     windowed = settings.with_overrides(partition_start=settings.partition_start)
@@ -109,7 +109,7 @@ def test_incomplete_window_is_not_materialized_and_its_check_blocks(parquet_run,
     )
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks["window_complete"] is False
-    assert open_window not in list_manifests(snapshots)
+    assert open_window not in list_manifests(*snapshots)
 
 
 def test_landing_again_changes_nothing(parquet_run, spark):
@@ -132,8 +132,8 @@ def test_export_writes_one_parquet_file_per_table(parquet_run, tmp_path, capsys)
     dump, _, settings = parquet_run
     out = tmp_path / "export"
     assert cli_main(["export", "--warehouse", str(settings.warehouse), "--source", "src", "--out", str(out)]) == 0
-    snapshots = settings.warehouse / "src" / "snapshots"
-    manifest = read_manifest(snapshots, list_manifests(snapshots)[-1])
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    manifest = read_manifest(*snapshots, list_manifests(*snapshots)[-1])
     files = sorted(p.name for p in out.glob("*.parquet"))
     assert files == sorted(f"{tid}.parquet" for tid in manifest["tables"])
     for tid, entry in manifest["tables"].items():
@@ -144,8 +144,8 @@ def test_export_writes_one_parquet_file_per_table(parquet_run, tmp_path, capsys)
 
 def test_export_as_of_a_window_end_equals_that_windows_snapshot(parquet_run, tmp_path):
     _, _, settings = parquet_run
-    snapshots = settings.warehouse / "src" / "snapshots"
-    first = read_manifest(snapshots, list_manifests(snapshots)[0])
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    first = read_manifest(*snapshots, list_manifests(*snapshots)[0])
     last_tso_of_window = (first["window_end_ms"] << 18) - 1  # commits <= this TSO
     end_time = datetime.fromtimestamp(first["window_end_ms"] / 1000, tz=timezone.utc).isoformat()
     for i, as_of in enumerate([str(last_tso_of_window), end_time]):  # a UTC time: commits before it
@@ -194,8 +194,8 @@ def test_replay_cli_on_kcat_jsonl_equals_the_truth(tmp_path, capsys, spark):
 
 def test_rematerializing_an_old_window_keeps_newer_snapshots_intact(parquet_run, spark):
     dump, _, settings = parquet_run
-    snapshots = settings.warehouse / "src" / "snapshots"
-    first_window = list_manifests(snapshots)[0]
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    first_window = list_manifests(*snapshots)[0]
     defs = build_definitions(settings)
     (b,) = source_builds(settings)
     result = defs.resolve_job_def(window_job_name(b)).execute_in_process(
@@ -208,9 +208,9 @@ def test_rematerializing_an_old_window_keeps_newer_snapshots_intact(parquet_run,
     from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
 
     catalog = load_pyiceberg_catalog(settings.warehouse)
-    newest = read_manifest(snapshots, list_manifests(snapshots)[-1])
-    for window in list_manifests(snapshots):
-        manifest = read_manifest(snapshots, window)
+    newest = read_manifest(*snapshots, list_manifests(*snapshots)[-1])
+    for window in list_manifests(*snapshots):
+        manifest = read_manifest(*snapshots, window)
         for entry in manifest["tables"].values():
             table = catalog.load_table(tuple(entry["identifier"].split(".", 1)))
             assert table.metadata.refs[manifest["tag"]].snapshot_id == entry["snapshot_id"]

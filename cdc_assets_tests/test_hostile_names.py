@@ -69,8 +69,8 @@ def test_traversal_and_odd_names_stay_inside_the_warehouse_and_keep_their_values
     summary = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
     assert summary.ok and summary.windows == 1 and summary.quarantined == 0
 
-    snapshots = settings.warehouse / "src" / "snapshots"
-    exported = {(e.database, e.table): e for e in export_snapshot(snapshots, out)}
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    exported = {(e.database, e.table): e for e in export_snapshot(*snapshots, out)}
     assert set(exported) == {(HOSTILE_DB, HOSTILE_TABLE), ("/abs", "back\\slash*?[glob]:")}
 
     hostile = exported[(HOSTILE_DB, HOSTILE_TABLE)]
@@ -122,9 +122,8 @@ def test_a_long_legal_name_is_stored_bounded_and_a_name_no_table_can_have_is_qua
     ])
 
     # The snapshot: both tables, the Chinese one under a bounded storage name, real names in the entry.
-    source_root = settings.warehouse / "src"
-    snapshots = source_root / "snapshots"
-    manifest = read_manifest(snapshots, list_manifests(snapshots)[-1])
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    manifest = read_manifest(*snapshots, list_manifests(*snapshots)[-1])
     chinese_id = table_id("shop", CHINESE_40)
     assert chinese_id.startswith("shop.%E5%AE%A2%E6%88%B7") and len(chinese_id) <= 2 * MAX_PART_BYTES + 1
     assert sorted(manifest["tables"]) == sorted([chinese_id, "shop.orders"])
@@ -135,7 +134,7 @@ def test_a_long_legal_name_is_stored_bounded_and_a_name_no_table_can_have_is_qua
     assert not any("x" * 100 in p.name for p in settings.warehouse.rglob("*"))  # nothing of the bad names
 
     # The history: the version the UPDATE ended, and the open ones.
-    history = full_history(spark, source_root, "shop", CHINESE_40)
+    history = full_history(spark, *snapshots, "shop", CHINESE_40)
     assert sorted((r["id"], r["状态"], r[VALID_FROM], r[VALID_TO], r[END_OP]) for r in history.collect()) == [
         (1, "已发货", ms_to_tso(T0 + 2_000), None, None),
         (1, "新", ms_to_tso(T0 + 1_000), ms_to_tso(T0 + 2_000), "UPDATE"),
@@ -144,7 +143,7 @@ def test_a_long_legal_name_is_stored_bounded_and_a_name_no_table_can_have_is_qua
 
     # Export, latest and inside the window: real names back, bounded file names.
     for as_of, rows in [("latest", [(1, "已发货"), (2, "新")]), ("2026-01-01T00:00:02.500Z", [(1, "已发货")])]:
-        exported = {(e.database, e.table): e for e in export_snapshot(snapshots, out / as_of[:6], as_of,
+        exported = {(e.database, e.table): e for e in export_snapshot(*snapshots, out / as_of[:6], as_of,
                                                                       spark=lambda: spark)}
         assert set(exported) == {("shop", CHINESE_40), ("shop", "orders")}, as_of
         chinese = exported[("shop", CHINESE_40)]

@@ -23,7 +23,7 @@ from cdc_assets.lib.iceberg_tables import end_tag, table_name
 from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
 from cdc_assets.lib.storage import table_id
 from cdc_assets.lib.truth import load_truth, snapshot_rows, truth_rows
-from cdc_assets.lib.warehouse_tables import WINDOWED_LAYERS, tables_json
+from cdc_assets.lib.warehouse_tables import SOURCE_TABLES, tables_json
 from cdc_assets_tests.e2e import simulate_and_replay
 
 HOUR = 3_600_000
@@ -55,8 +55,7 @@ def listed(capsys, warehouse: Path, *args: str) -> dict:
 
 
 def manifests(settings) -> list[dict]:
-    snapshots = settings.warehouse / "src" / "snapshots"
-    return [read_manifest(snapshots, w) for w in list_manifests(snapshots)]
+    return [read_manifest(settings.warehouse, "src", w) for w in list_manifests(settings.warehouse, "src")]
 
 
 def test_tables_json_lists_every_snapshot_table_with_the_tag_of_every_window(run, capsys):
@@ -68,11 +67,18 @@ def test_tables_json_lists_every_snapshot_table_with_the_tag_of_every_window(run
     assert doc["tables"] and all(list(t) == FIELDS for t in doc["tables"])
     assert doc["tables"] == sorted(doc["tables"], key=lambda t: (t["source"], t["layer"], t["database"] or "",
                                                                  t["table"] or ""))
-    # The windowed layers: one table per source, partitioned by window, no tags.
+    # The windowed layers and the windows' manifests: one table per source, no tags.
     windowed = [t for t in doc["tables"] if t["database"] is None]
     assert [(t["layer"], t["identifier"], t["table"], t["tags"]) for t in windowed] == [
-        (layer, f"src.{layer}", None, []) for layer in sorted(WINDOWED_LAYERS)]
-    tables = [t for t in doc["tables"] if t["database"] is not None]
+        (layer, f"src.{layer}", None, []) for layer in sorted(SOURCE_TABLES)]
+    # The history: a table per source table that had a version end, not tagged (one table,
+    # partitioned by the window that wrote the versions).
+    history = [t for t in doc["tables"] if t["layer"] == "history"]
+    assert history and all(t["tags"] == [] and t["identifier"] == "src." + table_name("history", t["database"],
+                                                                                      t["table"]) for t in history)
+    written = {tuple(n) for m in manifests(settings) for n in m["ddl"]["history_tables"]}
+    assert {(t["database"], t["table"]) for t in history} == written
+    tables = [t for t in doc["tables"] if t["database"] is not None and t["layer"] != "history"]
     for t in tables:
         assert t["source"] == "src" and t["layer"] == "snapshots"
         assert t["identifier"] == "src." + table_name("snapshots", t["database"], t["table"])

@@ -94,11 +94,11 @@ def test_a_flink_canal_json_dump_replays_in_kafka_order(tmp_path):
         "Kafka record timestamp, then partition offset (commit-time=kafka-timestamp): "
         "a total order within each partition only, none across partitions")
 
-    snapshots = settings.warehouse / "src" / "snapshots"
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
 
     def rows(window_ms: int) -> list[tuple]:
-        entry = read_manifest(snapshots, window_ms)["tables"]["app.users"]
-        table = read_entry_arrow(snapshots, entry).to_pylist()
+        entry = read_manifest(*snapshots, window_ms)["tables"]["app.users"]
+        table = read_entry_arrow(*snapshots, entry).to_pylist()
         return sorted((r["id"], r["name"]) for r in table)
 
     assert rows(T0) == [("1", "b"), ("2", "c")]

@@ -53,10 +53,10 @@ def test_rows_without_pk_names_are_keyed_by_the_primary_key_option(tmp_path):
     summary = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
     assert (summary.ok, summary.windows, summary.quarantined, summary.checks_failed) == (True, 2, 0, [])
 
-    snapshots = settings.warehouse / "src" / "snapshots"
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
 
     def table_at(as_of: str) -> list[tuple]:
-        (items,) = export_snapshot(snapshots, tmp_path / as_of, as_of=as_of)
+        (items,) = export_snapshot(*snapshots, tmp_path / as_of, as_of=as_of)
         return sorted((r["order_id"], r["line"], r["qty"]) for r in pq.read_table(items.path).to_pylist())
 
     assert table_at("2026-01-01T01:00:00") == [(1, 1, 6), (1, 2, 7)]

@@ -86,16 +86,16 @@ def run(tmp_path_factory):
     (dump / "topic.txt").write_text("\n".join(LINES) + "\n")
     settings = settings_for(tmp / "home", dump, layout="lines")
     summary = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
-    snapshots = settings.warehouse / "src" / "snapshots"
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
     return summary, snapshots, settings.warehouse / "src"
 
 
 def _manifests(snapshots) -> list[dict]:
-    return [read_manifest(snapshots, w) for w in list_manifests(snapshots)]
+    return [read_manifest(*snapshots, w) for w in list_manifests(*snapshots)]
 
 
 def _rows(spark: SparkSession, snapshots, entry: dict) -> list[tuple]:
-    df = read_entry(spark, snapshots, entry)
+    df = read_entry(spark, *snapshots, entry)
     return sorted(tuple(r) for r in df.drop(COMMIT_TS_COLUMN).collect())
 
 
@@ -157,9 +157,9 @@ def test_an_image_dated_before_its_add_column_the_ddl_places_and_types_it(run, s
 
 def test_the_history_of_rows_from_before_the_column_has_it_null(run, spark):
     _, _, source_root = run
-    history = source_root / "history"
     ended = lambda table: sorted(  # noqa: E731
-        (r[VALID_FROM], r[VALID_TO], r[END_OP], r.asDict()) for r in read_history(spark, history, "shop", table).collect())
+        (r[VALID_FROM], r[VALID_TO], r[END_OP], r.asDict())
+        for r in read_history(spark, source_root.parent, source_root.name, "shop", table).collect())
     (grown,) = ended("grown")  # row 1's first version, ended in window 1 by the UPDATE that set coupon
     assert grown[:3] == (ms_to_tso(W1 + 1_000), ms_to_tso(W1 + 4_000), "UPDATE")
     assert {k: grown[3][k] for k in ("id", "name", "qty", "coupon")} == {"id": 1, "name": "x", "qty": 1, "coupon": None}

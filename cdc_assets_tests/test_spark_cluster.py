@@ -43,11 +43,11 @@ def local_run(tmp_path_factory, spark):
 
 def snapshot_contents(warehouse: Path) -> dict[int, dict[str, list]]:
     """Every materialized window's tables as sorted rows (snapshots differ, content must not)."""
-    root = warehouse / "src" / "snapshots"
+    root = (warehouse, "src")  # (warehouse, source)
     out = {}
-    for window in list_manifests(root):
-        tables = read_manifest(root, window)["tables"]
-        out[window] = {tid: sorted(map(repr, read_entry_arrow(root, e).to_pylist())) for tid, e in tables.items()}
+    for window in list_manifests(*root):
+        tables = read_manifest(*root, window)["tables"]
+        out[window] = {tid: sorted(map(repr, read_entry_arrow(*root, e).to_pylist())) for tid, e in tables.items()}
     return out
 
 

@@ -43,7 +43,7 @@ def test_a_failing_table_leaves_the_others_committed_and_is_repaired_by_a_rerun(
              _row(T0 + HOUR + 1_000, "good", 2), _row(T0 + HOUR + 2_000, "bad", 2), _watermark(T0 + 2 * HOUR)]
     (dump / "topic.txt").write_text("\n".join(lines) + "\n")
     settings = settings_for(tmp_path / "home", dump, layout="lines")
-    snapshots = settings.warehouse / "src" / "snapshots"
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
 
     original = table_timeline._Run._rebuild_table
     calls = {"bad": 0}
@@ -59,7 +59,7 @@ def test_a_failing_table_leaves_the_others_committed_and_is_repaired_by_a_rerun(
     assert not summary.ok and summary.windows == 2
     assert sorted(summary.checks_failed) == [f"src/snapshots:tables_built@{k}"
                                              for k in ("2026-01-01-00:00", "2026-01-01-01:00")]
-    first, second = (read_manifest(snapshots, w) for w in list_manifests(snapshots))
+    first, second = (read_manifest(*snapshots, w) for w in list_manifests(*snapshots))
     assert first["tables"]["db.good"]["rows"] == 1 and second["tables"]["db.good"]["rows"] == 2
     assert "db.bad" not in first["tables"] and "db.bad" not in second["tables"]
     assert first["failed_tables"]["db.bad"]["reason"].startswith(
@@ -67,10 +67,10 @@ def test_a_failing_table_leaves_the_others_committed_and_is_repaired_by_a_rerun(
     assert second["failed_tables"]["db.bad"]["reason"].startswith("not built: an earlier window failed to build it")
     assert calls["bad"] == 1  # window 2 never built it on the stale state
     with pytest.raises(ValueError, match=r"failed to build \(db\.bad: table db\.bad: applying its rows failed"):
-        export_snapshot(snapshots, tmp_path / "out", "2026-01-01T01:00:00Z")
+        export_snapshot(*snapshots, tmp_path / "out", "2026-01-01T01:00:00Z")
 
     monkeypatch.setattr(table_timeline._Run, "_rebuild_table", original)
     summary = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
     assert summary.ok, summary.checks_failed
-    last = read_manifest(snapshots, list_manifests(snapshots)[-1])
+    last = read_manifest(*snapshots, list_manifests(*snapshots)[-1])
     assert last["failed_tables"] == {} and last["tables"]["db.bad"]["rows"] == 2

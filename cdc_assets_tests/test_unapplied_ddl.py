@@ -54,9 +54,9 @@ def test_unapplied_ddl_warns_with_the_statements(tmp_path):
     assert (statement["commit_ts"], statement["commit_time"]) == (str(ms_to_tso(T0 + 4_000)),
                                                                   "2026-01-01T00:00:04+00:00")
 
-    snapshots = settings.warehouse / "src" / "snapshots"
-    (window,) = list_manifests(snapshots)
-    manifest = read_manifest(snapshots, window)
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    (window,) = list_manifests(*snapshots)
+    manifest = read_manifest(*snapshots, window)
     assert manifest["tables"]["shop.t"]["rows"] == 2  # kept as they were: the warning says why to look
     assert [u["sql"] for u in manifest["ddl"]["unparsed"]] == [truncate]
 

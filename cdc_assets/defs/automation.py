@@ -3,7 +3,6 @@
 
 import hashlib
 import json
-from pathlib import Path
 
 from dagster import (
     AssetSelection,
@@ -50,34 +49,33 @@ def pending_window_keys(b: SourceBuild, instance: DagsterInstance) -> list[str]:
     manifest and no run (`carry_quiet_windows`); the windows with data after them are
     returned, up to the first quiet window that must wait for one of them."""
     landing_root = b.settings.warehouse / b.source.name / "landing"
-    snapshots = b.settings.warehouse / b.source.name / "snapshots"
     busy = _windows_with_active_runs(instance, b)
     state = load_state(landing_root)
     pending = windows_to_materialize(
         state, b.completeness(), b.settings.window_ms,
-        int(b.settings.partition_start.timestamp() * 1000), set(list_manifests(snapshots)), limit=None,
+        int(b.settings.partition_start.timestamp() * 1000), set(list_manifests(b.settings.warehouse, b.source.name)), limit=None,
     )
     keys = {w: partition_key_for_ms(b.partitions_def, w) for w in pending}
     carry, runs = split_quiet(pending, state.windows, busy=frozenset(w for w, k in keys.items() if k in busy))
-    carried = carry_quiet_windows(snapshots, carry, b.settings.window_ms)
+    carried = carry_quiet_windows(b.settings.warehouse, b.source.name, carry, b.settings.window_ms)
     if carried < len(carry):  # a quiet window with no snapshot before it (the first partition): it runs
         stuck = keys[carry[carried]]
         return [] if stuck in busy else [stuck]
     return [keys[w] for w in runs if keys[w] not in busy]
 
 
-def carry_quiet_windows(snapshots: Path, starts: list[int], window_ms: int) -> int:
+def carry_quiet_windows(warehouse, source: str, starts: list[int], window_ms: int) -> int:
     """Commit consecutive quiet windows on the previous window's snapshot; stops at the first
     whose previous window has none. Returns how many were committed."""
     done = 0
     while done < len(starts):
-        previous = read_manifest(snapshots, starts[done] - window_ms)
+        previous = read_manifest(warehouse, source, starts[done] - window_ms)
         if previous is None:
             return done
         run = [starts[done]]  # the consecutive windows from here: carried together
         while done + len(run) < len(starts) and starts[done + len(run)] == run[-1] + window_ms:
             run.append(starts[done + len(run)])
-        carry_forward_windows(snapshots, run, window_ms, previous)
+        carry_forward_windows(warehouse, source, run, window_ms, previous)
         done += len(run)
     return done
 

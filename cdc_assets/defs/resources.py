@@ -174,9 +174,6 @@ class WarehouseResource(ConfigurableResource):
     def landing_root(self, source: str) -> Path:
         return self.source_root(source) / "landing"
 
-    def snapshots_root(self, source: str) -> Path:
-        return self.source_root(source) / "snapshots"
-
     def layer_table(self, spark, asset_path: list[str]) -> WindowTable:
         """The Iceberg table of a windowed layer: `<source>.<layer>` (asset key [source, layer])."""
         source, layer = asset_path

@@ -39,26 +39,26 @@ class ExportedTable:
     path: Path
 
 
-def export_snapshot(snapshots: Path, out: Path, as_of: str = "latest",
+def export_snapshot(warehouse, source: str, out: Path, as_of: str = "latest",
                     spark: Callable[[], SparkSession] | None = None) -> list[ExportedTable]:
-    windows = list_manifests(snapshots)
+    windows = list_manifests(warehouse, source)
     if not windows:
-        raise FileNotFoundError(f"no snapshot has been materialized under {snapshots}")
+        raise FileNotFoundError(f"no snapshot of source {source!r} has been materialized in {warehouse}")
     if as_of == "latest":
-        return _export_window(snapshots, windows[-1], out)
+        return _export_window(warehouse, source, windows[-1], out)
     try:
         tso = parse_instant(as_of)
     except ValueError:
         raise ValueError(f"--as-of takes 'latest', a TiDB TSO or an ISO-8601 UTC time, got {as_of!r}") from None
-    p = plan(snapshots, tso)
+    p = plan(warehouse, source, tso)
     if p.replay is None:
-        return _export_window(snapshots, p.base, out) if p.base is not None else []
+        return _export_window(warehouse, source, p.base, out) if p.base is not None else []
     if spark is None:
         raise ValueError(f"TSO {tso} is inside a window: exporting it needs a SparkSession")
     session = spark()
     exported = []
     with tempfile.TemporaryDirectory(prefix=".tmp-as-of-", dir=out.parent if out.parent.exists() else None) as tmp:
-        for i, ((database, table), t) in enumerate(sorted(tables_as_of(session, snapshots.parent, tso).items())):
+        for i, ((database, table), t) in enumerate(sorted(tables_as_of(session, warehouse, source, tso).items())):
             # Through Spark's own Parquet writer: the same file types as a window's snapshot.
             folder = Path(tmp) / str(i)
             t.frame.coalesce(1).write.parquet(str(folder))
@@ -69,10 +69,10 @@ def export_snapshot(snapshots: Path, out: Path, as_of: str = "latest",
     return exported
 
 
-def _export_window(snapshots: Path, window: int, out: Path) -> list[ExportedTable]:
-    manifest = require_built(read_manifest(snapshots, window))
+def _export_window(warehouse, source: str, window: int, out: Path) -> list[ExportedTable]:
+    manifest = require_built(read_manifest(warehouse, source, window))
     return [
-        _write(out, e["database"], e["table"], read_entry_arrow(snapshots, e))
+        _write(out, e["database"], e["table"], read_entry_arrow(warehouse, source, e))
         for _tid, e in sorted(manifest["tables"].items())
     ]
 

@@ -3,27 +3,23 @@ versions from the newest snapshot (see `lib/history` for what a window writes)."
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
-from cdc_assets.lib.history import END_OP, VALID_FROM, VALID_TO
+from cdc_assets.lib.history import END_OP, VALID_FROM, VALID_TO, history_table
+from cdc_assets.lib.iceberg_tables import WINDOW_COLUMN
 from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN
 from cdc_assets.lib.snapshot_store import list_manifests, read_entry, read_manifest
 from cdc_assets.lib.storage import table_id
 
 
-def read_history(spark: SparkSession, history_root: Path, database: str, table: str) -> DataFrame | None:
-    """Every ended version of one table, all windows. Versions that ended under different schemas
-    sit side by side: a column a version did not have is null."""
-    parts = sorted(history_root.glob(f"window_start_ms=*/{table_id(database, table)}/part=*"))
-    frames = [spark.read.parquet(str(p)) for p in parts if any(p.glob("*.parquet"))]
-    if not frames:
+def read_history(spark: SparkSession, warehouse, source: str, database: str, table: str) -> DataFrame | None:
+    """Every ended version of one table, all windows (its Iceberg history table, without the
+    window column; None: no version ended yet). Versions that ended under different schemas
+    sit side by side: a column a version did not have is null (lib/history: schemas)."""
+    history = history_table(spark, warehouse, source, database, table)
+    if not history.exists(spark):
         return None
-    out = frames[0]
-    for f in frames[1:]:
-        out = _union_loose(out, f)
-    return out
+    return spark.table(history.sql).drop(WINDOW_COLUMN)
 
 
 def _union_loose(a: DataFrame, b: DataFrame) -> DataFrame:
@@ -41,21 +37,20 @@ def _union_loose(a: DataFrame, b: DataFrame) -> DataFrame:
 _INTEGERS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
-def full_history(spark: SparkSession, source_root: Path, database: str, table: str) -> DataFrame | None:
+def full_history(spark: SparkSession, warehouse, source: str, database: str, table: str) -> DataFrame | None:
     """The whole SCD2 table up to the newest snapshot: every ended version, plus the open versions
     (the snapshot's rows, with `_cdc_valid_to` and `_cdc_end_op` null). None if the table never had rows."""
-    snapshots = source_root / "snapshots"
-    windows = list_manifests(snapshots)
+    windows = list_manifests(warehouse, source)
     if not windows:
         return None
-    manifest = read_manifest(snapshots, windows[-1])
-    ended = read_history(spark, source_root / "history", database, table)
+    manifest = read_manifest(warehouse, source, windows[-1])
+    ended = read_history(spark, warehouse, source, database, table)
     if ended is not None:  # a window whose history was written but whose manifest was not: not yet
         ended = ended.where(F.col(VALID_TO) < F.lit(manifest["window_end_ms"] << 18))
     entry = manifest["tables"].get(table_id(database, table))
     if entry is None:
         return ended
-    current = read_entry(spark, snapshots, entry)
+    current = read_entry(spark, warehouse, source, entry)
     open_versions = current.select(
         *[c for c in current.columns if c != COMMIT_TS_COLUMN], F.col(COMMIT_TS_COLUMN).alias(VALID_FROM),
         F.lit(None).cast("long").alias(VALID_TO), F.lit(None).cast("string").alias(END_OP))

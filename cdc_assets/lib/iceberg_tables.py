@@ -112,7 +112,7 @@ class IcebergTable:
     catalog: str  # Spark's name of the warehouse catalog (iceberg_catalog.use_catalog)
     namespace: str
     name: str
-    location: str
+    location: str  # "" : the catalog's default location
 
     @property
     def identifier(self) -> str:
@@ -148,8 +148,10 @@ class IcebergTable:
         columns = ", ".join(f"{_quote(f.name)} {iceberg_type(f.dataType).simpleString()}" for f in schema.fields)
         partitioned = f" PARTITIONED BY ({_quote(partition)})" if partition else ""
         properties = ", ".join(f"'{k}'='{sql_text(v)}'" for k, v in TABLE_PROPERTIES.items())
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {self.sql} ({columns}) USING iceberg{partitioned} "
-                  f"LOCATION '{sql_text(self.location)}' TBLPROPERTIES ({properties})")
+        # no location: the catalog's default one for the table (its warehouse, any scheme)
+        located = f" LOCATION '{sql_text(self.location)}'" if self.location else ""
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {self.sql} ({columns}) USING iceberg{partitioned}{located} "
+                  f"TBLPROPERTIES ({properties})")
 
     def evolve(self, spark: SparkSession, target: T.StructType, key: list[str] | None = None) -> None:
         """Make the table's current schema `target` (names, types, order) with Iceberg's own

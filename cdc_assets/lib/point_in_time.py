@@ -7,7 +7,7 @@ Instants:
   therefore gives exactly that window's snapshot.
 
     from cdc_assets.lib.point_in_time import parse_instant, tables_as_of
-    tables = tables_as_of(spark, warehouse / "my_source", parse_instant("2026-01-01T10:30:00Z"))
+    tables = tables_as_of(spark, warehouse, "my_source", parse_instant("2026-01-01T10:30:00Z"))
     tables[("shop", "items")].frame.show()
 """
 
@@ -16,12 +16,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.lib.snapshot import TableSchema
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest, read_entry, require_built
+from cdc_assets.lib.snapshot_store import read_entry, read_manifest, read_manifests, require_built
 from cdc_assets.lib.iceberg_catalog import use_catalog
 from cdc_assets.lib.iceberg_tables import IcebergTable, WindowTable, window_commit
 from cdc_assets.lib.table_timeline import Name, apply_window, previous_states
@@ -60,11 +59,11 @@ def parse_instant(text: str) -> int:
     return ms_to_tso(round(moment.timestamp() * 1000)) - 1
 
 
-def plan(snapshots: Path, tso: int) -> Plan:
-    windows = list_manifests(snapshots)
+def plan(warehouse, source: str, tso: int) -> Plan:
+    manifests = read_manifests(warehouse, source)  # one scan of the windows table
+    windows = sorted(manifests)
     if not windows:
-        raise FileNotFoundError(f"no snapshot has been materialized under {snapshots}")
-    manifests = {w: read_manifest(snapshots, w) for w in windows}
+        raise FileNotFoundError(f"no snapshot of source {source!r} has been materialized in {warehouse}")
     ended = [w for w in windows if ms_to_tso(manifests[w]["window_end_ms"]) - 1 <= tso]
     base = ended[-1] if ended else None
     if base is not None:
@@ -85,14 +84,13 @@ def plan(snapshots: Path, tso: int) -> Plan:
     return Plan(tso, base, start_ms)
 
 
-def tables_as_of(spark: SparkSession, source_root: Path, tso: int) -> dict[Name, TableAsOf]:
+def tables_as_of(spark: SparkSession, warehouse, source: str, tso: int) -> dict[Name, TableAsOf]:
     """Each table's schema and rows at `tso` (see the module docstring). Dropped tables are absent."""
-    snapshots = source_root / "snapshots"
-    p = plan(snapshots, tso)
-    base_tables = read_manifest(snapshots, p.base)["tables"] if p.base is not None else {}
-    states = previous_states(base_tables, functools.partial(read_entry, spark, snapshots))
+    p = plan(warehouse, source, tso)
+    base_tables = read_manifest(warehouse, source, p.base)["tables"] if p.base is not None else {}
+    states = previous_states(base_tables, functools.partial(read_entry, spark, warehouse, source))
     if p.replay is not None:
-        changes = _change_table(spark, source_root, p.replay).where(F.col("commit_ts") <= F.lit(tso))
+        changes = _change_table(spark, warehouse, source, p.replay).where(F.col("commit_ts") <= F.lit(tso))
         result = apply_window(spark, changes, states)
         # Releasing the cached inputs keeps the frames correct: Spark recomputes what they read.
         result.release()
@@ -104,10 +102,9 @@ def _frame(spark: SparkSession, state) -> DataFrame:
     return state.frame if state.frame is not None else spark.createDataFrame([], state.schema.spark_schema())
 
 
-def _change_table(spark: SparkSession, source_root: Path, window_start_ms: int) -> DataFrame:
-    warehouse, source = source_root.parent, source_root.name
-    table = WindowTable(IcebergTable(use_catalog(spark, warehouse), source, CHANGE_TABLE_LAYER,
-                                     str(source_root / CHANGE_TABLE_LAYER)))
+def _change_table(spark: SparkSession, warehouse, source: str, window_start_ms: int) -> DataFrame:
+    # an existing table: its location is the catalog's (none is given here)
+    table = WindowTable(IcebergTable(use_catalog(spark, warehouse), source, CHANGE_TABLE_LAYER, ""))
     if window_commit(warehouse, table.table.identifier, window_start_ms) is None:
         raise FileNotFoundError(f"the change table of window {window_start_ms} is missing "
                                 f"(Iceberg table {table.table.identifier})")

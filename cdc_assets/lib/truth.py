@@ -47,7 +47,7 @@ def truth_rows(rows: list[list], columns: list[str], types: dict[str, str]) -> l
     return sorted((tuple(canonical(v, types[c]) for v, c in zip(r, columns)) for r in rows), key=repr)
 
 
-def compare_window(snapshots: Path, manifest: dict, truth: dict, window_start_ms: int) -> dict[str, str]:
+def compare_window(warehouse, source: str, manifest: dict, truth: dict, window_start_ms: int) -> dict[str, str]:
     """Per table: 'ok' or a short description of the difference."""
     window = next(w for w in truth["windows"] if w["start_ms"] == window_start_ms)
     out: dict[str, str] = {}
@@ -59,7 +59,7 @@ def compare_window(snapshots: Path, manifest: dict, truth: dict, window_start_ms
         if entry is None:
             out[name] = "ok" if not expected else f"missing table ({len(expected)} rows expected)"
             continue
-        got = snapshot_rows(read_entry_arrow(snapshots, entry), meta["columns"], meta["types"])
+        got = snapshot_rows(read_entry_arrow(warehouse, source, entry), meta["columns"], meta["types"])
         if got == expected:
             out[name] = "ok"
         else:

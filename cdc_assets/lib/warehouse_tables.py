@@ -34,6 +34,9 @@ class TablesError(Exception):
 
 # The layers stored as one table per source, partitioned by window (no database or table).
 WINDOWED_LAYERS = ("raw_messages", "change_log", "quarantine", "change_table")
+# The snapshot windows' commit point: one table per source, a row per window (lib/snapshot_windows).
+SNAPSHOT_WINDOWS = "snapshot_windows"
+SOURCE_TABLES = (*WINDOWED_LAYERS, SNAPSHOT_WINDOWS)
 
 
 @dataclass(frozen=True)
@@ -85,9 +88,9 @@ def _end_tags(table) -> tuple[str, ...]:
 
 def warehouse_tables(warehouse: Warehouse | Path | str, source: str | None = None) -> list[WarehouseTable]:
     """Every table of the warehouse's layers (of `source` only, when given), sorted by source,
-    layer, database, table: the per-table layers (`<layer>__<db>__<table>`) and the windowed
-    layers (`<source>.<layer>`, database and table null). Any other table is not ours and is
-    left out."""
+    layer, database, table: the per-table layers (`<layer>__<db>__<table>`: snapshots, history)
+    and the tables of a whole source (`<source>.<layer>`: the windowed layers and
+    `snapshot_windows`; database and table null). Any other table is not ours and is left out."""
     warehouse = as_warehouse(warehouse)
     catalog = _open_catalog(warehouse)
     sources = sorted(ns[0] for ns in catalog.list_namespaces() if len(ns) == 1)
@@ -99,7 +102,7 @@ def warehouse_tables(warehouse: Warehouse | Path | str, source: str | None = Non
     out = []
     for namespace in sources:
         for identifier in catalog.list_tables((namespace,)):
-            if identifier[-1] in WINDOWED_LAYERS:
+            if identifier[-1] in SOURCE_TABLES:
                 layer, database, table = identifier[-1], None, None
             else:
                 try:

@@ -33,7 +33,7 @@ def test_every_engine_gives_the_expected_answer(dump, tmp_path, spark):
     engines.spark_naive(dump.root, tmp_path / "naive")
     assert check.fingerprint_files(tmp_path / "naive" / "out") == want
     engines.cdc_pipeline(dump.root, tmp_path / "cdc")
-    assert check.fingerprint_snapshots(engines.snapshots_folder(tmp_path / "cdc", "cdc_pipeline")) == want
+    assert check.fingerprint_snapshots(engines.warehouse_folder(tmp_path / "cdc", "cdc_pipeline"), engines.BENCH_SOURCE) == want
 
 
 def test_harness_measures_a_child_process_and_renders_the_report(dump, tmp_path):

@@ -26,6 +26,7 @@ from cdc_assets.lib.storage import write_json_atomic
 from cdc_assets.lib.tso import ms_to_tso
 from cdc_assets.lib.watermark_state import Completeness, LandingState
 from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+from cdc_assets.lib import snapshot_windows
 from cdc_assets.lib.snapshot_store import read_manifest
 from cdc_assets.lib.window_plan import split_quiet, windows_to_materialize
 
@@ -59,7 +60,7 @@ def _iceberg_snapshot(warehouse, identifier: tuple[str, str]) -> int:
 
     warehouse.mkdir(parents=True, exist_ok=True)
     catalog = load_pyiceberg_catalog(warehouse)
-    catalog.create_namespace(identifier[0])
+    catalog.create_namespace_if_not_exists(identifier[0])
     rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
     table = catalog.create_table(identifier, rows.schema, location=str(warehouse / "t"))
     table.append(rows)
@@ -70,11 +71,12 @@ def test_schedule_requests_pending_windows_oldest_first(tmp_path):
     settings = load_settings({"CDC_ASSETS_HOME": str(tmp_path)})
     landing = settings.warehouse / "sample" / "landing"
     write_json_atomic(landing / "state.json", _state(W0 + 3 * H).to_json())
-    snapshots = settings.warehouse / "sample" / "snapshots"
+    snapshots = (settings.warehouse, "sample")  # (warehouse, source)
+    since = snapshot_windows.begin(*snapshots)  # the windows table first, as a window's run makes it
     table = {"rows": 3, "identifier": "sample.snapshots__db__t", "spark_schema": "{}",
              "snapshot_id": _iceberg_snapshot(settings.warehouse, ("sample", "snapshots__db__t"))}
-    write_json_atomic(snapshots / "_manifests" / f"window_start_ms={W0}.json",
-                      {"window_start_ms": W0, "window_end_ms": W0 + H, "tables": {"db.t": table}})
+    snapshot_windows.commit(*snapshots, since,
+                            [{"window_start_ms": W0, "window_end_ms": W0 + H, "tables": {"db.t": table}}])
     defs = build_definitions(settings)
     schedule = next(s for s in defs.schedules if s.name.endswith("complete_windows_hourly"))
     with instance_for_test() as instance:
@@ -84,7 +86,7 @@ def test_schedule_requests_pending_windows_oldest_first(tmp_path):
         requests = list(schedule.evaluate_tick(context).run_requests)
     # the quiet hour is carried forward by its manifest, without a run; the hour with data runs
     assert [r.partition_key for r in requests] == ["2026-01-01-02:00"]
-    carried = read_manifest(snapshots, W0 + H)
+    carried = read_manifest(*snapshots, W0 + H)
     assert carried["carried_forward"] and carried["tables"]["db.t"]["snapshot_id"] == table["snapshot_id"]
     assert (carried["tables"]["db.t"]["rows"], carried["tables"]["db.t"]["inserted_keys"]) == (3, 0)
     tagged = load_pyiceberg_catalog(settings.warehouse).load_table(("sample", "snapshots__db__t"))
@@ -167,8 +169,9 @@ def test_sensor_asks_once_more_when_the_new_files_have_settled(tmp_path):
 
 def test_sensor_requests_windows_the_watermark_completed_except_done_or_running(tmp_path):
     settings, defs, sensor, dump = _sensor_setup(tmp_path, W0 + 3 * H)
-    write_json_atomic(settings.warehouse / "sample" / "snapshots" / "_manifests" / f"window_start_ms={W0}.json",
-                      {"tables": {}})
+    # window 00:00 is committed (its row of the windows table)
+    snapshot_windows.commit(settings.warehouse, "sample", snapshot_windows.begin(settings.warehouse, "sample"),
+                            [{"window_start_ms": W0, "window_end_ms": W0 + H, "tables": {}}])
     with instance_for_test() as instance:
         # Window 01:00 already has a running run: only 02:00 is requested (after the landing).
         instance.add_run(DagsterRun(job_name="sample__windows", run_id=str(uuid.uuid4()),

@@ -42,10 +42,10 @@ def test_maintenance_expires_untagged_snapshots_and_keeps_every_window_end(tmp_p
     # Each window was written once: every data file is still some tagged or current snapshot's.
     assert sum(t["data_files_deleted"] for t in done.values()) == 0
     assert sum(t["orphan_files_removed"] for t in done.values()) == 0  # none older than a day
-    snapshots = warehouse / "src" / "snapshots"
+    snapshots = (warehouse, "src")  # (warehouse, source)
     catalog = load_pyiceberg_catalog(warehouse)
-    for window in list_manifests(snapshots):
-        manifest = read_manifest(snapshots, window)
+    for window in list_manifests(*snapshots):
+        manifest = read_manifest(*snapshots, window)
         for entry in manifest["tables"].values():
             table = catalog.load_table(tuple(entry["identifier"].split(".", 1)))
             assert table.metadata.refs[manifest["tag"]].snapshot_id == entry["snapshot_id"]
@@ -53,7 +53,7 @@ def test_maintenance_expires_untagged_snapshots_and_keeps_every_window_end(tmp_p
 
     # The window commits that named old windows expired: materializing the last window again
     # still finds its inputs and gives the same snapshot.
-    last = list_manifests(snapshots)[-1]
+    last = list_manifests(*snapshots)[-1]
     again = defs.resolve_job_def(window_job_name(b)).execute_in_process(
         partition_key=partition_key_for_ms(b.partitions_def, last), instance=DagsterInstance.ephemeral())
     assert again.success

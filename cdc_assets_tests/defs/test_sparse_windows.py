@@ -39,16 +39,16 @@ def test_quiet_windows_cost_no_run(tmp_path):
            "carried forward without Spark" in lines
     # one landing and one run per window with data, nothing per quiet window
     assert len(instance.get_run_records()) == 1 + 2
-    snapshots = settings.warehouse / "src" / "snapshots"
-    assert len(list_manifests(snapshots)) == windows
-    quiet = read_manifest(snapshots, T0 + 5 * HOUR)
-    first = read_manifest(snapshots, T0)
+    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    assert len(list_manifests(*snapshots)) == windows
+    quiet = read_manifest(*snapshots, T0 + 5 * HOUR)
+    first = read_manifest(*snapshots, T0)
     [(tid, entry)] = quiet["tables"].items()
     assert quiet["carried_forward"] and entry["snapshot_id"] == first["tables"][tid]["snapshot_id"]
     assert (entry["rows"], entry["inserted_keys"], quiet["window_end_ms"]) == (1, 0, T0 + 6 * HOUR)
-    last = read_manifest(snapshots, LATER)
+    last = read_manifest(*snapshots, LATER)
     assert (last["tables"][tid]["rows"], last["tables"][tid]["previous_rows"], summary.rows) == (2, 1, 2)
     # an instant inside a quiet window reads the snapshot before it, with no change table
     inside = ms_to_tso(T0 + 100 * HOUR + 1234)
-    p = plan(snapshots, inside)
+    p = plan(*snapshots, inside)
     assert (p.base, p.replay) == (T0 + 99 * HOUR, None)

@@ -28,7 +28,10 @@ from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.landing import load_state
 from cdc_assets.lib.metadata import schema_version, table_rows_chart
 from cdc_assets.lib.iceberg_catalog import CATALOG
-from cdc_assets.lib.iceberg_tables import end_tag
+from cdc_assets.lib.history import HISTORY_LAYER
+from cdc_assets.lib.iceberg_tables import end_tag, table_name
+from cdc_assets.lib.snapshot_windows import TABLE as SNAPSHOT_WINDOWS
+from cdc_assets.lib.storage import table_id
 from cdc_assets.lib.snapshot_store import WindowWithheld, read_entry, read_manifest, write_window_snapshot
 from cdc_assets.lib.iceberg_tables import window_commit
 from cdc_assets.lib.tso import tso_to_datetime
@@ -57,14 +60,16 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                       group_name=b.group, kinds={"spark", "iceberg"}, tags=b.tags,
                       description="Each table's rows at the window end (latest version per key; deletes "
                       "removed; DDL applied at its commit_ts), typed from the MySQL types: one Iceberg "
-                      "table per source table, tagged end-<UTC window end> at every window, plus a manifest."),
+                      "table per source table, tagged end-<UTC window end> at every window, committed by the window's row of "
+                      f"{b.source.name}.snapshot_windows."),
             # No dependency on the previous window's snapshot here: a backfill would then pull in
             # the window after its range. The shared step already runs after that snapshot.
             AssetSpec(history_key, deps=[b.key(CHANGE_TABLE)], partitions_def=b.partitions_def,
-                      group_name=b.group, kinds={"spark", "parquet"}, tags=b.tags,
+                      group_name=b.group, kinds={"spark", "iceberg"}, tags=b.tags,
                       description="SCD type 2: the row versions that ended in the window, with valid-from "
                       "/ valid-to commit TSOs and the operation that ended them; the versions still open "
-                      "are the window's snapshot rows."),
+                      "are the window's snapshot rows. One Iceberg table per source table "
+                      "(history__<db>__<table>), partitioned by window."),
         ],
         partitions_def=b.partitions_def,
         # Either output alone is allowed (a backfill or the UI may select one); the window is applied once.
@@ -93,10 +98,9 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
     ):
         spark = pyspark.spark_session
         start_ms, end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
-        snap_root = warehouse.snapshots_root(b.source.name)
+        store = (warehouse.root, b.source.name)  # what the snapshot store's functions take
         previous = _previous_manifest(b, warehouse, start_ms)
         selected = context.selected_asset_keys
-        history_root = warehouse.source_root(b.source.name) / HISTORY
         events_in = _change_table_rows(warehouse, list(b.key(CHANGE_TABLE).path), start_ms, change_table)
         checks = context.selected_asset_check_keys
         events: list = []
@@ -105,7 +109,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
             """Write-audit-publish: the checks run on the window's branch; an ERROR check that
             fails withholds the window (never tagged, never on main)."""
             written = {tid: t for tid, t in manifest["tables"].items() if t["written_window_start_ms"] == start_ms}
-            events[:] = [e for e in _snapshot_results(key, spark, snap_root, events_in, manifest["tables"],
+            events[:] = [e for e in _snapshot_results(key, spark, store, events_in, manifest["tables"],
                                                       manifest["ddl"], written, manifest.get("failed_tables", {}),
                                                       manifest["tag"])
                          if not isinstance(e, AssetCheckResult) or AssetCheckKey(key, e.check_name) in checks]
@@ -115,8 +119,8 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
 
         try:
             manifest = write_window_snapshot(
-                spark, change_table, snap_root, start_ms, end_ms, previous,
-                history_root=history_root if history_key in selected else None,
+                spark, change_table, *store, start_ms, end_ms, previous,
+                keep_history=history_key in selected,
                 audit=audit if key in selected else None,
             )
         except WindowWithheld as withheld:
@@ -131,14 +135,17 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                 metadata={
                     "versions_ended": sum(ended.values()),
                     "versions_ended_by_table": MetadataValue.json(ended),
-                    "path": MetadataValue.path(str(history_root)),
+                    # one Iceberg table per source table (lib/history)
+                    "iceberg_tables": MetadataValue.json(
+                        {table_id(*n): f"{CATALOG}.{b.source.name}.{table_name(HISTORY_LAYER, *n)}"
+                         for n in manifest["ddl"].get("history_tables", [])}),
                 },
             )
 
     return snapshots
 
 
-def _snapshot_results(key, spark: SparkSession, snap_root, events_in: int, tables: dict, ddl: dict,
+def _snapshot_results(key, spark: SparkSession, store: tuple, events_in: int, tables: dict, ddl: dict,
                       written: dict, failed: dict, tag: str):
     """The snapshot's materialization and its five checks."""
     yield MaterializeResult(
@@ -157,7 +164,8 @@ def _snapshot_results(key, spark: SparkSession, snap_root, events_in: int, table
             "table_rows_chart": MetadataValue.md(table_rows_chart(tables)),
             "schema_versions": MetadataValue.json(
                 {tid: schema_version(t["spark_schema"]) for tid, t in sorted(tables.items())}),
-            "manifest": MetadataValue.path(str(snap_root / "_manifests")),
+            # the window's commit point: its row of this table (lib/snapshot_windows)
+            "manifest_table": f"{CATALOG}.{store[1]}.{SNAPSHOT_WINDOWS}",
             # Any Iceberg engine reads the window's state at this tag of each table.
             "iceberg_tag": tag,
             "iceberg_tables": MetadataValue.json(
@@ -166,7 +174,7 @@ def _snapshot_results(key, spark: SparkSession, snap_root, events_in: int, table
         }
     )
     dupes = dict(zip(written, run_concurrently(
-        [functools.partial(_duplicate_keys, spark, snap_root, t) for t in written.values()])))
+        [functools.partial(_duplicate_keys, spark, store, t) for t in written.values()])))
     yield AssetCheckResult(
         asset_key=key, check_name=PK_UNIQUE, passed=not any(dupes.values()),
         metadata={"duplicate_keys": sum(dupes.values()), "by_table": MetadataValue.json(dupes)},
@@ -217,7 +225,7 @@ def _change_table_rows(warehouse: WarehouseResource, asset_path: list[str], star
 
 def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: int) -> dict | None:
     prev_start = start_ms - b.settings.window_ms
-    previous = read_manifest(warehouse.snapshots_root(b.source.name), prev_start)
+    previous = read_manifest(warehouse.root, b.source.name, prev_start)
     if previous is not None:
         return previous
     state = load_state(warehouse.landing_root(b.source.name))
@@ -231,10 +239,10 @@ def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: i
     return None
 
 
-def _duplicate_keys(spark: SparkSession, snapshots, table: dict) -> int:
+def _duplicate_keys(spark: SparkSession, store: tuple, table: dict) -> int:
     """Keys twice in the table at the snapshot the window wrote."""
     pk = table["schema"]["primary_key"]
-    df = read_entry(spark, snapshots, table)
+    df = read_entry(spark, *store, table)
     return df.groupBy(*pk).count().where(F.col("count") > 1).count()
 
 

@@ -56,8 +56,8 @@ def _replay(argv, capsys):
 
 
 def _tables(warehouse, source):
-    snapshots = warehouse / source / "snapshots"
-    manifest = read_manifest(snapshots, list_manifests(snapshots)[-1])
+    snapshots = (warehouse, source)
+    manifest = read_manifest(*snapshots, list_manifests(*snapshots)[-1])
     return {f"{t['database']}.{t['table']}": t["rows"] for t in manifest["tables"].values()}
 
 
