@@ -118,6 +118,8 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                 spark, change_table, snap_root, start_ms, end_ms, previous,
                 history_root=history_root if history_key in selected else None,
                 audit=audit if key in selected else None,
+                global_watermark_ts=load_state(warehouse.landing_root(b.source.name)).global_watermark_ts(
+                    b.completeness()),
             )
         except WindowWithheld as withheld:
             yield from (e for e in events if isinstance(e, AssetCheckResult))
