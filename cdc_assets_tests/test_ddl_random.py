@@ -1,5 +1,5 @@
-"""A seeded random mix of row changes and DDL (several per window, primary-key changes included),
-replayed through Dagster and compared with the brute-force model at every window end, at random
+"""A seeded random mix of row changes and DDL (several per window, primary-key changes included,
+the two tables swapped by one RENAME TABLE in each window after the first), replayed through Dagster and compared with the brute-force model at every window end, at random
 instants, and version by version in the history."""
 
 from __future__ import annotations
@@ -24,6 +24,13 @@ HOUR = 3_600_000
 WINDOWS = 3
 
 
+A, B, TMP = ("db", "a"), ("db", "b"), ("db", "tmp")
+
+
+def _swap(tables) -> None:
+    tables[A], tables[B] = tables[B], tables[A]
+
+
 def _random_upstream(seed: int) -> Upstream:
     rng = random.Random(seed)
     u = Upstream(T0 + 1_000)
@@ -34,8 +41,12 @@ def _random_upstream(seed: int) -> Upstream:
     next_id, next_col = 1, 1
     for window in range(WINDOWS):
         u.ms = T0 + window * HOUR + 2_000
-        for _ in range(60):
+        for i in range(60):
             u.after(rng.randrange(1, 50_000))
+            if window > 0 and i == 30:  # the two tables swapped in one statement (Iceberg: the tables swap)
+                u.ddl("RENAME", "db", "a", "RENAME TABLE db.a TO db.tmp, db.b TO db.a, db.tmp TO db.b", _swap,
+                      moves=((A, TMP), (B, A), (TMP, B)))
+                continue
             name = rng.choice([n for n in names if n in u.tables])
             t = u.tables[name]
             others = [c for c, _ in t.columns if c != "id"]

@@ -14,6 +14,8 @@ from dagster import DagsterInstance
 from cdc_assets.lib.export import export_snapshot
 from cdc_assets.lib.history import END_OP, VALID_FROM, VALID_TO
 from cdc_assets.lib.history_read import full_history, read_history
+from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+from cdc_assets.lib.iceberg_tables import table_name
 from cdc_assets.lib.point_in_time import parse_instant, tables_as_of
 from cdc_assets.lib.simulator.kafka import KafkaMessage
 from cdc_assets.lib.simulator.writers import StorageSinkWriter
@@ -184,6 +186,28 @@ def test_schema_changes_are_recorded_with_their_commit_ts(ddl_run):
     assert second["tables"]["shop.tmp2"]["moved_in"] == 1
     assert third["ddl"]["dropped_tables"]["other.t"]["by"] == "DROP DATABASE"
     assert "other.t" not in third["tables"]
+
+
+def test_the_rename_renamed_the_iceberg_table_and_its_tags_read_the_rows_before(ddl_run):
+    """RENAME TABLE shop.tmp TO shop.tmp2 (window 2) renamed the Iceberg table: no table under
+    the old name, the new one is the same table (UUID) whose first window's tag reads tmp's
+    rows; the gh-ost swap of window 3 (a copy created in the window) writes tmp2's table."""
+    u, settings, _ = ddl_run
+    snapshots = settings.warehouse, "src"
+    first, second, third = (read_manifest(*snapshots, w) for w in list_manifests(*snapshots))
+    catalog = load_pyiceberg_catalog(settings.warehouse)
+    old, new = ("src." + table_name("snapshots", *name) for name in (TMP, TMP2))
+    assert not catalog.table_exists(old)
+    tmp2 = catalog.load_table(new)
+    assert str(tmp2.metadata.table_uuid) == first["tables"]["shop.tmp"]["table_uuid"]
+    assert second["ddl"]["renamed_tables"] == {"shop.tmp2": {"from": "shop.tmp", "identifier": new,
+                                                             "previous_identifier": old}}
+    at_first = tmp2.scan(snapshot_id=tmp2.snapshot_by_name(first["tag"]).snapshot_id).to_arrow().to_pylist()
+    assert _rows(["k", "v"], at_first) == _expected(u, ms_to_tso(first["window_end_ms"]) - 1)[TMP][1]
+    assert third["tables"]["shop.tmp2"]["table_uuid"] == str(tmp2.metadata.table_uuid)
+    assert third["ddl"]["renamed_tables"] == {}  # gh-ost's copy was created in the window: no Iceberg table moved
+    # the tables created and dropped inside one window never had an Iceberg table
+    assert not catalog.table_exists("src." + table_name("snapshots", *OTHER))
 
 
 def test_point_in_time_equals_the_brute_force_replay_at_random_instants(ddl_run, spark):

@@ -7,6 +7,13 @@ when an old window is materialized again). Once every table of the window is wri
 window is published: each table's snapshot is tagged `end-<UTC end>` and, when the window
 is the newest one, becomes `main` (`publish`). Tags and refs are set with pyiceberg: catalog
 operations, no Spark job.
+
+DDL as Iceberg operations: TRUNCATE, DROP TABLE and DROP DATABASE are emptying commits on the
+window's branch (`empty_window`), so `main` and the window's tag read empty while earlier tags
+keep the rows; the table stays in the catalog. RENAME TABLE renames the Iceberg table
+(`rename`): history, snapshots and tags follow it. A manifest entry names the table by its
+identifier when written and its Iceberg UUID; `resolve_identifier` finds it after a rename.
+Every snapshot commit of a window carries the window in its summary (`window_properties`).
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ from __future__ import annotations
 import re
 import json
 import uuid
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from urllib.parse import unquote_to_bytes
 
@@ -231,6 +239,19 @@ class IcebergTable:
         finally:
             spark.catalog.dropTempView(view)
 
+    def empty_window(self, spark: SparkSession, branch: str, base_snapshot_id: int) -> int:
+        """An emptying commit (every row deleted) on `branch`, cut from `base_snapshot_id`: what a
+        DROP TABLE, DROP DATABASE or a rename to no Iceberg table leaves (the table stays in
+        the catalog, so the tags before still read its rows). Returns the branch's snapshot."""
+        empty = spark.createDataFrame([], spark.table(self.sql).schema)
+        return self.write_window(spark, branch, base_snapshot_id, empty, key=[])
+
+    def rename(self, spark: SparkSession, name: str) -> "IcebergTable":
+        """The table under `name` in its namespace: a catalog operation that keeps its UUID,
+        snapshots, branches and tags (its files stay where they are)."""
+        spark.sql(f"ALTER TABLE {self.sql} RENAME TO {_quote(self.namespace)}.{_quote(name)}")
+        return replace(self, name=name)
+
     def ref_snapshot(self, spark: SparkSession, ref: str) -> int | None:
         row = spark.sql(f"SELECT snapshot_id FROM {self.sql}.refs").where(F.col("name") == ref).first()
         return None if row is None else int(row[0])
@@ -279,6 +300,64 @@ class WindowTable:
 def load_table(catalog, identifier: str):
     """A pyiceberg table by the manifest's identifier `<namespace>.<name>` (a name may hold dots)."""
     return catalog.load_table(tuple(identifier.split(".", 1)))
+
+
+def table_uuids(catalog, identifiers) -> dict[str, str]:
+    """Each table's Iceberg UUID (kept by a rename): what a manifest entry records to find
+    its table again (`resolve_identifier`)."""
+    return {i: str(load_table(catalog, i).metadata.table_uuid) for i in identifiers}
+
+
+def resolve_identifier(catalog, identifier: str, table_uuid: str | None, snapshot_id: int) -> str:
+    """The identifier the table of a manifest entry has now. An entry names the table as it
+    was when the window was written; a later RENAME TABLE renamed the Iceberg table (same
+    UUID, same snapshots), and a later CREATE may have made another table under the old
+    name. The entry's table is the one with its UUID (entries written before UUIDs were
+    recorded: the one holding its snapshot, snapshot ids being random 63-bit numbers).
+    Looks at the entry's own identifier first, then the namespace's other tables."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    def is_it(table) -> bool:
+        if table_uuid is not None:
+            return str(table.metadata.table_uuid) == table_uuid
+        return table.metadata.snapshot_by_id(snapshot_id) is not None
+
+    namespace = identifier.split(".", 1)[0]
+    try:
+        if is_it(load_table(catalog, identifier)):
+            return identifier
+    except NoSuchTableError:
+        pass
+    for candidate in catalog.list_tables((namespace,)):
+        name = ".".join(candidate)
+        if name != identifier and is_it(catalog.load_table(candidate)):
+            return name
+    raise LookupError(f"the Iceberg table of {identifier} (uuid {table_uuid}, snapshot {snapshot_id}) is not "
+                      f"in the catalog's namespace {namespace!r}: it was dropped outside cdc_assets")
+
+
+# Snapshot summary properties every commit of a window's snapshot tables carries, whatever
+# wrote it (overwrite, MERGE, emptying commit): Spark's session-wide snapshot properties,
+# because a SQL MERGE takes no write options.
+WINDOW_END_PROPERTY = "cdc.window-end-ms"
+WINDOW_END_TSO_PROPERTY = "cdc.window-end-tso"
+WATERMARK_PROPERTY = "cdc.global-watermark-tso"
+_SESSION_SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
+
+
+@contextmanager
+def window_properties(spark: SparkSession, properties: dict[str, str]):
+    """`properties` in the summary of every Iceberg commit `spark` makes meanwhile. The tables
+    of a window commit from a few threads of one session: the values must be the window's,
+    the same for every table, set before the threads start and unset after they end."""
+    keys = [_SESSION_SNAPSHOT_PROPERTY + k for k in properties]
+    for key, value in zip(keys, properties.values()):
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in keys:
+            spark.conf.unset(key)
 
 
 def window_commit(warehouse, identifier: str, window_start_ms: int) -> dict | None:

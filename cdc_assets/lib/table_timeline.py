@@ -13,13 +13,16 @@ barrier then changes schemas and rows as its DDL says:
 | DROP COLUMN | the column disappears |
 | MODIFY / CHANGE COLUMN | new type (values `try_cast`, failures counted); CHANGE also renames |
 | RENAME COLUMN | the values carry over under the new name |
-| RENAME TABLE | rows and schema move to the new name; the old name has no snapshot after |
-| TRUNCATE TABLE | no rows |
-| DROP TABLE / DROP DATABASE | no snapshot after the drop; a later CREATE starts empty |
+| RENAME TABLE | rows and schema move to the new name; the old name has no snapshot after; the Iceberg table is renamed (`origin`) |
+| TRUNCATE TABLE | no rows (an emptying commit of the Iceberg table) |
+| DROP TABLE / DROP DATABASE | no snapshot after the drop (the Iceberg table gets an emptying commit and stays in the catalog for time travel); a later CREATE starts empty, on the same Iceberg table |
 
 Without DDL the schema follows the row images: a column they start to carry is added (the rows
 before it have it null) and recorded in `schema_changes` with no DDL (`added_by_row_images`).
 A window without DDL takes the fast path: every table's rows in one pass, as before.
+Each state's `origin` names the table of the previous snapshot whose rows it continues (itself,
+or the table a RENAME moved here; None for a table created in the window): the store renames
+that Iceberg table, so its history and tags follow the rows (snapshot_store).
 `Flush` and `Closure` records let the history layer see each version that ended.
 """
 
@@ -68,6 +71,9 @@ class TableState:
     # Set when `frame` holds only the rows of these keys (a frame of the key columns; a key
     # without a row is deleted): every other row is the previous snapshot's, unchanged.
     touched_keys: DataFrame | None = None
+    # The previous snapshot's table whose rows this state continues (itself; the old name after
+    # RENAME TABLE; None: created in this window). A swap gives each name the other's origin.
+    origin: Name | None = None
 
 
 @dataclass(frozen=True)
@@ -426,6 +432,7 @@ class _Run:
         self._remove(old, b, f"RENAME TABLE to {new[0]}.{new[1]}", "RENAME_TABLE")
         # The rows start a version under the new name (history: valid from the rename).
         moved = self._new_state(new, replace(schema, database=new[0], table=new[1]))
+        moved.origin = state.origin
         if frame is not None:
             moved.frame = frame.withColumn(COMMIT_TS_COLUMN, F.lit(b.commit_ts).cast("long"))
             moved.moved_in += self.dropped[old]["rows"]
@@ -515,7 +522,7 @@ def _commit_time_text(commit_ts: int) -> str:
 def previous_states(prev_tables: dict[str, dict], read: Callable[[dict], DataFrame]) -> dict[Name, TableState]:
     """The previous manifest's tables as starting states (frames read lazily)."""
     return {(e["database"], e["table"]): TableState(TableSchema.from_json(e["schema"]), read(e),
-                                                    previous_rows=e["rows"])
+                                                    previous_rows=e["rows"], origin=(e["database"], e["table"]))
             for e in prev_tables.values()}
 
 

@@ -122,6 +122,8 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                 spark, change_table, *store, start_ms, end_ms, previous,
                 keep_history=history_key in selected,
                 audit=audit if key in selected else None,
+                global_watermark_ts=load_state(warehouse.landing_root(b.source.name)).global_watermark_ts(
+                    b.completeness()),
             )
         except WindowWithheld as withheld:
             yield from (e for e in events if isinstance(e, AssetCheckResult))
