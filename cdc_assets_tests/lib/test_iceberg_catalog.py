@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 from cdc_assets.cli import main as cli_main
 from cdc_assets.defs.resources import spark_config, warehouse_resource
 from cdc_assets.lib.iceberg_catalog import (
-    CATALOG, Warehouse, as_warehouse, load_pyiceberg_catalog, pyiceberg_properties, spark_catalog_conf, use_catalog,
+    CATALOG, as_warehouse, load_pyiceberg_catalog, pyiceberg_properties, spark_catalog_conf, use_catalog,
 )
 from cdc_assets.lib.iceberg_tables import (
     IcebergTable, WindowTable, branch_name, end_tag, publish, tag_snapshots, window_commit,
