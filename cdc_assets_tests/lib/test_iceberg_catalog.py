@@ -248,7 +248,9 @@ def test_the_listing_of_an_s3_warehouse_opens_it_with_env_credentials_and_prints
     document = json.loads(out)
     assert "token" not in document["catalog"]["properties"]
     assert sorted(t["identifier"] for t in document["tables"]) == ["src.change_table", "src.snapshots__db__t"]
-    # A reader opens the catalog with exactly the printed properties; S3 keys from its environment.
+    # A reader opens the catalog with exactly the printed properties; S3 keys from its environment
+    # (moto's server refuses unsigned requests: ACCESS_DENIED, so the read proves pyarrow signed
+    # with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY).
     catalog = load_catalog(document["catalog"]["name"], **document["catalog"]["properties"])
     rows = catalog.load_table(("src", "change_table")).scan().to_arrow().num_rows
     assert rows == 3
