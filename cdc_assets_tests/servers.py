@@ -109,7 +109,8 @@ def rest_fixture_jars() -> Path:
                            f"-DoutputDirectory={partial}"], capture_output=True, text=True)
     if done.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
-        raise RuntimeError(f"mvn could not fetch the REST catalog fixture's jars:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+        raise RuntimeError("mvn could not fetch the REST catalog fixture's jars:\n"
+                           f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
     try:
         partial.rename(folder)
     except OSError:  # another test process fetched them meanwhile

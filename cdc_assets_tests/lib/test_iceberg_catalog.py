@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 from cdc_assets.cli import main as cli_main
 from cdc_assets.defs.resources import spark_config, warehouse_resource
 from cdc_assets.lib.iceberg_catalog import (
-    CATALOG, Warehouse, as_warehouse, load_pyiceberg_catalog, pyiceberg_properties, spark_catalog_conf, use_catalog,
+    CATALOG, as_warehouse, load_pyiceberg_catalog, pyiceberg_properties, spark_catalog_conf, use_catalog,
 )
 from cdc_assets.lib.iceberg_tables import (
     IcebergTable, WindowTable, branch_name, end_tag, publish, tag_snapshots, window_commit,
@@ -248,7 +248,9 @@ def test_the_listing_of_an_s3_warehouse_opens_it_with_env_credentials_and_prints
     document = json.loads(out)
     assert "token" not in document["catalog"]["properties"]
     assert sorted(t["identifier"] for t in document["tables"]) == ["src.change_table", "src.snapshots__db__t"]
-    # A reader opens the catalog with exactly the printed properties; S3 keys from its environment.
+    # A reader opens the catalog with exactly the printed properties; S3 keys from its environment
+    # (moto's server refuses unsigned requests: ACCESS_DENIED, so the read proves pyarrow signed
+    # with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY).
     catalog = load_catalog(document["catalog"]["name"], **document["catalog"]["properties"])
     rows = catalog.load_table(("src", "change_table")).scan().to_arrow().num_rows
     assert rows == 3
