@@ -206,6 +206,14 @@ def test_the_rename_renamed_the_iceberg_table_and_its_tags_read_the_rows_before(
     assert _rows(["k", "v"], at_first) == _expected(u, ms_to_tso(first["window_end_ms"]) - 1)[TMP][1]
     assert third["tables"]["shop.tmp2"]["table_uuid"] == str(tmp2.metadata.table_uuid)
     assert third["ddl"]["renamed_tables"] == {}  # gh-ost's copy was created in the window: no Iceberg table moved
+    # every commit says which window made it, and the global watermark that completed it
+    for manifest in (first, second, third):
+        entry = manifest["tables"]["shop.items"]
+        summary = catalog.load_table(entry["identifier"]).snapshot_by_id(entry["snapshot_id"]).summary
+        props = summary.additional_properties
+        assert props["cdc.window-start-ms"] == str(manifest["window_start_ms"])
+        assert props["cdc.window-end-tso"] == str(ms_to_tso(manifest["window_end_ms"]))
+        assert int(props["cdc.global-watermark-tso"]) >= ms_to_tso(manifest["window_end_ms"])
     # the tables created and dropped inside one window never had an Iceberg table
     assert not catalog.table_exists("src." + table_name("snapshots", *OTHER))
 
