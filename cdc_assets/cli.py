@@ -66,10 +66,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     # `--layout auto` alone on a folder not there yet is left to the landing (which detects it then)
     if protocol == "auto" or (layout == "auto" and (is_s3_uri(args.input) or Path(args.input).is_dir())):
         source = SourceConfig(name=args.source, protocol="canal-json", input_path=args.input)
-        landing_root = Path(args.warehouse).absolute() / args.source / "landing"
+        warehouse = Path(args.warehouse).absolute()
         if is_s3_uri(args.input):  # detection reads the mirror the landing reads (and reuses)
-            sync_s3_source(source, landing_root, _s3_client(base))
-        layout, protocol, options = _resolve_auto(args, local_dump_root(source, landing_root))
+            sync_s3_source(source, warehouse, _s3_client(base))
+        layout, protocol, options = _resolve_auto(args, local_dump_root(source, warehouse))
     check_layout_options(layout, layout_options)  # before any landing: exit 2 naming the known ones
     source = SourceConfig(
         name=args.source, protocol=protocol,

@@ -103,8 +103,7 @@ def replay(
         ignored.update(_metadata_value(meta, "first_ignored_files", {}))
     for name, why in ignored.items():
         progress(f"[{source.name}] skipped {name}: {why}")
-    landing_root = settings.warehouse / source.name / "landing"
-    state = load_state(landing_root)
+    state = load_state(settings.warehouse, source.name)
     summary.messages = sum(p["messages"] for p in state.partitions.values())
     summary.unroutable = state.unroutable_messages()
     policy = build.completeness()

@@ -144,9 +144,6 @@ class WarehouseResource(ConfigurableResource):
     def source_root(self, source: str) -> Path:
         return Path(self.root) / source
 
-    def landing_root(self, source: str) -> Path:
-        return self.source_root(source) / "landing"
-
     def snapshots_root(self, source: str) -> Path:
         return self.source_root(source) / "snapshots"
 

@@ -220,7 +220,7 @@ def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: i
     previous = read_manifest(warehouse.snapshots_root(b.source.name), prev_start)
     if previous is not None:
         return previous
-    state = load_state(warehouse.landing_root(b.source.name))
+    state = load_state(warehouse.root, b.source.name)
     has_earlier_data = any(w < start_ms for w in state.windows)
     first_partition = int(b.settings.partition_start.timestamp() * 1000) >= start_ms
     if has_earlier_data and not first_partition:
