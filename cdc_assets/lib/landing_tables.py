@@ -86,20 +86,23 @@ def _main_snapshot_id(table) -> int | None:
     return None if snapshot is None else snapshot.snapshot_id
 
 
-def _read_document(table) -> LandingState:
+def _read_document(table) -> tuple[LandingState, list]:
+    """The state document at the table's `main`, and the data files holding it."""
     if _main_snapshot_id(table) is None:
-        return LandingState()
-    rows = table.scan(snapshot_id=_main_snapshot_id(table)).to_arrow().column(STATE_COLUMN).to_pylist()
+        return LandingState(), []
+    scan = table.scan(snapshot_id=_main_snapshot_id(table))
+    files = [task.file for task in scan.plan_files()]
+    rows = scan.to_arrow().column(STATE_COLUMN).to_pylist()
     if len(rows) != 1:
         raise RuntimeError(f"the landing state table {table.name()} holds {len(rows)} rows, not one")
-    return LandingState.from_json(json.loads(rows[0]))
+    return LandingState.from_json(json.loads(rows[0])), files
 
 
 def load_state(warehouse, source: str) -> LandingState:
     """The committed landing state (empty before the first landing); pyiceberg, no Spark."""
     if "://" not in str(warehouse) and not Path(warehouse).is_dir():
         return LandingState()  # a local warehouse not made yet: nothing landed
-    return _read_document(_load(_catalog(warehouse), source, LANDING_STATE))
+    return _read_document(_load(_catalog(warehouse), source, LANDING_STATE))[0]
 
 
 @dataclass
@@ -111,6 +114,7 @@ class StartOfLanding:
     source: str
     state: LandingState
     state_table: object
+    state_files: list  # the data files of the state read (the commit replaces them)
     landed_snapshots: dict[str, int | None] = field(default_factory=dict)
     commit_seconds: float | None = None  # how long the state commit took (pyiceberg)
 
@@ -125,11 +129,11 @@ def start_landing(warehouse, source: str) -> StartOfLanding:
     table = catalog.create_table_if_not_exists(
         (source, LANDING_STATE), Schema(NestedField(1, STATE_COLUMN, StringType(), required=False)),
         location=table_location(warehouse, source, LANDING_STATE), properties=STATE_TABLE_PROPERTIES)
-    state = _read_document(table)
+    state, files = _read_document(table)
     # After the state: a batch appended in between belongs to a landing that read this state
     # or an older one, which cannot commit once this one did (module docstring).
     landed = {name: _main_snapshot_id(_load(catalog, source, name)) for name in (LANDED_MESSAGES, LANDING_WATERMARKS)}
-    return StartOfLanding(source, state, table, landed)
+    return StartOfLanding(source, state, table, files, landed)
 
 
 def commit_state(start: StartOfLanding, state: LandingState, batch_id: str | None = None) -> None:
@@ -137,12 +141,22 @@ def commit_state(start: StartOfLanding, state: LandingState, batch_id: str | Non
     that fails if another landing committed since."""
     import pyarrow as pa
     from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
     document = json.dumps(state.to_json(), sort_keys=True, separators=(",", ":"), default=str)
     data = pa.table({STATE_COLUMN: pa.array([document], pa.string())})
+    table = start.state_table
     began = time.perf_counter()
     try:
-        start.state_table.overwrite(data, snapshot_properties={BATCH_PROPERTY: batch_id} if batch_id else {})
+        # One snapshot that swaps the document's file (`Table.overwrite` would plan a delete
+        # and commit two snapshots).
+        with table.transaction() as tx:
+            properties = {BATCH_PROPERTY: batch_id} if batch_id else {}
+            with tx.update_snapshot(snapshot_properties=properties).overwrite() as swap:
+                for old in start.state_files:
+                    swap.delete_data_file(old)
+                for new in _dataframe_to_data_files(table_metadata=tx.table_metadata, df=data, io=table.io):
+                    swap.append_data_file(new)
     except CommitFailedException as exc:
         raise LandingConflict(f"another landing of source {start.source!r} committed meanwhile; rerun "
                               f"(nothing of this landing is visible: {exc})") from None
