@@ -34,10 +34,10 @@ from cdc_assets.lib.codecs.base import EVENT_ROUTING_MS
 from cdc_assets.lib.layouts import UNPARSED_TOPIC, get_layout
 from cdc_assets.lib.layouts.base import relative_path, unparsed_place
 from cdc_assets.lib.landing_tables import (
-    BATCH_COLUMN, LANDED_MESSAGES, LANDING_WATERMARKS, WINDOW_COLUMN, LandingConflict, append_batch, batch_rows,
-    commit_state, committed, drop_landing_tables, landing_table, load_state, read_landed, remove_uncommitted_batches,
-    start_landing,
+    BATCH_COLUMN, LANDED_MESSAGES, LANDING_WATERMARKS, WINDOW_COLUMN, append_batch, batch_rows, commit_state,
+    committed, drop_landing_tables, landing_table, load_state, read_landed, remove_uncommitted_batches, start_landing,
 )
+from cdc_assets.lib.landing_tables import LandingConflict  # noqa: F401  (what `land` raises on a lost race)
 from cdc_assets.lib.tso import plausible_ms
 from cdc_assets.lib.watermark_audit import plausible_watermark, regressions_by_partition
 from cdc_assets.lib.watermark_state import LandingState

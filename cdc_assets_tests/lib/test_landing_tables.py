@@ -47,7 +47,7 @@ def test_the_landed_tables_are_read_with_pyiceberg_alone(spark, tmp_path):
     catalog = load_pyiceberg_catalog(warehouse)  # no Spark from here on
     (document,) = catalog.load_table(("src", "landing_state")).scan().to_arrow().column("state").to_pylist()
     batches = json.loads(document)["batches"]
-    assert [(b["batch_id"], b["windows"]) for b in batches] == [(result.batch_id, [T0, T0 + HOUR])]
+    assert [(b["batch_id"], b["windows"]) for b in batches] == [(result.batch_id, [T0, T0 + HOUR, T0 + 2 * HOUR])]
     committed = In("batch_id", [b["batch_id"] for b in batches])
     messages = catalog.load_table(("src", "landed_messages")).scan(row_filter=committed).to_arrow()
     assert sorted(zip(messages.column("window_start_ms").to_pylist(), messages.column("kafka_offset").to_pylist(),
