@@ -77,7 +77,8 @@ def test_a_landing_that_loses_the_race_fails_and_leaves_nothing_visible(spark, t
 
     def other_landing_commits_first(start, state, batch_id=None):
         if not raced:  # our landing wrote its batch; another one lands and commits now
-            raced.append(_land(spark, theirs, warehouse))
+            raced.append(None)
+            raced[0] = _land(spark, theirs, warehouse)
         return commit(start, state, batch_id)
 
     monkeypatch.setattr(landing, "commit_state", other_landing_commits_first)
