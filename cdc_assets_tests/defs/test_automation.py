@@ -60,7 +60,7 @@ def _iceberg_snapshot(warehouse, identifier: tuple[str, str]) -> int:
 
     warehouse.mkdir(parents=True, exist_ok=True)
     catalog = load_pyiceberg_catalog(warehouse)
-    catalog.create_namespace(identifier[0])
+    catalog.create_namespace_if_not_exists(identifier[0])
     rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
     table = catalog.create_table(identifier, rows.schema, location=str(warehouse / "t"))
     table.append(rows)
