@@ -18,7 +18,7 @@ from cdc_assets import connect_server
 from cdc_assets.lib.codecs import DECODERS
 from cdc_assets.lib.layouts import LAYOUTS, check_layout_options
 from cdc_assets.lib.s3_dump import is_s3_uri
-from cdc_assets.lib.settings import SourceConfig, load_settings, quarantine_rate
+from cdc_assets.lib.settings import SourceConfig, load_settings, quarantine_rate, warehouse_location
 from cdc_assets.lib.watermark_state import COMPLETENESS_MODES
 
 
@@ -60,16 +60,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from cdc_assets.lib.input_files import local_dump_root, sync_s3_source
     from cdc_assets.replay import default_instance, replay
 
-    base = load_settings()
+    base = load_settings().with_overrides(warehouse=warehouse_location(args.warehouse))
     layout, protocol, options = args.layout, args.protocol, _options(args.option)
     layout_options = _layout_options(args)
     # `--layout auto` alone on a folder not there yet is left to the landing (which detects it then)
     if protocol == "auto" or (layout == "auto" and (is_s3_uri(args.input) or Path(args.input).is_dir())):
         source = SourceConfig(name=args.source, protocol="canal-json", input_path=args.input)
-        landing_root = Path(args.warehouse).absolute() / args.source / "landing"
+        warehouse = base.iceberg_warehouse
         if is_s3_uri(args.input):  # detection reads the mirror the landing reads (and reuses)
-            sync_s3_source(source, landing_root, _s3_client(base))
-        layout, protocol, options = _resolve_auto(args, local_dump_root(source, landing_root))
+            sync_s3_source(source, warehouse, _s3_client(base))
+        layout, protocol, options = _resolve_auto(args, local_dump_root(source, warehouse))
     check_layout_options(layout, layout_options)  # before any landing: exit 2 naming the known ones
     source = SourceConfig(
         name=args.source, protocol=protocol,
@@ -80,9 +80,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             os.environ.get("CDC_ASSETS_MAX_QUARANTINE_RATE", "0.01") if args.max_quarantine_rate is None
             else args.max_quarantine_rate),
     )
-    settings = base.with_overrides(
-        warehouse=Path(args.warehouse).absolute(), sources=(source,), window_minutes=args.window_minutes,
-    )
+    settings = base.with_overrides(sources=(source,), window_minutes=args.window_minutes)
     summary = replay(settings, source.name, default_instance())
     print(json.dumps(summary.as_json(), sort_keys=True))
     return 0 if summary.ok else 1
@@ -120,7 +118,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         return start_spark_session(spark_config(load_settings()))
 
-    for t in export_snapshot(args.warehouse, args.source, Path(args.out), args.as_of, spark=spark):
+    warehouse = load_settings().with_overrides(warehouse=warehouse_location(args.warehouse)).iceberg_warehouse
+    for t in export_snapshot(warehouse, args.source, Path(args.out), args.as_of, spark=spark):
         print(json.dumps({"table": f"{t.database}.{t.table}", "rows": t.rows, "path": str(t.path)}))
     return 0
 
@@ -128,7 +127,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_tables(args: argparse.Namespace) -> int:
     from cdc_assets.lib.warehouse_tables import TablesError, render_text, tables_json
 
-    from cdc_assets.lib.settings import warehouse_location
 
     try:
         settings = load_settings()
@@ -192,7 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: detected from a sample of the messages, as `inspect` does (said on stderr)")
     r.add_argument("--input", required=True,
                    help="folder holding the dump files, or s3://bucket/prefix (endpoint: CDC_ASSETS_S3_ENDPOINT_URL)")
-    r.add_argument("--warehouse", required=True, help="folder for the landing area and every layer")
+    r.add_argument("--warehouse", required=True,
+                   help="a folder or s3://bucket/prefix for every layer's Iceberg tables (the catalog and S3 "
+                        "settings come from the environment: docs/deploying.md)")
     r.add_argument("--layout", default="auto", choices=["auto", *LAYOUTS])
     r.add_argument("--source", default="replay", help="source name (asset key prefix)")
     r.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",

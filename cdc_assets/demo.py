@@ -25,13 +25,13 @@ def run_demo() -> int:
         generate(sample, seed=SAMPLE_SEED, layout="kafka-parquet")
     summary = replay(settings, source.name, default_instance())
 
-    windows = list_manifests(settings.warehouse, source.name)
+    windows = list_manifests(settings.iceberg_warehouse, source.name)
     if not windows:
         print("no window was materialized", file=sys.stderr)
         return 1
-    manifest = read_manifest(settings.warehouse, source.name, windows[-1])
+    manifest = read_manifest(settings.iceberg_warehouse, source.name, windows[-1])
     truth = load_truth(truth_path)
-    verdict = compare_window(settings.warehouse, source.name, manifest, truth, windows[-1])
+    verdict = compare_window(settings.iceberg_warehouse, source.name, manifest, truth, windows[-1])
     print(f"\nsnapshots at the end of window starting {windows[-1]} ms ({len(windows)} windows materialized):")
     print(f"{'table':<28} {'rows':>7} {'cols':>5}  {'vs truth':<10} Iceberg table @ tag")
     for tid, t in sorted(manifest["tables"].items()):

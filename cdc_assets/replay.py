@@ -103,8 +103,7 @@ def replay(
         ignored.update(_metadata_value(meta, "first_ignored_files", {}))
     for name, why in ignored.items():
         progress(f"[{source.name}] skipped {name}: {why}")
-    landing_root = settings.warehouse / source.name / "landing"
-    state = load_state(landing_root)
+    state = load_state(settings.iceberg_warehouse, source.name)
     summary.messages = sum(p["messages"] for p in state.partitions.values())
     summary.unroutable = state.unroutable_messages()
     policy = build.completeness()
@@ -141,7 +140,7 @@ def replay(
     for start, quiet in _runs_of_quiet(starts, state.windows):
         if quiet:
             # Nothing landed in these windows: each snapshot is the previous one (a manifest, no run).
-            carried = carry_quiet_windows(settings.warehouse, source.name, quiet, settings.window_ms)
+            carried = carry_quiet_windows(settings.iceberg_warehouse, source.name, quiet, settings.window_ms)
             summary.windows += carried
             summary.quiet_windows += carried
             if carried < len(quiet):
@@ -168,9 +167,9 @@ def replay(
         if not result.success:
             summary.ok = False
             break
-    manifests = list_manifests(settings.warehouse, source.name)
+    manifests = list_manifests(settings.iceberg_warehouse, source.name)
     if manifests:
-        last = read_manifest(settings.warehouse, source.name, manifests[-1]) or {"tables": {}}
+        last = read_manifest(settings.iceberg_warehouse, source.name, manifests[-1]) or {"tables": {}}
         summary.tables = len(last["tables"])
         summary.rows = sum(t["rows"] for t in last["tables"].values())
     summary.ok = summary.ok and not summary.checks_failed

@@ -120,3 +120,57 @@ def test_sigkill_mid_window_then_rerun_equals_an_uninterrupted_run(tmp_path):
     assert (again["events"], again["duplicates"], again["late"], again["quarantined"]) == (
         first["events"], first["duplicates"], first["late"], first["quarantined"])
     assert not any((crashed / "warehouse").rglob(".tmp-*")), "a killed writer's temporary files were left"
+
+
+# A landing whose process group is SIGKILLed once its batch's messages and watermarks are
+# committed, just before the state commit (lib/landing_tables.py, the commit point).
+_KILLED_LANDING = """
+import os, signal, sys
+from pathlib import Path
+from cdc_assets.defs.resources import spark_config, start_spark_session
+from cdc_assets.lib import landing
+from cdc_assets.lib.codecs import get_decoder
+from cdc_assets.lib.settings import load_settings
+
+def killed(*args, **kwargs):
+    os.killpg(0, signal.SIGKILL)
+
+landing.commit_state = killed
+conf = spark_config(load_settings({}))
+conf.update({"spark.master": "local[1]", "spark.sql.shuffle.partitions": "2"})
+landing.land(start_spark_session(conf), dump_root=Path(sys.argv[1]), layout="kafka-parquet",
+             decoder=get_decoder("canal-json"), warehouse=Path(sys.argv[2]), source="src", window_ms=3_600_000)
+"""
+
+
+def test_sigkill_between_the_batch_and_the_state_commit_leaves_nothing_visible_and_lands_once(spark, tmp_path):
+    from cdc_assets.lib.codecs import get_decoder
+    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+    from cdc_assets.lib.landing import land, load_state, read_watermark_index, read_window_messages
+
+    dump = generate(tmp_path / "sim", seed=5, layout="kafka-parquet", row_changes=200,
+                    duration_ms=150 * 60_000).dump_dir
+    warehouse = tmp_path / "warehouse"
+    killed = subprocess.run([sys.executable, "-c", _KILLED_LANDING, str(dump), str(warehouse)],
+                            env={**os.environ}, capture_output=True, text=True, timeout=600, start_new_session=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+
+    # The killed landing's rows are in the table, but no state lists their batch: unread.
+    catalog = load_pyiceberg_catalog(warehouse)
+    orphans = catalog.load_table(("src", "landed_messages")).scan().to_arrow()
+    windows = sorted({w for w in orphans.column("window_start_ms").to_pylist() if w is not None})
+    assert len(orphans) > 0 and windows
+    assert load_state(warehouse, "src").batches == []
+    assert all(read_window_messages(spark, warehouse, "src", w).count() == 0 for w in windows)
+    assert read_watermark_index(spark, warehouse, "src").count() == 0
+
+    result = land(spark, dump_root=dump, layout="kafka-parquet", decoder=get_decoder("canal-json"),
+                  warehouse=warehouse, source="src", window_ms=3_600_000)
+    assert result.new_files == len(list(dump.rglob("*.parquet")))
+    state = load_state(warehouse, "src")
+    assert [b["batch_id"] for b in state.batches] == [result.batch_id]
+    for w, n in state.windows.items():  # each message once: no copy of the killed batch
+        rows = read_window_messages(spark, warehouse, "src", w)
+        assert rows.count() == rows.select("topic", "kafka_partition", "kafka_offset").distinct().count() == n
+    # The killed batch's rows were deleted by the landing that committed after it.
+    assert len(catalog.load_table(("src", "landed_messages")).scan().to_arrow()) == sum(state.windows.values())

@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from cdc_assets.lib.landing import ROUTED_WINDOWS
+from cdc_assets.lib.landing_tables import LANDED_MESSAGES, read_landed
 from cdc_assets.lib.simulator.protocols import ENCODERS
 from cdc_assets.lib.truth import load_truth
 from cdc_assets_tests.e2e import differences_at_instants, differences_from_truth, simulate_and_replay
@@ -43,6 +44,6 @@ def test_encoding_reconstructs_the_truth(tmp_path, spark, seed, protocol, layout
     assert complete - 1 <= summary.windows <= complete and summary.windows >= 1
     assert differences_from_truth(settings, dump.truth_path) == {}
     if protocol == "open-protocol":  # the case this checks: batches landed in two windows
-        landed = spark.read.parquet(str(settings.warehouse / "src" / "landing" / "messages"))
+        landed = read_landed(spark, settings.warehouse, "src", LANDED_MESSAGES)
         assert landed.where(F.col(ROUTED_WINDOWS).isNotNull()).count() >= 2
     assert differences_at_instants(spark, settings, dump.truth_path, seed=seed) == {}

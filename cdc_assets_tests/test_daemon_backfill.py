@@ -188,7 +188,7 @@ def dagster_stack(tmp_path_factory, spark):
     (tmp / "workspace.yaml").write_text(WORKSPACE_YAML)
     land(spark, dump_root=dump.dump_dir, layout="kafka-parquet",
          decoder=get_decoder("canal-json", {"time-zone": "UTC"}),
-         landing_root=warehouse / SOURCE / "landing", window_ms=HOUR)
+         warehouse=warehouse, source=SOURCE, window_ms=HOUR)
 
     env = {**os.environ, "DAGSTER_HOME": str(home), "CDC_ASSETS_HOME": str(tmp / "cdc_home"),
            "CDC_ASSETS_WAREHOUSE": str(warehouse), "CDC_ASSETS_SOURCE": SOURCE,

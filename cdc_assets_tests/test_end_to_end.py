@@ -114,15 +114,14 @@ def test_incomplete_window_is_not_materialized_and_its_check_blocks(parquet_run,
 
 def test_landing_again_changes_nothing(parquet_run, spark):
     dump, _, settings = parquet_run
-    landing = settings.warehouse / "src" / "landing"
-    before = load_state(landing).to_json()
+    before = load_state(settings.warehouse, "src").to_json()
     # Same content under a new name is recognised by its digest, not its path.
     first = sorted(dump.dump_dir.rglob("*.parquet"))[0]
     (first.parent / ("copy-" + first.name)).write_bytes(first.read_bytes())
     from cdc_assets.replay import replay
 
     again = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
-    after = load_state(landing).to_json()
+    after = load_state(settings.warehouse, "src").to_json()
     assert again.files_landed == 0
     assert before["partitions"] == after["partitions"] and before["windows"] == after["windows"]
     assert differences_from_truth(settings, dump.truth_path) == {}

@@ -68,8 +68,7 @@ def test_s3_dump_replays_to_the_truth(s3_run):
 
 def test_landing_again_downloads_and_lands_only_new_objects(s3_run):
     dump, _, settings, instance, client = s3_run
-    landing = settings.warehouse / "src" / "landing"
-    assert files_not_landed(settings.source("src"), landing, client) == []
+    assert files_not_landed(settings.source("src"), settings.warehouse, client) == []
 
     again = _land(settings, instance)
     assert (again["new_files"], again["s3_objects_downloaded"]) == (0, 0)
@@ -77,10 +76,10 @@ def test_landing_again_downloads_and_lands_only_new_objects(s3_run):
     # Same content under a new key: downloaded (the key is new) but not landed twice (same digest).
     first = dump.files[0]
     client.upload_file(str(first), "cdc", "dumps/orders/copy/" + first.name)
-    assert [f.name for f in files_not_landed(settings.source("src"), landing, client)] == ["copy/" + first.name]
+    assert [f.name for f in files_not_landed(settings.source("src"), settings.warehouse, client)] == ["copy/" + first.name]
     third = _land(settings, instance)
     assert (third["new_files"], third["skipped_files"], third["s3_objects_downloaded"]) == (0, len(dump.files) + 1, 1)
-    assert files_not_landed(settings.source("src"), landing, client) == []
+    assert files_not_landed(settings.source("src"), settings.warehouse, client) == []
 
 
 def test_credentials_stay_in_the_environment(s3_run):

@@ -48,16 +48,15 @@ def pending_window_keys(b: SourceBuild, instance: DagsterInstance) -> list[str]:
     Quiet windows (nothing landed) that can be committed now are carried forward here, by a
     manifest and no run (`carry_quiet_windows`); the windows with data after them are
     returned, up to the first quiet window that must wait for one of them."""
-    landing_root = b.settings.warehouse / b.source.name / "landing"
     busy = _windows_with_active_runs(instance, b)
-    state = load_state(landing_root)
+    state = load_state(b.settings.iceberg_warehouse, b.source.name)
     pending = windows_to_materialize(
         state, b.completeness(), b.settings.window_ms,
-        int(b.settings.partition_start.timestamp() * 1000), set(list_manifests(b.settings.warehouse, b.source.name)), limit=None,
+        int(b.settings.partition_start.timestamp() * 1000), set(list_manifests(b.settings.iceberg_warehouse, b.source.name)), limit=None,
     )
     keys = {w: partition_key_for_ms(b.partitions_def, w) for w in pending}
     carry, runs = split_quiet(pending, state.windows, busy=frozenset(w for w, k in keys.items() if k in busy))
-    carried = carry_quiet_windows(b.settings.warehouse, b.source.name, carry, b.settings.window_ms)
+    carried = carry_quiet_windows(b.settings.iceberg_warehouse, b.source.name, carry, b.settings.window_ms)
     if carried < len(carry):  # a quiet window with no snapshot before it (the first partition): it runs
         stuck = keys[carry[carried]]
         return [] if stuck in busy else [stuck]
@@ -155,17 +154,17 @@ def build_landing_sensor(b: SourceBuild, windows_job, land_job):
         "the global watermark has completed (not the clock).",
     )
     def landing_sensor(context: SensorEvaluationContext, s3: S3Resource):
-        landing_root = b.settings.warehouse / b.source.name / "landing"
+        warehouse = b.settings.iceberg_warehouse
         client = s3.get_client() if b.is_s3 else None  # an s3:// source lists its prefix
-        files = list_input_files(b.source, landing_root, client)
-        new = files_not_landed(b.source, landing_root, client)
-        wm = load_state(landing_root).global_watermark_ts(b.completeness())
+        files = list_input_files(b.source, client)
+        new = files_not_landed(b.source, warehouse, client)
+        wm = load_state(warehouse, b.source.name).global_watermark_ts(b.completeness())
         requests = []
         if new:
             # One landing per distinct set of new files: the run key dedupes repeated ticks.
             # One more once they have settled: a landing that waited for a file cut short
             # lands it then, though it never changes again (a writer that died).
-            unsettled = "" if settled(b.source, landing_root, new, b.settings.settle_seconds) else "-unsettled"
+            unsettled = "" if settled(b.source, warehouse, new, b.settings.settle_seconds) else "-unsettled"
             requests.append(RunRequest(run_key=f"land-{_listing_digest(new)}{unsettled}", job_name=land_job.name))
         # A window's run key names the watermark that completed it: a failed window is
         # retried once the watermark moves again (or from the UI), never in a tight loop.

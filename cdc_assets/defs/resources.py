@@ -158,6 +158,7 @@ class WarehouseResource(ConfigurableResource):
     s3_endpoint_url: Optional[str] = None
     s3_region: Optional[str] = None
     s3_path_style: Optional[bool] = None
+    work_dir: Optional[str] = None  # local folder of an s3 warehouse's input mirror (Warehouse.work_dir)
 
     @property
     def iceberg(self) -> Warehouse:
@@ -166,13 +167,7 @@ class WarehouseResource(ConfigurableResource):
         return Warehouse(self.root, catalog_type=self.catalog_type, catalog_uri=self.catalog_uri,
                          catalog_properties=tuple({**self.catalog_properties, **secret}.items()),
                          s3_endpoint=self.s3_endpoint_url, s3_region=self.s3_region,
-                         s3_path_style=self.s3_path_style)
-
-    def source_root(self, source: str) -> Path:
-        return Path(self.root) / source
-
-    def landing_root(self, source: str) -> Path:
-        return self.source_root(source) / "landing"
+                         s3_path_style=self.s3_path_style, work_dir=self.work_dir)
 
     def layer_table(self, spark, asset_path: list[str]) -> WindowTable:
         """The Iceberg table of a windowed layer: `<source>.<layer>` (asset key [source, layer])."""
@@ -188,7 +183,7 @@ def warehouse_resource(settings: Settings) -> WarehouseResource:
     return WarehouseResource(root=warehouse.location, catalog_type=warehouse.catalog_type,
                              catalog_uri=warehouse.catalog_uri, catalog_properties=shown,
                              s3_endpoint_url=warehouse.s3_endpoint, s3_region=warehouse.s3_region,
-                             s3_path_style=warehouse.s3_path_style)
+                             s3_path_style=warehouse.s3_path_style, work_dir=warehouse.work_dir)
 
 
 class IcebergIOManager(ConfigurableIOManager):

@@ -44,17 +44,13 @@ class SourceBuild:
         return Completeness(mode, self.source.allowed_lateness_seconds * 1000)
 
     @property
-    def landing_root(self) -> Path:
-        return self.settings.warehouse / self.source.name / "landing"
-
-    @property
     def is_s3(self) -> bool:
         return is_s3_uri(self.source.input_path)
 
     @property
     def dump_root(self) -> Path:
         """The local folder landing reads (for an S3 source: the mirror of its prefix)."""
-        return local_dump_root(self.source, self.landing_root)
+        return local_dump_root(self.source, self.settings.iceberg_warehouse)
 
     def _layout_or_none(self) -> str | None:
         try:

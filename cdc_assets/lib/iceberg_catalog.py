@@ -65,6 +65,9 @@ class Warehouse:
     s3_endpoint: str | None = None  # an S3-compatible store (MinIO, moto); None: AWS
     s3_region: str | None = None
     s3_path_style: bool | None = None  # None: path-style exactly when there is an endpoint
+    # A local folder for what only this machine needs (an S3 source's input mirror): the
+    # location itself for a local warehouse; an s3 one needs its own (Settings: <home>/work).
+    work_dir: str | None = None
 
     def __post_init__(self) -> None:
         location = _normalized_location(self.location)
@@ -92,6 +95,15 @@ class Warehouse:
     @property
     def is_s3(self) -> bool:
         return self.location.startswith("s3://")
+
+    @property
+    def local_work(self) -> Path:
+        if self.work_dir is not None:
+            return Path(self.work_dir)
+        if self.is_s3:
+            raise ValueError(f"the s3 warehouse {self.location} has no local work folder: pass "
+                             "Settings.iceberg_warehouse, which has one (<CDC_ASSETS_HOME>/work)")
+        return Path(self.location)
 
     @property
     def properties(self) -> dict[str, str]:

@@ -148,13 +148,14 @@ class IcebergTable:
         the namespace together would collide in the catalog)."""
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self.catalog}.{_quote(self.namespace)}")
 
-    def ensure(self, spark: SparkSession, schema: T.StructType, partition: str | None = None) -> None:
-        """Create the table (all columns nullable), partitioned by the column `partition` if
-        one is given; its namespace exists (`ensure_namespace`)."""
+    def ensure(self, spark: SparkSession, schema: T.StructType, partition: str | tuple[str, ...] | None = None) -> None:
+        """Create the table (all columns nullable), partitioned by the column(s) `partition` if
+        given; its namespace exists (`ensure_namespace`)."""
         if self.exists(spark):
             return
         columns = ", ".join(f"{_quote(f.name)} {iceberg_type(f.dataType).simpleString()}" for f in schema.fields)
-        partitioned = f" PARTITIONED BY ({_quote(partition)})" if partition else ""
+        partitions = (partition,) if isinstance(partition, str) else tuple(partition or ())
+        partitioned = f" PARTITIONED BY ({', '.join(_quote(p) for p in partitions)})" if partitions else ""
         properties = ", ".join(f"'{k}'='{sql_text(v)}'" for k, v in TABLE_PROPERTIES.items())
         # no location: the catalog's default one for the table (its warehouse, any scheme)
         located = f" LOCATION '{sql_text(self.location)}'" if self.location else ""

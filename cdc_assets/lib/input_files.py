@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, Callable
 
+from cdc_assets.lib.iceberg_catalog import as_warehouse
 from cdc_assets.lib.landing import changed_within, load_state
 from cdc_assets.lib.layouts import LAYOUT_CLASSES, detect_layout, get_layout
 from cdc_assets.lib.layouts.base import is_hidden_name
 from cdc_assets.lib.s3_dump import MirrorResult, is_s3_uri, list_objects, mirror_prefix, not_mirrored
 from cdc_assets.lib.settings import SourceConfig
 
-MIRROR_DIR = "s3_mirror"  # below the source's landing root
+MIRROR_DIR = "s3_mirror"  # below `<warehouse>/<source>/landing`
 CHECKPOINT_FILE = "metadata"  # the storage sink's checkpoint-ts: needed to move its watermark
 
 
@@ -29,13 +30,16 @@ class InputFile:
     version: str  # mtime in ns (local file) or ETag (S3 object): changes with the content
 
 
-def mirror_root(landing_root: Path) -> Path:
-    return landing_root / MIRROR_DIR
+def mirror_root(warehouse, source_name: str) -> Path:
+    """The local folder an S3 source's objects are mirrored to (the landing reads local files):
+    `<warehouse>/<source>/landing/s3_mirror` for a local warehouse, where it always was; the
+    settings' local work folder instead for an `s3://` one (`Warehouse.local_work`)."""
+    return as_warehouse(warehouse).local_work / source_name / "landing" / MIRROR_DIR
 
 
-def local_dump_root(source: SourceConfig, landing_root: Path) -> Path:
+def local_dump_root(source: SourceConfig, warehouse) -> Path:
     """The folder landing reads: the source's folder, or the local mirror of its S3 prefix."""
-    return mirror_root(landing_root) if is_s3_uri(source.input_path) else Path(source.input_path)
+    return mirror_root(warehouse, source.name) if is_s3_uri(source.input_path) else Path(source.input_path)
 
 
 def resolved_layout(source: SourceConfig, root: Path) -> str | None:
@@ -64,14 +68,14 @@ def wanted_object(layout: str) -> Callable[[PurePath], bool]:
     return wanted
 
 
-def sync_s3_source(source: SourceConfig, landing_root: Path, s3_client: Any) -> MirrorResult:
+def sync_s3_source(source: SourceConfig, warehouse, s3_client: Any) -> MirrorResult:
     """Download the source's new S3 objects into its mirror (see `s3_dump.mirror_prefix`)."""
-    mirror_root(landing_root).mkdir(parents=True, exist_ok=True)
-    return mirror_prefix(s3_client, source.input_path, mirror_root(landing_root), wanted_object(source.layout))
+    mirror = mirror_root(warehouse, source.name)
+    mirror.mkdir(parents=True, exist_ok=True)
+    return mirror_prefix(s3_client, source.input_path, mirror, wanted_object(source.layout))
 
 
-def list_input_files(source: SourceConfig, landing_root: Path | None = None,
-                     s3_client: Any = None) -> list[InputFile]:
+def list_input_files(source: SourceConfig, s3_client: Any = None) -> list[InputFile]:
     """The source's data files: a local folder's files of its layout, or the objects under
     its S3 prefix that would be mirrored (`s3_client` required)."""
     if is_s3_uri(source.input_path):
@@ -83,19 +87,19 @@ def list_input_files(source: SourceConfig, landing_root: Path | None = None,
     return [_local_file(p, root) for p in _local_data_files(source, root)]
 
 
-def files_not_landed(source: SourceConfig, landing_root: Path, s3_client: Any = None) -> list[InputFile]:
+def files_not_landed(source: SourceConfig, warehouse, s3_client: Any = None) -> list[InputFile]:
     """Input files that landing has not landed in their current version (new or changed).
 
     For an S3 source: the objects the mirror does not hold yet, plus mirrored files that
     were not landed (a landing that failed after downloading)."""
     pending: list[InputFile] = []
-    root = local_dump_root(source, landing_root)
+    root = local_dump_root(source, warehouse)
     if is_s3_uri(source.input_path):
         if s3_client is None:
             raise ValueError(f"source {source.name!r} reads {source.input_path}: an S3 client is needed")
         objects = list_objects(s3_client, source.input_path, wanted_object(source.layout))
         pending += [InputFile(str(o.relative), o.size, o.etag) for o in not_mirrored(objects, root)]
-    state = load_state(landing_root)
+    state = load_state(warehouse, source.name)
     seen = {f.name for f in pending}
     for path in _local_data_files(source, root):
         digest = state.known_digest(path)
@@ -104,11 +108,11 @@ def files_not_landed(source: SourceConfig, landing_root: Path, s3_client: Any = 
     return pending
 
 
-def settled(source: SourceConfig, landing_root: Path, files: list[InputFile], settle_seconds: int) -> bool:
+def settled(source: SourceConfig, warehouse, files: list[InputFile], settle_seconds: int) -> bool:
     """Whether none of `files` changed in the last `settle_seconds`: the landing no longer
     waits for any of them, even if one is cut short (lib/landing.py). S3 objects not yet
     mirrored appear whole, so they count as settled."""
-    root = local_dump_root(source, landing_root)
+    root = local_dump_root(source, warehouse)
     return not any(changed_within(path, settle_seconds) for path in (root / f.name for f in files) if path.is_file())
 
 

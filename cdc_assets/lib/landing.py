@@ -1,4 +1,4 @@
-"""Incremental, idempotent landing of a topic dump into per-window message folders.
+"""Incremental, idempotent landing of a topic dump into the warehouse's landing tables.
 
 Landing reads only files it has not landed before (by content hash), places every
 message in the window of its routing time, and keeps the only cross-window state the
@@ -10,21 +10,19 @@ the landing waits, landing nothing, and the next landing tries again. One cut sh
 ago was left so by a writer that died: a line file is landed as it is (the cut record is
 quarantined), a Parquet file is left out and reported on every landing.
 
-Layout under `<landing root>`:
-  messages/window_start_ms=<ms>/batch=<id>/part-*.parquet   raw messages of a window (+ landing_seq
-                                                            and the routing columns counted at landing)
-  watermarks/batch=<id>/part-*.parquet                      (topic, partition, offset, watermark_ts)
-  state.json                                                partitions, watermarks, windows, files
+The landing area is three Iceberg tables of the source's namespace (the messages, the
+watermark index and the state, which is the commit point; tables and commit protocol in
+lib/landing_tables.py): nothing but the warehouse's catalog, so a local folder or an `s3://`
+warehouse alike, and one writer at a time by optimistic concurrency, not a lock.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import time
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pyspark.errors import PythonException
@@ -35,8 +33,11 @@ from cdc_assets.lib.codecs import Decoder
 from cdc_assets.lib.codecs.base import EVENT_ROUTING_MS
 from cdc_assets.lib.layouts import UNPARSED_TOPIC, get_layout
 from cdc_assets.lib.layouts.base import relative_path, unparsed_place
-from cdc_assets.lib.parquet_write import parquet_writer
-from cdc_assets.lib.storage import exclusive, read_json, remove_path, replace_dir, temp_sibling, window_dir, write_json_atomic
+from cdc_assets.lib.landing_tables import (
+    BATCH_COLUMN, LANDED_MESSAGES, LANDING_WATERMARKS, WINDOW_COLUMN, append_batch, batch_rows, commit_state,
+    committed, drop_landing_tables, landing_table, load_state, read_landed, remove_uncommitted_batches, start_landing,
+)
+from cdc_assets.lib.landing_tables import LandingConflict  # noqa: F401  (what `land` raises on a lost race)
 from cdc_assets.lib.tso import plausible_ms
 from cdc_assets.lib.watermark_audit import plausible_watermark, regressions_by_partition
 from cdc_assets.lib.watermark_state import LandingState
@@ -77,6 +78,8 @@ class LandingResult:
     unroutable_files: dict[str, dict] = field(default_factory=dict)
     # Files of the input not read as the layout, and why (a layout named explicitly: `scan_named`).
     ignored_files: dict[str, str] = field(default_factory=dict)
+    # How long the commit of the state took (pyiceberg; None: nothing committed).
+    state_commit_seconds: float | None = None
 
 
 def file_digest(path: Path) -> str:
@@ -87,35 +90,40 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def landing_lock(landing_root: Path):
-    """One lander at a time per landing area (sensor, schedule and CLI may overlap)."""
-    return exclusive(landing_root / "state.json")
+def _window_batches(state: LandingState, window_start_ms: int) -> tuple[list[str], list[str]]:
+    """The committed batches with messages in the window, and those whose messages without a
+    usable time (stored with a null window) joined it (`_unroutable_window`)."""
+    landed = [b["batch_id"] for b in state.batches if window_start_ms in b.get("windows", ())]
+    unroutable = [b["batch_id"] for b in state.batches if b.get("unroutable_window") == window_start_ms]
+    return landed, unroutable
 
 
-def messages_path(landing_root: Path, window_start_ms: int) -> Path:
-    return window_dir(landing_root / "messages", window_start_ms)
-
-
-def read_window_messages(spark: SparkSession, landing_root: Path, window_start_ms: int) -> DataFrame:
-    batches = sorted(str(p) for p in messages_path(landing_root, window_start_ms).glob("batch=*"))
-    if not batches:
+def read_window_messages(spark: SparkSession, warehouse, source: str, window_start_ms: int,
+                         state: LandingState | None = None) -> DataFrame:
+    """The window's landed messages of the batches `state` (default: the committed one) lists."""
+    state = load_state(warehouse, source) if state is None else state
+    landed, unroutable = _window_batches(state, window_start_ms)
+    table = read_landed(spark, warehouse, source, LANDED_MESSAGES) if landed else None
+    if table is None:
         return spark.createDataFrame([], LANDED_SCHEMA)
-    return spark.read.schema(LANDED_SCHEMA).parquet(*batches)
+    in_window = F.col(WINDOW_COLUMN) == F.lit(window_start_ms)
+    if unroutable:
+        in_window = in_window | (F.col(WINDOW_COLUMN).isNull() & F.col(BATCH_COLUMN).isin(unroutable))
+    return committed(table, landed).where(in_window).select(*[f.name for f in LANDED_SCHEMA.fields])
 
 
 # Every watermark landed, with its place in its Kafka partition (what the late rule reads).
 WATERMARK_INDEX_SCHEMA = "topic string, kafka_partition int, kafka_offset long, watermark_ts long"
+_WATERMARK_COLUMNS = ["topic", "kafka_partition", "kafka_offset", "watermark_ts"]
 
 
-def read_watermark_index(spark: SparkSession, landing_root: Path) -> DataFrame:
-    batches = sorted(str(p) for p in (landing_root / "watermarks").glob("batch=*"))
-    if not batches:
+def read_watermark_index(spark: SparkSession, warehouse, source: str, state: LandingState | None = None) -> DataFrame:
+    state = load_state(warehouse, source) if state is None else state
+    batches = [b["batch_id"] for b in state.batches]
+    table = read_landed(spark, warehouse, source, LANDING_WATERMARKS) if batches else None
+    if table is None:
         return spark.createDataFrame([], WATERMARK_INDEX_SCHEMA)
-    return spark.read.schema(WATERMARK_INDEX_SCHEMA).parquet(*batches)
-
-
-def load_state(landing_root: Path) -> LandingState:
-    return LandingState.from_json(read_json(landing_root / "state.json", default={}))
+    return committed(table, batches).select(*_WATERMARK_COLUMNS)
 
 
 def land(
@@ -124,98 +132,106 @@ def land(
     dump_root: Path,
     layout: str,
     decoder: Decoder,
-    landing_root: Path,
+    warehouse,
+    source: str,
     window_ms: int,
     settle_seconds: int = SETTLE_SECONDS,
     layout_named: bool = False,
     layout_options: Mapping[str, str] | None = None,
 ) -> LandingResult:
-    """`layout_named`: the user named the layout (not detected): every non-hidden file of the
-    dump is read as it, or reported in `ignored_files` with why not (`DumpLayout.scan_named`).
-    `layout_options`: the layout's own (`DumpLayout.default_options`)."""
-    with landing_lock(landing_root):
-        state = load_state(landing_root)
-        _remove_uncommitted_batches(landing_root, state)
-        state.check_window_ms(window_ms)
-        # Read the layout's checkpoint before listing: a file written after the listing is
-        # then not covered by a checkpoint we record now.
-        dump_layout = get_layout(layout, layout_options)
-        checkpoint = dump_layout.checkpoint_ts(dump_root)
-        if layout_named:
-            files, refused, ignored_paths = dump_layout.scan_named(dump_root)
-        else:
-            (files, refused), ignored_paths = dump_layout.scan(dump_root), {}
-        ignored = {str(p.relative_to(dump_root)): why for p, why in ignored_paths.items()}
-        if refused:
-            raise ValueError(f"{len(refused)} file(s) under {dump_root} cannot be read as {layout}: "
-                             + "; ".join(f"{path.relative_to(dump_root)}: {reason}"
-                                         for path, reason in list(refused.items())[:5]))
-        cut = _cut_files(files, dump_layout, state)
-        waiting = [p for p in cut if changed_within(p, settle_seconds)]
-        # Cut files that stopped changing were left so by a writer that died: line files are
-        # landed as they are (the cut record is quarantined); others cannot be read at all.
-        unreadable = [] if dump_layout.cut_files_readable else [p for p in cut if p not in waiting]
-        if waiting:
-            # Landing the others could move a partition's watermark past messages of a
-            # waiting file, which would then arrive late: wait for the whole set.
-            return LandingResult(0, 0, 0, None, state, waiting_files=_names(waiting, dump_root),
-                                 unreadable_files=_names(unreadable, dump_root), ignored_files=ignored)
-        files = [p for p in files if p not in unreadable]
-        new: dict[str, Path] = {}
-        for path in files:
-            digest = state.known_digest(path)
-            if digest is None:
-                digest = file_digest(path)
-            if digest not in state.landed_digests and digest not in new:
-                new[digest] = path
-            state.remember_file(path, digest)
-        skipped = len(files) - len(new)
-        if not new:
-            state.apply_checkpoint(checkpoint)
-            write_json_atomic(landing_root / "state.json", state.to_json())
-            return LandingResult(0, skipped, 0, None, state, unreadable_files=_names(unreadable, dump_root),
-                                 ignored_files=ignored)
-
-        batch_id = hashlib.sha256("".join(sorted(new)).encode()).hexdigest()[:16]
-        routed = _route(decoder, dump_layout.read(spark, list(new.values()), dump_root))
-        if EVENT_ROUTING_MS not in routed.columns:
-            routed = routed.withColumn(EVENT_ROUTING_MS, F.lit(None).cast("array<long>"))
-        routed = routed.withColumns({
-            UNROUTABLE_REASON: unroutable_reason(),
-            "routing_ms": plausible_ms(F.col("routing_ms")),
-            "claimed_watermark_ts": F.col("watermark_ts"),
-            "watermark_ts": plausible_watermark(F.col("watermark_ts")),
-            # Newest landing wins when the same offset is landed again with other content.
-            "landing_seq": F.lit(len(state.batches)).cast("int"),
-        })
-        staging = temp_sibling(landing_root / f"staging-{batch_id}")
-        try:
-            # One pass over the dump's bytes: the messages are written once, by window. The
-            # counts, the watermark index and the audit then read the staged files' small
-            # columns, not the message values (no cache of the whole batch in memory).
-            try:
-                _stage_messages(routed, staging, window_ms)
-            except PythonException as exc:  # e.g. an object the layout cannot read: its one line
-                raise ValueError(f"cannot land the {layout} files under {dump_root}: {_worker_error(exc)}") from exc
-            staged = spark.read.schema(_STAGED_SCHEMA).parquet(str(staging))
-            unroutable_window = _unroutable_window(staged, window_ms, state)
-            staged = staged.withColumn(
-                "window_start_ms", F.coalesce(F.col("window_start_ms"), F.lit(unroutable_window)))
-            regressed = regressions_by_partition(
-                read_watermark_index(spark, landing_root), staged.where(F.col("watermark_ts").isNotNull()))
-            stats = _collect_stats(staged, dump_root)
-            _write_watermarks(staged, landing_root, batch_id)
-            # Last: `staged` reads the staging folder, which publishing empties.
-            _publish_messages(staging, landing_root, batch_id, unroutable_window)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        state.apply_batch(batch_id, sorted(new), stats)
-        state.record_ignored_watermarks(regressed, stats.implausible_watermarks)
+    """Land the new files of `dump_root` into `source`'s landing tables of `warehouse` (a
+    location only the catalog helpers open). `layout_named`: the user named the layout (not
+    detected): every non-hidden file of the dump is read as it, or reported in `ignored_files`
+    with why not (`DumpLayout.scan_named`). `layout_options`: the layout's own
+    (`DumpLayout.default_options`). A LandingConflict when another landing of the source
+    committed meanwhile (lib/landing_tables.py)."""
+    start = start_landing(warehouse, source)
+    state = start.state
+    state.check_window_ms(window_ms)
+    # Read the layout's checkpoint before listing: a file written after the listing is
+    # then not covered by a checkpoint we record now.
+    dump_layout = get_layout(layout, layout_options)
+    checkpoint = dump_layout.checkpoint_ts(dump_root)
+    if layout_named:
+        files, refused, ignored_paths = dump_layout.scan_named(dump_root)
+    else:
+        (files, refused), ignored_paths = dump_layout.scan(dump_root), {}
+    ignored = {str(p.relative_to(dump_root)): why for p, why in ignored_paths.items()}
+    if refused:
+        raise ValueError(f"{len(refused)} file(s) under {dump_root} cannot be read as {layout}: "
+                         + "; ".join(f"{path.relative_to(dump_root)}: {reason}"
+                                     for path, reason in list(refused.items())[:5]))
+    cut = _cut_files(files, dump_layout, state)
+    waiting = [p for p in cut if changed_within(p, settle_seconds)]
+    # Cut files that stopped changing were left so by a writer that died: line files are
+    # landed as they are (the cut record is quarantined); others cannot be read at all.
+    unreadable = [] if dump_layout.cut_files_readable else [p for p in cut if p not in waiting]
+    if waiting:
+        # Landing the others could move a partition's watermark past messages of a
+        # waiting file, which would then arrive late: wait for the whole set.
+        return LandingResult(0, 0, 0, None, state, waiting_files=_names(waiting, dump_root),
+                             unreadable_files=_names(unreadable, dump_root), ignored_files=ignored)
+    files = [p for p in files if p not in unreadable]
+    before = state.to_json()
+    new: dict[str, Path] = {}
+    for path in files:
+        digest = state.known_digest(path)
+        if digest is None:
+            digest = file_digest(path)
+        if digest not in state.landed_digests and digest not in new:
+            new[digest] = path
+        state.remember_file(path, digest)
+    skipped = len(files) - len(new)
+    if not new:
         state.apply_checkpoint(checkpoint)
-        write_json_atomic(landing_root / "state.json", state.to_json())
-        return LandingResult(len(new), skipped, stats.messages, batch_id, state,
-                             regressed, stats.implausible_watermarks, unreadable_files=_names(unreadable, dump_root),
-                             unroutable_files=stats.unroutable_files, ignored_files=ignored)
+        if state.to_json() != before:  # new fingerprints, a checkpoint that moved
+            commit_state(start, state)
+            remove_uncommitted_batches(warehouse, start, state)
+        return LandingResult(0, skipped, 0, None, state, unreadable_files=_names(unreadable, dump_root),
+                             ignored_files=ignored)
+
+    # The files' content names the batch; the suffix tells apart two attempts to land the
+    # same files (a landing killed before its state commit, then run again).
+    batch_id = hashlib.sha256("".join(sorted(new)).encode()).hexdigest()[:16] + "-" + uuid.uuid4().hex[:8]
+    routed = _route(decoder, dump_layout.read(spark, list(new.values()), dump_root))
+    if EVENT_ROUTING_MS not in routed.columns:
+        routed = routed.withColumn(EVENT_ROUTING_MS, F.lit(None).cast("array<long>"))
+    routed = routed.withColumns({
+        UNROUTABLE_REASON: unroutable_reason(),
+        "routing_ms": plausible_ms(F.col("routing_ms")),
+        "claimed_watermark_ts": F.col("watermark_ts"),
+        "watermark_ts": plausible_watermark(F.col("watermark_ts")),
+        # Newest landing wins when the same offset is landed again with other content.
+        "landing_seq": F.lit(len(state.batches)).cast("int"),
+    })
+    # One pass over the dump's bytes: the messages are written once, by window, in the
+    # batch's one commit. The counts, the watermark index and the audit then read the
+    # batch's small columns back, not the message values (no cache of the batch in memory).
+    try:
+        append_batch(spark, landing_table(spark, warehouse, source, LANDED_MESSAGES),
+                     _landed_rows(routed, window_ms), batch_id, (WINDOW_COLUMN, BATCH_COLUMN))
+    except PythonException as exc:  # e.g. an object the layout cannot read: its one line
+        raise ValueError(f"cannot land the {layout} files under {dump_root}: {_worker_error(exc)}") from exc
+    staged = batch_rows(spark, warehouse, source, batch_id)
+    unroutable_window, has_unroutable = _unroutable_window(staged, window_ms, state)
+    staged = staged.withColumn(WINDOW_COLUMN, F.coalesce(F.col(WINDOW_COLUMN), F.lit(unroutable_window)))
+    regressed = regressions_by_partition(
+        read_watermark_index(spark, warehouse, source, state), staged.where(F.col("watermark_ts").isNotNull()))
+    stats = _collect_stats(staged, dump_root)
+    if has_unroutable:
+        stats = replace(stats, unroutable_window=unroutable_window)
+    append_batch(spark, landing_table(spark, warehouse, source, LANDING_WATERMARKS),
+                 staged.where(F.col("watermark_ts").isNotNull()).select(*_WATERMARK_COLUMNS).coalesce(1),
+                 batch_id, (BATCH_COLUMN,))
+    state.apply_batch(batch_id, sorted(new), stats)
+    state.record_ignored_watermarks(regressed, stats.implausible_watermarks)
+    state.apply_checkpoint(checkpoint)
+    commit_state(start, state, batch_id)  # the commit point
+    remove_uncommitted_batches(warehouse, start, state)
+    return LandingResult(len(new), skipped, stats.messages, batch_id, state,
+                         regressed, stats.implausible_watermarks, unreadable_files=_names(unreadable, dump_root),
+                         unroutable_files=stats.unroutable_files, ignored_files=ignored,
+                         state_commit_seconds=start.commit_seconds)
 
 
 # Why a message has no usable time of its protocol (null: it has one). Such a message is
@@ -289,30 +305,9 @@ def _names(paths: list[Path], root: Path) -> list[str]:
     return [str(p.relative_to(root)) for p in paths]
 
 
-def _remove_uncommitted_batches(landing_root: Path, state: LandingState) -> None:
-    """A landing killed before it wrote state.json leaves batch folders no state knows:
-    remove them (their files are landed again), so no message is landed twice."""
-    committed = {b["batch_id"] for b in state.batches}
-    for folder in [*landing_root.glob("messages/window_start_ms=*/batch=*"), *landing_root.glob("watermarks/batch=*")]:
-        if folder.name.split("=", 1)[1] not in committed:
-            shutil.rmtree(folder, ignore_errors=True)
-    for stale in [*landing_root.glob(".tmp-*"), *landing_root.glob("messages/*/.tmp-*"),
-                  *landing_root.glob("watermarks/.tmp-*")]:
-        remove_path(stale)
-
-
-# Staged message files carry, next to the landed columns, what the counts and the audit read.
+# Stored next to the landed columns: what the counts and the audit read back, and why a
+# message has no usable time.
 _ROUTING_COLUMNS = ["routing_ms", "watermark_ts", "claimed_watermark_ts"]
-_STAGED_SCHEMA = T.StructType([
-    T.StructField("topic", T.StringType()), T.StructField("kafka_partition", T.IntegerType()),
-    T.StructField("kafka_offset", T.LongType()), T.StructField("source_file", T.StringType()),
-    # read only for the first unroutable message (Parquet reads the columns a query needs)
-    T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
-    *[T.StructField(c, T.LongType()) for c in _ROUTING_COLUMNS],
-    T.StructField(UNROUTABLE_REASON, T.StringType()),
-    T.StructField(ROUTED_WINDOWS, T.ArrayType(T.LongType())),
-    T.StructField("window_start_ms", T.LongType()),  # the folder; null: no usable routing time
-])
 
 
 def _worker_error(exc: PythonException) -> str:
@@ -322,19 +317,20 @@ def _worker_error(exc: PythonException) -> str:
     return lines[-1].removeprefix("ValueError: ") if lines else type(exc).__name__
 
 
-def _stage_messages(routed: DataFrame, staging: Path, window_ms: int) -> None:
+def _landed_rows(routed: DataFrame, window_ms: int) -> DataFrame:
     """Window = floor(routing_ms / width). Routing times outside the plausible range
     (seconds instead of ms, garbage) were nulled: such a message is unroutable instead of
-    opening a window in 1970 or 9999, and is staged in the null window's folder. A message
-    whose events fall in other windows too is staged once more in each of them."""
-    staged = (
+    opening a window in 1970 or 9999, and is stored with a null window (the batch's state
+    entry names the window it joins: `_unroutable_window`). A message whose events fall in
+    other windows too is stored once more in each of them. Clustered by window within each
+    task (the table is partitioned by it), sorted by place in Kafka inside a window."""
+    return (
         routed.withColumn(ROUTED_WINDOWS, routed_windows(F.col("routing_ms"), F.col(EVENT_ROUTING_MS), window_ms))
-        .withColumn("window_start_ms", F.explode(F.coalesce(F.col(ROUTED_WINDOWS), F.array(window_start("routing_ms", window_ms)))))
-        .select(*[f.name for f in LANDED_SCHEMA.fields], *_ROUTING_COLUMNS, UNROUTABLE_REASON, "window_start_ms")
-        .repartition("window_start_ms")
-        .sortWithinPartitions("topic", "kafka_partition", "kafka_offset")
+        .withColumn(WINDOW_COLUMN, F.explode(F.coalesce(F.col(ROUTED_WINDOWS), F.array(window_start("routing_ms", window_ms)))))
+        .select(*[f.name for f in LANDED_SCHEMA.fields], *_ROUTING_COLUMNS, UNROUTABLE_REASON, WINDOW_COLUMN)
+        .repartition(WINDOW_COLUMN)
+        .sortWithinPartitions(WINDOW_COLUMN, "topic", "kafka_partition", "kafka_offset")
     )
-    parquet_writer(staged).partitionBy("window_start_ms").parquet(str(staging))
 
 
 def window_start(ms: str | Column, window_ms: int) -> Column:
@@ -358,43 +354,15 @@ def is_home_copy(window_start_ms: Column) -> Column:
     return F.col(ROUTED_WINDOWS).isNull() | (F.col(ROUTED_WINDOWS)[0] == window_start_ms)
 
 
-def _unroutable_window(staged: DataFrame, window_ms: int, state: LandingState) -> int:
+def _unroutable_window(staged: DataFrame, window_ms: int, state: LandingState) -> tuple[int, bool]:
     """A message with no usable time at all (garbage) joins the earliest window of its batch
     (the first to be materialized), so it is quarantined there with its lineage instead of
-    being dropped; in a batch of nothing but such messages, the newest known window."""
-    earliest = staged.agg(F.min("routing_ms")).first()[0]
+    being dropped; in a batch of nothing but such messages, the newest known window. Also
+    whether the batch has such a message."""
+    earliest, homeless = staged.agg(F.min("routing_ms"), F.count_if(F.col(WINDOW_COLUMN).isNull())).first()
     if earliest is None:
-        return max(state.windows, default=0)
-    return earliest // window_ms * window_ms
-
-
-def _publish_messages(staging: Path, landing_root: Path, batch_id: str, unroutable_window: int) -> None:
-    """Move each staged window's files into place as this batch's folder of the window."""
-    unroutable = staging / "window_start_ms=__HIVE_DEFAULT_PARTITION__"
-    if unroutable.exists():
-        target = window_dir(staging, unroutable_window)
-        if target.exists():
-            for part in unroutable.iterdir():  # data files only: not `.crc` / `_SUCCESS`
-                if not part.name.startswith((".", "_")):
-                    os.replace(part, target / f"unroutable-{part.name}")
-            shutil.rmtree(unroutable)
-        else:
-            os.replace(unroutable, target)
-    for window_folder in sorted(staging.glob("window_start_ms=*")):
-        final = landing_root / "messages" / window_folder.name / f"batch={batch_id}"
-        replace_dir(window_folder, final)
-
-
-def _write_watermarks(routed: DataFrame, landing_root: Path, batch_id: str) -> None:
-    final = landing_root / "watermarks" / f"batch={batch_id}"
-    tmp = temp_sibling(final)
-    (
-        routed.where(F.col("watermark_ts").isNotNull())
-        .select("topic", "kafka_partition", "kafka_offset", "watermark_ts")
-        .coalesce(1)
-        .write.parquet(str(tmp))
-    )
-    replace_dir(tmp, final)
+        return max(state.windows, default=0), bool(homeless)
+    return earliest // window_ms * window_ms, bool(homeless)
 
 
 @dataclass(frozen=True)
@@ -405,6 +373,7 @@ class BatchStats:
     implausible_watermarks: dict[str, int] = field(default_factory=dict)  # "topic/partition" -> messages
     unroutable_files: dict[str, dict] = field(default_factory=dict)  # see LandingResult
     first_unroutable: dict | None = None  # file, topic, partition, offset, reason, first bytes
+    unroutable_window: int | None = None  # the window its messages without a usable time joined
 
 
 # Bytes of the first unroutable message shown to the user (enough to tell base64 text,
@@ -491,7 +460,6 @@ def _partition_stats(routed: DataFrame) -> BatchStats:
     return BatchStats(sum(p["messages"] for p in partitions.values()), list(partitions.values()), windows, implausible)
 
 
-def reset_landing(landing_root: Path) -> None:
-    if landing_root.exists():
-        shutil.rmtree(landing_root)
-    os.makedirs(landing_root, exist_ok=True)
+def reset_landing(warehouse, source: str) -> None:
+    """Drop the source's landing tables: the next landing starts from nothing."""
+    drop_landing_tables(warehouse, source)

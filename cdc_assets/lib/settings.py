@@ -81,7 +81,8 @@ class Settings:
             uri = f"jdbc:sqlite:{self.home / CATALOG_FILE}"
         return Warehouse(str(self.warehouse), catalog_type=self.catalog_type, catalog_uri=uri,
                          catalog_properties=tuple(self.catalog_properties.items()),
-                         s3_endpoint=self.s3_endpoint_url, s3_region=self.s3_region, s3_path_style=self.s3_path_style)
+                         s3_endpoint=self.s3_endpoint_url, s3_region=self.s3_region, s3_path_style=self.s3_path_style,
+                         work_dir=str(self.home / "work") if str(self.warehouse).startswith("s3://") else None)
 
     @property
     def window_ms(self) -> int:

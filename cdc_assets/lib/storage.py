@@ -1,8 +1,8 @@
-"""Warehouse paths, safe names and atomic writes (local filesystem).
+"""Safe storage names of tables, and atomic writes of local files.
 
-Every directory a reader can see is complete: data is written to a hidden temporary
-sibling and renamed into place; JSON manifests are written to a temporary file and
-`os.replace`d.
+The warehouse itself is Iceberg tables only (lib/iceberg_tables.py): nothing here touches it.
+What remains is local: the S3 input mirror's index and `cdc-assets export`'s files, each
+written to a hidden temporary sibling and `os.replace`d, so a reader never sees half of one.
 
 Names that come from messages (databases, tables) become storage names in one place,
 `table_id`: each part percent-encoded, so it can never leave the warehouse root, and
@@ -16,19 +16,12 @@ in an exported file's Parquet metadata), never parsed back from a storage name.
 
 from __future__ import annotations
 
-import fcntl
-import glob
 import hashlib
 import json
 import os
-import shutil
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-import pyarrow.parquet as pq
 
 _SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
@@ -73,76 +66,13 @@ def table_id(database: str, table: str) -> str:
     return f"{storage_part(database)}.{storage_part(table)}"
 
 
-def window_dir(root: Path, window_start_ms: int) -> Path:
-    return root / f"window_start_ms={window_start_ms}"
-
-
-def replace_dir(tmp: Path, final: Path) -> None:
-    """Move a finished temporary directory into place, replacing any previous version."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    if final.exists():
-        trash = _sibling(".trash", final)
-        os.replace(final, trash)
-        os.replace(tmp, final)
-        # Renamed to garbage before the slow delete: a kill mid-delete must leave nothing
-        # that `remove_stale_temps` would put back.
-        garbage = temp_sibling(final)
-        os.replace(trash, garbage)
-        shutil.rmtree(garbage, ignore_errors=True)
-    else:
-        os.replace(tmp, final)
-
-
-@contextmanager
-def exclusive(final: Path) -> Iterator[None]:
-    """One writer at a time for `final` (two runs of the same window, a retry racing a
-    stale run): an OS file lock next to it, released even when the process dies."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    with (final.parent / f".lock-{final.name}").open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def remove_path(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
-
-
-_SUFFIX_DIGITS = 8  # hex digits of the random suffix of a sibling's name
-
-
-def _sibling(prefix: str, final: Path) -> Path:
-    """A hidden, unique sibling of `final`: `{prefix}-{name}-{hex suffix}`."""
-    return final.with_name(f"{prefix}-{final.name}-{uuid.uuid4().hex[:_SUFFIX_DIGITS]}")
-
-
-def _sibling_pattern(prefix: str, final: Path) -> str:
-    """The glob of `_sibling(prefix, final)`: no other name's siblings (`a` must not match `a-b`)."""
-    return f"{prefix}-{glob.escape(final.name)}-{'[0-9a-f]' * _SUFFIX_DIGITS}"
-
-
-def remove_stale_temps(final: Path) -> None:
-    """Clean up after a killed writer (call while holding `exclusive`): its temporary
-    siblings of `final` go, and so do old versions moved aside by `replace_dir`. A kill
-    between `replace_dir`'s two renames leaves no `final`: the version moved aside, the
-    last complete one, is put back first."""
-    for stale in final.parent.glob(_sibling_pattern(".tmp", final)):
-        remove_path(stale)
-    moved_aside = sorted(final.parent.glob(_sibling_pattern(".trash", final)), key=lambda p: p.lstat().st_ctime)
-    if moved_aside and not final.exists():
-        os.replace(moved_aside.pop(), final)
-    for stale in moved_aside:
-        remove_path(stale)
+_SUFFIX_DIGITS = 8  # hex digits of the random suffix of a temporary sibling's name
 
 
 def temp_sibling(final: Path) -> Path:
+    """A hidden, unique sibling of `final` to write before the rename: `.tmp-{name}-{hex}`."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    return _sibling(".tmp", final)
+    return final.with_name(f".tmp-{final.name}-{uuid.uuid4().hex[:_SUFFIX_DIGITS]}")
 
 
 def write_json_atomic(path: Path, payload: Any) -> None:
@@ -155,16 +85,3 @@ def read_json(path: Path, default: Any = None) -> Any:
     if not path.exists():
         return default
     return json.loads(path.read_text())
-
-
-def has_parquet(path: Path) -> bool:
-    return path.is_dir() and any(path.rglob("*.parquet"))
-
-
-def parquet_rows(folder: Path) -> int:
-    """Rows of a Parquet folder just written, summed from the files' footers on the driver.
-    A Spark count after each write was a job of its own: about a dozen per window, a fixed
-    cost whatever the window's size. Spark skips `_`- and `.`-names; so does this (the
-    folders counted here are written without `partitionBy`, so no `_k=v` folder occurs)."""
-    return sum(pq.read_metadata(f).num_rows for f in folder.rglob("*.parquet")
-               if not any(part.startswith(("_", ".")) for part in f.relative_to(folder).parts))

@@ -129,7 +129,12 @@ class LandingState:
                     cur[name] = p[name]
         for window, n in stats.windows.items():
             self.windows[int(window)] = self.windows.get(int(window), 0) + n
-        self.batches.append({"batch_id": batch_id, "files": len(digests), "messages": stats.messages})
+        # The windows it landed messages in: a window's reader reads these batches' rows only.
+        entry = {"batch_id": batch_id, "files": len(digests), "messages": stats.messages,
+                 "windows": sorted(int(w) for w in stats.windows)}
+        if stats.unroutable_window is not None:
+            entry["unroutable_window"] = stats.unroutable_window
+        self.batches.append(entry)
         for name, f in stats.unroutable_files.items():
             self.unroutable_files[name] = f  # a file is landed once (by content)
         if self.first_unroutable is None:

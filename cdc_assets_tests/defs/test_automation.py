@@ -22,7 +22,7 @@ from dagster import (
 
 from cdc_assets.defs.factory import build_definitions
 from cdc_assets.lib.settings import load_settings
-from cdc_assets.lib.storage import write_json_atomic
+from cdc_assets.lib.landing_tables import load_state, save_state
 from cdc_assets.lib.tso import ms_to_tso
 from cdc_assets.lib.watermark_state import Completeness, LandingState
 from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
@@ -69,8 +69,7 @@ def _iceberg_snapshot(warehouse, identifier: tuple[str, str]) -> int:
 
 def test_schedule_requests_pending_windows_oldest_first(tmp_path):
     settings = load_settings({"CDC_ASSETS_HOME": str(tmp_path)})
-    landing = settings.warehouse / "sample" / "landing"
-    write_json_atomic(landing / "state.json", _state(W0 + 3 * H).to_json())
+    save_state(settings.warehouse, "sample", _state(W0 + 3 * H))
     snapshots = (settings.warehouse, "sample")  # (warehouse, source)
     since = snapshot_windows.begin(*snapshots)  # the windows table first, as a window's run makes it
     table = {"rows": 3, "identifier": "sample.snapshots__db__t", "spark_schema": "{}",
@@ -110,7 +109,7 @@ def _sensor_setup(tmp_path, watermark_ms: int):
     dump.mkdir()
     (dump / "part-0.jsonl").write_text('{"topic": "t", "partition": 0, "offset": 0, "payload": "{}"}\n')
     settings = load_settings({"CDC_ASSETS_HOME": str(tmp_path), "CDC_ASSETS_INPUT": str(dump)})
-    write_json_atomic(settings.warehouse / "sample" / "landing" / "state.json", _state(watermark_ms).to_json())
+    save_state(settings.warehouse, "sample", _state(watermark_ms))
     defs = build_definitions(settings)
     sensor = next(s for s in defs.sensors if s.name == "sample__landing_sensor")
     return settings, defs, sensor, dump
@@ -143,12 +142,11 @@ def test_sensor_lands_new_files_once_per_listing(tmp_path):
         (more,) = _tick(defs, sensor, instance, first.cursor).run_requests
         assert more.run_key != land.run_key
         # Once landing recorded both files (size + mtime), the sensor has nothing to do.
-        landing = settings.warehouse / "sample" / "landing"
-        state = LandingState.from_json(json.loads((landing / "state.json").read_text()))
+        state = load_state(settings.warehouse, "sample")
         for p in dump.iterdir():
             state.remember_file(p, "digest-" + p.name)
             state.landed_digests.add("digest-" + p.name)
-        write_json_atomic(landing / "state.json", state.to_json())
+        save_state(settings.warehouse, "sample", state)
         quiet = _tick(defs, sensor, instance, first.cursor)
         assert quiet.run_requests == [] and "no new dump file" in quiet.skip_message
 

@@ -44,7 +44,7 @@ FRAME = b"\x00\x00\x00\x00\x00\x00\x00\x01" + b"\x00\x00\x00\x00\x00\x00\x00\x18
 
 
 def test_unroutable_messages_are_counted_by_reason_file_and_partition(spark, tmp_path):
-    dump, landing = tmp_path / "dump", tmp_path / "landing"
+    dump, warehouse = tmp_path / "dump", tmp_path / "warehouse"
     _kcat(dump / "good.jsonl", [
         (0, 0, None, row("INSERT", ms_to_tso(T0 + 10), values(1, "a"))),
         (0, 1, None, b"eyJub3QiOiJjYW5hbCJ9"),  # base64 text of a JSON object: no time of canal-json
@@ -52,7 +52,7 @@ def test_unroutable_messages_are_counted_by_reason_file_and_partition(spark, tmp
     ])
     _kcat(dump / "bad.jsonl", [(1, o, _b64(FRAME), _b64(b"\x00" * 8)) for o in range(3)])
     result = land(spark, dump_root=dump, layout="kcat-jsonl", decoder=get_decoder("canal-json"),
-                  landing_root=landing, window_ms=HOUR)
+                  warehouse=warehouse, source="src", window_ms=HOUR)
 
     assert result.unroutable_files == {
         "bad.jsonl": {"messages": 3, "unroutable": {"no_time_in_message": 3}},
@@ -74,7 +74,7 @@ def test_unroutable_messages_are_counted_by_reason_file_and_partition(spark, tmp
         f"partition cdc/1, offset 0: first bytes of key {_b64(FRAME)[:24]!r}, of value b'AAAAAAAAAAA='")
     # Persisted: a new landing of nothing keeps the counts.
     again = land(spark, dump_root=dump, layout="kcat-jsonl", decoder=get_decoder("canal-json"),
-                 landing_root=landing, window_ms=HOUR)
+                 warehouse=warehouse, source="src", window_ms=HOUR)
     assert (again.unroutable_files, again.state.unroutable_messages()) == ({}, 4)
 
 
@@ -93,7 +93,7 @@ def test_a_line_that_is_no_kcat_record_is_named_by_its_file_and_line(spark, tmp_
                                     (0, 1, None, watermark(ms_to_tso(T0 + HOUR)))])
     path.write_bytes(path.read_bytes() + b"\nnot a kcat record\n")  # line 4, after a blank line
     result = land(spark, dump_root=dump, layout="kcat-jsonl", decoder=get_decoder("canal-json"),
-                  landing_root=tmp_path / "landing", window_ms=HOUR)
+                  warehouse=tmp_path / "warehouse", source="src", window_ms=HOUR)
     first = result.state.first_unroutable
     assert (first["file"], first["line"], first["reason"]) == ("a.jsonl", "line 4", "unparsed_record")
     assert unroutable_line(result.state, "canal-json") == (
@@ -187,8 +187,8 @@ def test_a_source_whose_time_is_the_kafka_timestamp_counts_nothing_unroutable(sp
     decoder.routes_by_kafka_timestamp = lambda: True
     dump = tmp_path / "dump"
     _kcat(dump / "topic.jsonl", [(0, 0, None, b'{"type":"INSERT","data":[{"id":"1"}]}')])
-    result = land(spark, dump_root=dump, layout="kcat-jsonl", decoder=decoder, landing_root=tmp_path / "landing",
-                  window_ms=HOUR)
+    result = land(spark, dump_root=dump, layout="kcat-jsonl", decoder=decoder, warehouse=tmp_path / "warehouse",
+                  source="src", window_ms=HOUR)
     assert (result.unroutable_files, result.state.unroutable_messages(), result.state.windows) == ({}, 0, {T0: 1})
 
 

@@ -13,7 +13,7 @@ import pytest
 from cdc_assets.lib.input_files import files_not_landed, list_input_files, mirror_root, wanted_object
 from cdc_assets.lib.s3_dump import MIRROR_INDEX, mirror_prefix, split_s3_uri
 from cdc_assets.lib.settings import SourceConfig
-from cdc_assets.lib.storage import write_json_atomic
+from cdc_assets.lib.landing_tables import save_state
 from cdc_assets.lib.watermark_state import LandingState
 from cdc_assets_tests.servers import moto_s3
 
@@ -93,24 +93,24 @@ def test_files_not_landed_covers_unmirrored_objects_and_unlanded_copies(client, 
     for i in range(3):
         client.put_object(Bucket=bucket, Key=f"cdc/t/part-{i}.parquet", Body=f"p{i}".encode())
     source = SourceConfig(name="s", protocol="canal-json", input_path=f"s3://{bucket}/cdc", layout="kafka-parquet")
-    landing = tmp_path / "landing"
+    warehouse = tmp_path / "warehouse"
     assert [f.name for f in list_input_files(source, s3_client=client)] == [f"t/part-{i}.parquet" for i in range(3)]
-    assert len(files_not_landed(source, landing, client)) == 3
+    assert len(files_not_landed(source, warehouse, client)) == 3
 
-    mirror_prefix(client, source.input_path, mirror_root(landing), wanted_object(source.layout))
+    mirror_prefix(client, source.input_path, mirror_root(warehouse, "s"), wanted_object(source.layout))
     # Mirrored but not landed yet (say the landing failed after the download): still pending.
-    assert [f.name for f in files_not_landed(source, landing, client)] == [f"t/part-{i}.parquet" for i in range(3)]
+    assert [f.name for f in files_not_landed(source, warehouse, client)] == [f"t/part-{i}.parquet" for i in range(3)]
 
     # Landing fingerprints the copies of part-0 and part-1.
     state = LandingState()
     for i in range(2):
-        state.remember_file(mirror_root(landing) / f"t/part-{i}.parquet", f"digest-{i}")
+        state.remember_file(mirror_root(warehouse, "s") / f"t/part-{i}.parquet", f"digest-{i}")
         state.landed_digests.add(f"digest-{i}")
-    write_json_atomic(landing / "state.json", state.to_json())
-    assert [f.name for f in files_not_landed(source, landing, client)] == ["t/part-2.parquet"]
+    save_state(warehouse, "s", state)
+    assert [f.name for f in files_not_landed(source, warehouse, client)] == ["t/part-2.parquet"]
 
     client.put_object(Bucket=bucket, Key="cdc/t/part-0.parquet", Body=b"p0 changed")
-    assert sorted(f.name for f in files_not_landed(source, landing, client)) == ["t/part-0.parquet", "t/part-2.parquet"]
+    assert sorted(f.name for f in files_not_landed(source, warehouse, client)) == ["t/part-0.parquet", "t/part-2.parquet"]
 
 
 def test_files_not_landed_for_a_local_folder(tmp_path):
@@ -119,15 +119,15 @@ def test_files_not_landed_for_a_local_folder(tmp_path):
     for i in range(2):
         (dump / "t" / f"part-{i}.parquet").write_bytes(b"p%d" % i)
     source = SourceConfig(name="s", protocol="canal-json", input_path=str(dump))  # layout auto
-    landing = tmp_path / "landing"
+    warehouse = tmp_path / "warehouse"
     assert [f.name for f in list_input_files(source)] == ["t/part-0.parquet", "t/part-1.parquet"]
     state = LandingState()
     state.remember_file(dump / "t" / "part-0.parquet", "d0")
     state.landed_digests.add("d0")
-    write_json_atomic(landing / "state.json", state.to_json())
-    assert [f.name for f in files_not_landed(source, landing)] == ["t/part-1.parquet"]
+    save_state(warehouse, "s", state)
+    assert [f.name for f in files_not_landed(source, warehouse)] == ["t/part-1.parquet"]
     assert files_not_landed(SourceConfig(name="s", protocol="canal-json", input_path=str(tmp_path / "none")),
-                            landing) == []
+                            warehouse) == []
 
 
 def test_a_failing_s3_call_never_shows_the_credentials(s3_endpoint, tmp_path):
@@ -139,6 +139,6 @@ def test_a_failing_s3_call_never_shows_the_credentials(s3_endpoint, tmp_path):
                               aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key=secret,
                               config=botocore.config.Config(retries={"max_attempts": 1}, connect_timeout=2))
         with pytest.raises(Exception) as failure:
-            list_input_files(source, tmp_path / "landing", s3_client=client)
+            list_input_files(source, s3_client=client)
         text = "".join(traceback.format_exception(failure.value))
         assert secret not in text and "AKIDEXAMPLE" not in text

@@ -63,9 +63,8 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
         warehouse: WarehouseResource,
     ):
         start_ms, end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
-        landing_root = warehouse.landing_root(b.source.name)
-        state = load_state(landing_root)
-        marks = read_watermark_index(pyspark.spark_session, landing_root)
+        state = load_state(warehouse.iceberg, b.source.name)
+        marks = read_watermark_index(pyspark.spark_session, warehouse.iceberg, b.source.name, state)
         marked = mark_late_and_duplicates(change_log, marks, ms_to_tso(start_ms), ms_to_tso(end_ms)).persist()
         try:
             counts = count_alignment(marked)

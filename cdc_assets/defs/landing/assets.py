@@ -54,7 +54,7 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
         )],
         description=(
             f"New files of the `{b.source.protocol}` dump at {b.source.input_path}, landed into "
-            "per-window folders. Idempotent: a file already landed (same content) is skipped. "
+            "the Iceberg table `landed_messages` (one commit per landing, partitioned by window). Idempotent: a file already landed (same content) is skipped. "
             "An s3:// dump is first mirrored locally, downloading only new or changed objects."
         ),
     )
@@ -63,7 +63,7 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
     ) -> MaterializeResult:
         s3_metadata = {}
         if b.is_s3:
-            mirrored = sync_s3_source(b.source, b.landing_root, s3.get_client())
+            mirrored = sync_s3_source(b.source, warehouse.iceberg, s3.get_client())
             context.log.info(
                 f"{b.source.input_path}: {mirrored.objects} object(s), downloaded {mirrored.downloaded} "
                 f"({mirrored.bytes_downloaded} bytes), {mirrored.unchanged} unchanged"
@@ -79,7 +79,8 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
             layout_options=b.source.layout_options,
             layout_named=b.source.layout != "auto",
             decoder=b.decoder(),
-            landing_root=warehouse.landing_root(b.source.name),
+            warehouse=warehouse.iceberg,
+            source=b.source.name,
             window_ms=b.settings.window_ms,
             settle_seconds=b.settings.settle_seconds,
         )

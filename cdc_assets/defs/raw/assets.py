@@ -29,12 +29,11 @@ def build_raw_messages(b: SourceBuild) -> AssetsDefinition:
         context: AssetExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource
     ) -> Output[DataFrame]:
         start_ms, end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
-        landing_root = warehouse.landing_root(b.source.name)
-        # The state is read before the messages: the completeness it shows covers at least
-        # the batches listed next (landing writes messages before it updates the state).
-        state, policy = load_state(landing_root), b.completeness()
+        # The messages read are those of the batches this state lists (a landing commits its
+        # state last), so the completeness it shows covers exactly what is read.
+        state, policy = load_state(warehouse.iceberg, b.source.name), b.completeness()
         wm = state.global_watermark_ts(policy)
-        landed = read_window_messages(pyspark.spark_session, landing_root, start_ms)
+        landed = read_window_messages(pyspark.spark_session, warehouse.iceberg, b.source.name, start_ms, state)
         # The same offset landed twice (overlapping or re-written dump files) is one
         # message: the newest landing wins. Counted on the offsets alone (no value bytes
         # read); the sort that picks the winners runs only when there is a copy.

@@ -98,7 +98,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
     ):
         spark = pyspark.spark_session
         start_ms, end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
-        store = (warehouse.root, b.source.name)  # what the snapshot store's functions take
+        store = (warehouse.iceberg, b.source.name)  # what the snapshot store's functions take
         previous = _previous_manifest(b, warehouse, start_ms)
         selected = context.selected_asset_keys
         events_in = _change_table_rows(warehouse, list(b.key(CHANGE_TABLE).path), start_ms, change_table)
@@ -122,7 +122,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                 spark, change_table, *store, start_ms, end_ms, previous,
                 keep_history=history_key in selected,
                 audit=audit if key in selected else None,
-                global_watermark_ts=load_state(warehouse.landing_root(b.source.name)).global_watermark_ts(
+                global_watermark_ts=load_state(warehouse.iceberg, b.source.name).global_watermark_ts(
                     b.completeness()),
             )
         except WindowWithheld as withheld:
@@ -227,10 +227,10 @@ def _change_table_rows(warehouse: WarehouseResource, asset_path: list[str], star
 
 def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: int) -> dict | None:
     prev_start = start_ms - b.settings.window_ms
-    previous = read_manifest(warehouse.root, b.source.name, prev_start)
+    previous = read_manifest(warehouse.iceberg, b.source.name, prev_start)
     if previous is not None:
         return previous
-    state = load_state(warehouse.landing_root(b.source.name))
+    state = load_state(warehouse.iceberg, b.source.name)
     has_earlier_data = any(w < start_ms for w in state.windows)
     first_partition = int(b.settings.partition_start.timestamp() * 1000) >= start_ms
     if has_earlier_data and not first_partition:

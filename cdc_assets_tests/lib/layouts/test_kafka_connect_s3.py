@@ -125,7 +125,7 @@ def test_landing_reads_bytearray_objects_with_the_sources_separator(spark, tmp_p
     dump = generate(tmp_path / "sim", seed=5, layout=LAYOUT, row_changes=60,
                     writer_options={"fmt": "bin", "separator": b"\r\n|", "store_keys": False})
     landed = land(spark, dump_root=dump.dump_dir, layout=LAYOUT, layout_options={SEPARATOR: r"\r\n|"},
-                  decoder=get_decoder("canal-json"), landing_root=tmp_path / "landing", window_ms=HOUR)
+                  decoder=get_decoder("canal-json"), warehouse=tmp_path / "warehouse", source="src", window_ms=HOUR)
     objects = list_dump_files(dump.dump_dir, LAYOUT)
     assert landed.messages == sum(len(p.read_bytes().split(b"\r\n|")) - 1 for p in objects) > len(objects)
     assert landed.unroutable_files == {}
@@ -179,7 +179,7 @@ def test_an_unreadable_object_stops_the_landing_naming_it(spark, tmp_path, name,
     _put(dump, name, content)
     with pytest.raises(ValueError) as raised:  # the executor's error, without Spark's traceback
         land(spark, dump_root=dump, layout=LAYOUT, decoder=get_decoder("canal-json"),
-             landing_root=tmp_path / "landing", window_ms=HOUR)
+             warehouse=tmp_path / "warehouse", source="src", window_ms=HOUR)
     assert str(raised.value).startswith(f"cannot land the {LAYOUT} files under {dump}: "
                                         + _names_the_object(dump, name, error))
 
