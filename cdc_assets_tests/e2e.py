@@ -47,7 +47,7 @@ def simulate_and_replay(tmp: Path, *, seed: int, layout: str, row_changes: int, 
 def differences_from_truth(settings, truth_path: Path) -> dict[int, dict[str, str]]:
     """Every materialized window compared with the simulator's truth: only the mismatches."""
     truth = load_truth(truth_path)
-    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    snapshots = (settings.iceberg_warehouse, "src")  # (warehouse, source)
     out = {}
     for window in list_manifests(*snapshots):
         verdict = compare_window(*snapshots, read_manifest(*snapshots, window), truth, window)
@@ -64,7 +64,7 @@ def differences_at_instants(spark: SparkSession, settings, truth_path: Path, *, 
     windows, against a brute-force replay of the simulator's workload (every commit with
     commit_ts <= the instant). Only the mismatches, by instant."""
     truth = load_truth(truth_path)
-    snapshots = (settings.warehouse, "src")  # (warehouse, source)
+    snapshots = (settings.iceberg_warehouse, "src")  # (warehouse, source)
     windows = [read_manifest(*snapshots, w) for w in list_manifests(*snapshots)]
     rng = random.Random(seed)
     instants: dict[str, int] = {}
@@ -77,7 +77,7 @@ def differences_at_instants(spark: SparkSession, settings, truth_path: Path, *, 
     expected = states_at(Workload(**truth["workload"], tables=tables).events(), tables, instants.values())
     out: dict[str, dict[str, str]] = {}
     for label, tso in instants.items():
-        got = tables_as_of(spark, settings.warehouse, "src", tso)
+        got = tables_as_of(spark, settings.iceberg_warehouse, "src", tso)
         bad = {}
         for name, rows in expected[tso].items():
             meta = truth["tables"][name]
