@@ -155,7 +155,7 @@ def test_an_unknown_or_empty_layout_option_is_an_error_naming_the_known_ones():
 
 
 _UNREADABLE = [("t+1+0000000020.bin.gz", b"not gzip", "BadGzipFile"),
-               ("t+1+0000000020.json.gz", gzip.compress(b'"eA=="\n' * 50)[:-12], "EOFError"),
+               ("t+1+0000000020.json.gz", gzip.compress(b'"eA=="\n' * 50, mtime=0)[:-12], "EOFError"),
                ("t+1+0000000020.avro", b"not avro", "ValueError")]
 
 
