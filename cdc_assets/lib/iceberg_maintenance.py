@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import SparkSession
 
-from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog, use_catalog
+from cdc_assets.lib.iceberg_catalog import as_warehouse, load_pyiceberg_catalog, use_catalog
 from cdc_assets.lib.iceberg_tables import IcebergTable
 
 # No compaction (rewrite_data_files): it would commit to `main`, but the next window cuts its
@@ -47,6 +47,9 @@ def maintain_source(spark: SparkSession, warehouse, source: str, retention: time
     older_than = (now - retention).strftime("%Y-%m-%d %H:%M:%S.%f")
     # Iceberg refuses to remove orphans younger than a day: a write in flight has such files.
     orphans_older_than = (now - max(retention, ORPHAN_MIN_AGE)).strftime("%Y-%m-%d %H:%M:%S.%f")
+    # On an object store the files are listed by the table's own FileIO (S3FileIO's prefix
+    # listing), not by Hadoop's file system, which would need s3a and its jars.
+    listing = ", prefix_listing => true" if as_warehouse(warehouse).is_s3 else ""
     out = {}
     pyiceberg = load_pyiceberg_catalog(warehouse)
     for name in source_tables(warehouse, source):
@@ -57,7 +60,7 @@ def maintain_source(spark: SparkSession, warehouse, source: str, retention: time
         done["data_files_deleted"] = int(row["deleted_data_files_count"])
         done["manifest_files_deleted"] = int(row["deleted_manifest_files_count"])
         orphans = spark.sql(f"CALL {catalog}.system.remove_orphan_files(table => '{table}', "
-                            f"older_than => TIMESTAMP '{orphans_older_than}')").count()
+                            f"older_than => TIMESTAMP '{orphans_older_than}'{listing})").count()
         done["orphan_files_removed"] = orphans
         done["snapshots_kept"] = len(pyiceberg.load_table((source, name)).metadata.snapshots)
         out[name] = done
