@@ -236,9 +236,11 @@ def use_catalog(spark, warehouse: Warehouse | Path | str) -> str:
     # sets a new warehouse's conf on a session whose catalog is already loaded on the old one.
     if getattr(spark, _LOADED_CONF, None) != loaded:
         # Another catalog's settings would stay (the JDBC settings under a REST catalog, the
-        # io-impl of an s3 warehouse under a local one).
+        # io-impl of an s3 warehouse under a local one). Table defaults and overrides are the
+        # user's (CDC_ASSETS_SPARK_CONF, the benchmarks' file size), whatever the catalog.
         prefix = f"spark.sql.catalog.{CATALOG}."
-        for key in [k for k in spark.conf.getAll if k.startswith(prefix) and k not in conf]:
+        kept = (f"{prefix}table-default.", f"{prefix}table-override.")
+        for key in [k for k in spark.conf.getAll if k.startswith(prefix) and not k.startswith(kept) and k not in conf]:
             spark.conf.unset(key)
         for key, value in conf.items():
             spark.conf.set(key, value)
