@@ -78,8 +78,7 @@ def _visible_partial_outputs(warehouse: Path) -> list[str]:
 
 def _kill_mid_materialization(dump: Path, warehouse: Path, home: Path) -> str:
     """Start a replay and SIGKILL its whole process group (the Spark JVM too) while a
-    window is being written: after the first window committed, at the first temporary
-    folder of a later one."""
+    window is being written: two seconds after the first window committed."""
     proc = subprocess.Popen(_replay_cmd(dump, warehouse), env=_env(home), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     snapshots = (warehouse, "src")  # (warehouse, source)
@@ -87,13 +86,21 @@ def _kill_mid_materialization(dump: Path, warehouse: Path, home: Path) -> str:
     try:
         while time.monotonic() < deadline:
             assert proc.poll() is None, "the replay finished before it could be killed"
-            if list_manifests(*snapshots) and any(warehouse.rglob(".tmp-*")):
-                return "killed while a temporary folder was being written"
-            time.sleep(0.02)
+            if _committed(snapshots):
+                time.sleep(2)  # into the next window's writes (no temporary folder tells them now)
+                return "killed while the next window was being written"
+            time.sleep(0.2)
         pytest.fail("the replay never reached a second window")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
+
+
+def _committed(snapshots) -> bool:
+    try:
+        return bool(list_manifests(*snapshots))
+    except Exception:  # the catalog or the windows table not created yet
+        return False
 
 
 def test_sigkill_mid_window_then_rerun_equals_an_uninterrupted_run(tmp_path):
