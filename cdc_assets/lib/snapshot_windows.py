@@ -24,6 +24,7 @@ on the new state.
 from __future__ import annotations
 
 import json
+import warnings
 
 import pyarrow as pa
 
@@ -220,7 +221,9 @@ def commit(warehouse, source: str, since, manifests: list[dict]) -> None:
         if clash:
             raise ManifestConflict(_conflict_message(source, clash))
         try:
-            table.overwrite(data, overwrite_filter=where, snapshot_properties=props)
+            with warnings.catch_warnings():  # a window's first commit replaces no row: not news
+                warnings.filterwarnings("ignore", "Delete operation did not match any records")
+                table.overwrite(data, overwrite_filter=where, snapshot_properties=props)
             return
         except CommitFailedException:  # another commit got in: conflict, or retry on it
             table = _load(warehouse, source)
