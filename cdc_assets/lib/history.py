@@ -36,7 +36,7 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.lib.concurrent_jobs import run_concurrently
 from cdc_assets.lib.iceberg_catalog import use_catalog
-from cdc_assets.lib.iceberg_tables import WINDOW_COLUMN, IcebergTable, _widens, as_stored, table_name
+from cdc_assets.lib.iceberg_tables import WINDOW_COLUMN, IcebergTable, widens, as_stored, table_name
 from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN, key_column, value_column
 from cdc_assets.lib.storage import table_id
 from cdc_assets.lib.table_errors import naming_table
@@ -102,13 +102,13 @@ def _fit(spark: SparkSession, table: IcebergTable, frame: DataFrame) -> DataFram
     columns = {}
     for field in frame.schema.fields:
         name, dtype = field.name, field.dataType
-        if name in have and have[name] != dtype and not _widens(have[name], dtype) \
-                and not _widens(dtype, have[name]):
+        if name in have and have[name] != dtype and not widens(have[name], dtype) \
+                and not widens(dtype, have[name]):
             name = f"{field.name}__{dtype.simpleString()}"  # e.g. price__string
         if name not in have:
             spark.sql(f"ALTER TABLE {table.sql} ADD COLUMN {_quote(name)} {dtype.simpleString()}")
             have[name] = dtype
-        elif have[name] != dtype and _widens(have[name], dtype):
+        elif have[name] != dtype and widens(have[name], dtype):
             spark.sql(f"ALTER TABLE {table.sql} ALTER COLUMN {_quote(name)} TYPE {dtype.simpleString()}")
             have[name] = dtype
         columns[name] = F.col(_quote(field.name)).cast(have[name])
@@ -128,9 +128,9 @@ def _union_widened(frames: list[DataFrame]) -> DataFrame:
             old = have.get(x.name)
             if old is None or old == x.dataType:
                 continue
-            if _widens(old, x.dataType):
+            if widens(old, x.dataType):
                 out = out.withColumn(x.name, F.col(_quote(x.name)).cast(x.dataType))
-            elif _widens(x.dataType, old):
+            elif widens(x.dataType, old):
                 renamed[x.name] = F.col(_quote(x.name)).cast(old)
             else:
                 f = f.withColumnRenamed(x.name, f"{x.name}__{x.dataType.simpleString()}")

@@ -295,6 +295,7 @@ def printable_properties(warehouse: Warehouse | Path | str) -> dict[str, str]:
 def load_pyiceberg_catalog(warehouse: Warehouse | Path | str):
     from pyiceberg.catalog import load_catalog
 
-    if "://" not in str(warehouse):  # a local warehouse's catalog file needs its folder (SQLite makes none)
-        Path(warehouse).mkdir(parents=True, exist_ok=True)
+    w = as_warehouse(warehouse)
+    if not w.is_s3:  # a local warehouse's catalog file needs its folder (SQLite makes none)
+        Path(w.location).mkdir(parents=True, exist_ok=True)
     return load_catalog(CATALOG, **pyiceberg_properties(warehouse))

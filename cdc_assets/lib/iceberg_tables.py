@@ -184,7 +184,7 @@ class IcebergTable:
             if have is None:
                 spark.sql(f"ALTER TABLE {self.sql} ADD COLUMN {_quote(name)} {dtype.simpleString()}")
             elif have != dtype:
-                if _widens(have, dtype):
+                if widens(have, dtype):
                     spark.sql(f"ALTER TABLE {self.sql} ALTER COLUMN {_quote(name)} TYPE {dtype.simpleString()}")
                 else:
                     spark.sql(f"ALTER TABLE {self.sql} DROP COLUMN {_quote(name)}")
@@ -381,7 +381,7 @@ def window_commit(warehouse, identifier: str, window_start_ms: int) -> dict | No
     return None
 
 
-def _widens(have: T.DataType, want: T.DataType) -> bool:
+def widens(have: T.DataType, want: T.DataType) -> bool:
     if isinstance(have, T.IntegerType) and isinstance(want, T.LongType):
         return True
     if isinstance(have, T.FloatType) and isinstance(want, T.DoubleType):

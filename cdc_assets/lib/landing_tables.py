@@ -36,7 +36,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
-from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog, use_catalog
+from cdc_assets.lib.iceberg_catalog import as_warehouse, load_pyiceberg_catalog, use_catalog
 from cdc_assets.lib.iceberg_tables import IcebergTable, as_stored
 from cdc_assets.lib.watermark_state import LandingState
 
@@ -61,14 +61,6 @@ def table_location(warehouse, source: str, name: str) -> str:
 def landing_table(spark: SparkSession | None, warehouse, source: str, name: str) -> IcebergTable:
     catalog = use_catalog(spark, warehouse) if spark is not None else ""
     return IcebergTable(catalog, source, name, table_location(warehouse, source, name))
-
-
-def _catalog(warehouse, create: bool = False):
-    """`create`: a local warehouse's folder is made first (its SQLite catalog file lives there
-    and the first landing may come before anything else); a URI's store needs no folder."""
-    if create and "://" not in str(warehouse):
-        Path(warehouse).mkdir(parents=True, exist_ok=True)
-    return load_pyiceberg_catalog(warehouse)
 
 
 def _load(catalog, source: str, name: str):
@@ -100,9 +92,10 @@ def _read_document(table) -> tuple[LandingState, list]:
 
 def load_state(warehouse, source: str) -> LandingState:
     """The committed landing state (empty before the first landing); pyiceberg, no Spark."""
-    if "://" not in str(warehouse) and not Path(warehouse).is_dir():
+    local = as_warehouse(warehouse)
+    if not local.is_s3 and not Path(local.location).is_dir():
         return LandingState()  # a local warehouse not made yet: nothing landed
-    return _read_document(_load(_catalog(warehouse), source, LANDING_STATE))[0]
+    return _read_document(_load(load_pyiceberg_catalog(warehouse), source, LANDING_STATE))[0]
 
 
 @dataclass
@@ -124,7 +117,7 @@ def start_landing(warehouse, source: str) -> StartOfLanding:
     from pyiceberg.schema import Schema
     from pyiceberg.types import NestedField, StringType
 
-    catalog = _catalog(warehouse, create=True)
+    catalog = load_pyiceberg_catalog(warehouse)
     catalog.create_namespace_if_not_exists((source,))
     table = catalog.create_table_if_not_exists(
         (source, LANDING_STATE), Schema(NestedField(1, STATE_COLUMN, StringType(), required=False)),
@@ -176,7 +169,7 @@ def remove_uncommitted_batches(warehouse, start: StartOfLanding, state: LandingS
     from pyiceberg.table.snapshots import ancestors_of
 
     committed = {b["batch_id"] for b in state.batches}
-    catalog, removed = _catalog(warehouse), {}
+    catalog, removed = load_pyiceberg_catalog(warehouse), {}
     for name, snapshot_id in start.landed_snapshots.items():
         table = None if snapshot_id is None else _load(catalog, start.source, name)
         if table is None or table.snapshot_by_id(snapshot_id) is None:
@@ -230,7 +223,7 @@ def batch_rows(spark: SparkSession, warehouse, source: str, batch_id: str) -> Da
 
 def drop_landing_tables(warehouse, source: str) -> None:
     """The landing area's tables and their files removed (a new landing starts from nothing)."""
-    catalog = _catalog(warehouse)
+    catalog = load_pyiceberg_catalog(warehouse)
     for name in (LANDED_MESSAGES, LANDING_WATERMARKS, LANDING_STATE):
         if _load(catalog, source, name) is not None:
             catalog.purge_table((source, name))
