@@ -18,7 +18,7 @@ from pathlib import Path
 from benchmarks.dump import DumpSpec, generate_dump
 
 EVENTS_PER_WINDOW = 20_000
-_WINDOW_LINE = re.compile(r"window \S+ \((\d+)/(\d+)\): ok in ([\d.]+)s")
+_WINDOW_LINE = re.compile(r"window \S+ \((\d+)/(\d+)[^)]*\): ok in ([\d.]+)s")
 
 
 def measure_history(windows: int, cache: Path, seed: int) -> dict:
@@ -38,6 +38,8 @@ def measure_history(windows: int, cache: Path, seed: int) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"history replay failed ({proc.returncode}): {proc.stderr[-3000:]}")
     seconds = [float(m.group(3)) for m in _WINDOW_LINE.finditer(proc.stderr)]
+    if not seconds:  # the replay's progress lines changed: say so instead of an empty report
+        raise RuntimeError(f"no 'window … ok in Ns' lines in the history replay's output: {proc.stderr[-2000:]}")
     shutil.rmtree(warehouse, ignore_errors=True)
     rows = dump.info["counts"]["expected_rows"]
     return {
