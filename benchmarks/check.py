@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.dump import TABLES, Table
-from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
-from cdc_assets.lib.storage import table_id
+from cdc_assets.snapshot.store import list_manifests, read_entry_arrow, read_manifest
+from cdc_assets.common.names import table_id
 
 Fingerprint = dict[str, tuple[int, int]]  # table -> (rows, checksum)
 

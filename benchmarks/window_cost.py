@@ -55,7 +55,7 @@ _T0 = 1767225600000 << 18  # a TiDB TSO (2026-01-01)
 def _spark():
     """The project's session settings: the Iceberg jars, extensions and catalogs come with them."""
     from cdc_assets.defs.resources import spark_config, start_spark_session
-    from cdc_assets.lib.settings import load_settings
+    from cdc_assets.common.settings import load_settings
 
     conf = spark_config(load_settings({}))
     conf["spark.app.name"] = "bench-window-cost"
@@ -64,7 +64,7 @@ def _spark():
 
 def _changes(ids, op: str, commit_ts: int):
     """Change-log rows (the unified schema) for a frame of `id`s: table db.t (id, name, v)."""
-    from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA
+    from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
 
     key = F.col("id").cast("string")
     values = {
@@ -97,7 +97,7 @@ def _expected_rows(rows: int, workload: str) -> int:
 
 def _duplicate_keys(spark, store: tuple, entry: dict) -> int:
     """What the snapshots asset's uniqueness check reads: the table at the snapshot the window wrote."""
-    from cdc_assets.lib.snapshot_store import read_entry
+    from cdc_assets.snapshot.store import read_entry
 
     return read_entry(spark, *store, entry).groupBy("id").count().where(F.col("count") > 1).count()
 
@@ -106,7 +106,7 @@ def _data_files(spark, store: tuple, snapshot_id: int) -> dict[str, int]:
     """The data files the snapshot rewrote (deleted from the table), added and holds, and the
     table's files before it; the bytes of the files it holds and held before; from its Iceberg
     summary (metadata, no scan). A summary leaves out a count of zero."""
-    from cdc_assets.lib.snapshot_store import snapshot_table
+    from cdc_assets.snapshot.store import snapshot_table
 
     table = snapshot_table(spark, *store, "db", "t")
     summary = spark.sql(f"SELECT summary FROM {table.sql}.snapshots WHERE snapshot_id = {int(snapshot_id)}").first()[0]
@@ -124,7 +124,7 @@ def _target_file_size(spark, target_file_bytes: int):
     """Tables created meanwhile in the catalog `cdc` take `write.target-file-size-bytes` =
     `target_file_bytes` (a catalog default: the catalog loads it when `fresh_warehouse`
     points `cdc` at a new warehouse). The session's setting is restored after."""
-    from cdc_assets.lib.iceberg_catalog import CATALOG
+    from cdc_assets.common.warehouse import CATALOG
 
     key = f"spark.sql.catalog.{CATALOG}.table-default.write.target-file-size-bytes"
     before = spark.conf.get(key, None)
@@ -140,7 +140,7 @@ def _target_file_size(spark, target_file_bytes: int):
 
 def _timed_window(spark, window, store: tuple, base: dict, merge: bool) -> tuple[float, dict, int]:
     """One write of the window on `base`, with its uniqueness check: seconds, entry, duplicate keys."""
-    from cdc_assets.lib.snapshot_store import write_window_snapshot
+    from cdc_assets.snapshot.store import write_window_snapshot
 
     t0 = time.perf_counter()
     manifest = write_window_snapshot(spark, window, *store, 2000, 3000, base, merge_touched_keys=merge)
@@ -173,7 +173,7 @@ def _measure_layout(spark, rows: int, layout: str, root: Path, runs: int) -> dic
     """Both workloads on one table of `rows` rows, each window cut from the same first window.
     The warehouse (catalog and tables) is this size's and layout's own, removed after."""
     from benchmarks.warehouse import fresh_warehouse
-    from cdc_assets.lib.snapshot_store import write_window_snapshot
+    from cdc_assets.snapshot.store import write_window_snapshot
 
     warehouse = root / f"{layout}-{rows}"
     store = (warehouse, "src")  # (warehouse, source): what the snapshot store takes

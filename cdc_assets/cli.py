@@ -15,11 +15,11 @@ from pathlib import Path
 from dagster import BetaWarning, PreviewWarning
 
 from cdc_assets import connect_server
-from cdc_assets.lib.codecs import DECODERS
-from cdc_assets.lib.layouts import LAYOUTS, check_layout_options
-from cdc_assets.lib.s3_dump import is_s3_uri
-from cdc_assets.lib.settings import SourceConfig, load_settings, quarantine_rate, warehouse_location
-from cdc_assets.lib.watermark_state import COMPLETENESS_MODES
+from cdc_assets.decode import DECODERS
+from cdc_assets.landing.layouts import LAYOUTS, check_layout_options
+from cdc_assets.landing.s3_input import is_s3_uri
+from cdc_assets.common.settings import SourceConfig, load_settings, quarantine_rate, warehouse_location
+from cdc_assets.landing.state import COMPLETENESS_MODES
 
 
 def _options(pairs: list[str], flag: str = "--option") -> dict[str, str]:
@@ -46,7 +46,7 @@ def _s3_client(settings):
 def _resolve_auto(args: argparse.Namespace, root: Path) -> tuple[str, str, dict[str, str]]:
     """(layout, protocol, options) with `auto` resolved by detection; what was detected is
     said on stderr (an ambiguous dump is a ValueError naming the candidates)."""
-    from cdc_assets.lib.inspect_dump import resolve
+    from cdc_assets.landing.inspect_dump import resolve
 
     options = _options(args.option)
     if args.layout != "auto" and args.protocol != "auto":
@@ -57,7 +57,7 @@ def _resolve_auto(args: argparse.Namespace, root: Path) -> tuple[str, str, dict[
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from cdc_assets.lib.input_files import local_dump_root, sync_s3_source
+    from cdc_assets.landing.input_files import local_dump_root, sync_s3_source
     from cdc_assets.replay import default_instance, replay
 
     base = load_settings().with_overrides(warehouse=warehouse_location(args.warehouse))
@@ -89,9 +89,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     import tempfile
 
-    from cdc_assets.lib.inspect_dump import inspect_dump, render_text
-    from cdc_assets.lib.input_files import wanted_object
-    from cdc_assets.lib.s3_dump import mirror_prefix
+    from cdc_assets.landing.inspect_dump import inspect_dump, render_text
+    from cdc_assets.landing.input_files import wanted_object
+    from cdc_assets.landing.s3_input import mirror_prefix
 
     def run(root: Path) -> dict:
         return inspect_dump(root, input_location=args.input, layout=args.layout, protocol=args.protocol,
@@ -111,7 +111,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from cdc_assets.lib.export import export_snapshot
+    from cdc_assets.snapshot.export import export_snapshot
 
     def spark():  # only for an instant inside a window
         from cdc_assets.defs.resources import spark_config, start_spark_session
@@ -125,7 +125,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from cdc_assets.lib.warehouse_tables import TablesError, render_text, tables_json
+    from cdc_assets.common.warehouse_listing import TablesError, render_text, tables_json
 
 
     try:
@@ -146,7 +146,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from cdc_assets.lib.simulator import generate
+    from cdc_assets.simulator import generate
 
     dump = generate(Path(args.out), seed=args.seed, layout=args.layout, protocol=args.protocol)
     print(json.dumps({"dump": str(dump.dump_dir), "truth": str(dump.truth_path)}))
@@ -160,7 +160,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_jvm_archive(args: argparse.Namespace) -> int:
-    from cdc_assets.jvm_archive import build
+    from cdc_assets.common.jvm_archive_build import build
 
     try:
         print(json.dumps(build(Path(args.out) if args.out else None)))
@@ -248,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.add_argument("--seed", type=int, default=7)
     s.add_argument("--layout", default="kafka-parquet", choices=["kafka-parquet", "kcat-jsonl", "storage-sink", "kafka-connect-s3"])
-    s.add_argument("--protocol", default="canal-json", help="encoder (cdc_assets/lib/simulator/protocols.py)")
+    s.add_argument("--protocol", default="canal-json", help="encoder (cdc_assets/simulator/protocols.py)")
     s.set_defaults(func=cmd_simulate)
 
     d = sub.add_parser("demo", help="simulate the sample dump, replay it, print a summary")

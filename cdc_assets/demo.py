@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 import sys
 
-from cdc_assets.lib.settings import load_settings
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
-from cdc_assets.lib.truth import compare_window, load_truth
+from cdc_assets.common.settings import load_settings
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.simulator.compare import compare_window, load_truth
 from cdc_assets.replay import default_instance, replay
 
 SAMPLE_SEED = 7
 
 
 def run_demo() -> int:
-    from cdc_assets.lib.simulator import generate
+    from cdc_assets.simulator import generate
 
     settings = load_settings()
     source = settings.sources[0]

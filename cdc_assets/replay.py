@@ -19,14 +19,14 @@ from dagster import DagsterInstance, Definitions
 
 from cdc_assets.defs.automation import carry_quiet_windows, land_job_name, window_job_name
 from cdc_assets.defs.factory import build_definitions, source_builds
-from cdc_assets.defs.landing.assets import FILES_COMPLETE_CHECK
-from cdc_assets.lib.landing import load_state, unroutable_line
-from cdc_assets.lib.layouts.base import is_hidden_name
-from cdc_assets.lib.settings import Settings
+from cdc_assets.defs.layers.landing import FILES_COMPLETE_CHECK
+from cdc_assets.landing.land import load_state, unroutable_line
+from cdc_assets.landing.layouts.base import is_hidden_name
+from cdc_assets.common.settings import Settings
 from cdc_assets.defs.partitions import partition_key_for_ms
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
-from cdc_assets.lib.tso import ms_to_tso, tso_to_datetime
-from cdc_assets.lib.watermark_state import WATERMARK_MODE, Completeness, LandingState
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.common.tso import ms_to_tso, tso_to_datetime
+from cdc_assets.landing.state import WATERMARK_MODE, Completeness, LandingState
 
 Progress = Callable[[str], None]
 # Dagster's per-event DEBUG lines would drown the progress lines; warnings still show.

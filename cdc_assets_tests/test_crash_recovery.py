@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cdc_assets.lib.simulator import generate
-from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
+from cdc_assets.simulator import generate
+from cdc_assets.snapshot.store import list_manifests, read_entry_arrow, read_manifest
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,7 @@ def _visible_partial_outputs(warehouse: Path) -> list[str]:
     """What an Iceberg reader could see of a window that was not committed: a snapshot table
     whose end tag names a window without a manifest, or whose main is not the newest
     committed window's snapshot."""
-    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+    from cdc_assets.common.warehouse import load_pyiceberg_catalog
 
     snapshots = (warehouse, "src")  # (warehouse, source)
     manifests = [read_manifest(*snapshots, w) for w in list_manifests(*snapshots)]
@@ -130,14 +130,14 @@ def test_sigkill_mid_window_then_rerun_equals_an_uninterrupted_run(tmp_path):
 
 
 # A landing whose process group is SIGKILLed once its batch's messages and watermarks are
-# committed, just before the state commit (lib/landing_tables.py, the commit point).
+# committed, just before the state commit (landing/tables.py, the commit point).
 _KILLED_LANDING = """
 import os, signal, sys
 from pathlib import Path
 from cdc_assets.defs.resources import spark_config, start_spark_session
-from cdc_assets.lib import landing
-from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.settings import load_settings
+from cdc_assets.landing import land as landing
+from cdc_assets.decode import get_decoder
+from cdc_assets.common.settings import load_settings
 
 def killed(*args, **kwargs):
     os.killpg(0, signal.SIGKILL)
@@ -151,9 +151,9 @@ landing.land(start_spark_session(conf), dump_root=Path(sys.argv[1]), layout="kaf
 
 
 def test_sigkill_between_the_batch_and_the_state_commit_leaves_nothing_visible_and_lands_once(spark, tmp_path):
-    from cdc_assets.lib.codecs import get_decoder
-    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
-    from cdc_assets.lib.landing import land, load_state, read_watermark_index, read_window_messages
+    from cdc_assets.decode import get_decoder
+    from cdc_assets.common.warehouse import load_pyiceberg_catalog
+    from cdc_assets.landing.land import land, load_state, read_watermark_index, read_window_messages
 
     dump = generate(tmp_path / "sim", seed=5, layout="kafka-parquet", row_changes=200,
                     duration_ms=150 * 60_000).dump_dir

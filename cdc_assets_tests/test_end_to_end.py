@@ -14,11 +14,11 @@ from cdc_assets.cli import main as cli_main
 from cdc_assets.defs.factory import build_definitions, source_builds
 from cdc_assets.defs.automation import window_job_name
 from cdc_assets.defs.partitions import partition_key_for_ms
-from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
-from cdc_assets.lib.landing import load_state
-from cdc_assets.lib.simulator import generate
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
-from cdc_assets.lib.truth import load_truth
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.landing.land import load_state
+from cdc_assets.simulator import generate
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.simulator.compare import load_truth
 from cdc_assets_tests.e2e import differences_from_truth, settings_for, simulate_and_replay
 from cdc_assets_tests.helpers import layer_commits
 
@@ -205,7 +205,7 @@ def test_rematerializing_an_old_window_keeps_newer_snapshots_intact(parquet_run,
     assert result.success
     # Every window's tag is still on the snapshot its manifest names, main is the newest
     # window's (the rerun wrote on its own branch), and every window still equals the truth.
-    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+    from cdc_assets.common.warehouse import load_pyiceberg_catalog
 
     catalog = load_pyiceberg_catalog(settings.warehouse)
     newest = read_manifest(*snapshots, list_manifests(*snapshots)[-1])

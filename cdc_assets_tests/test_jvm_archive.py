@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from cdc_assets import jvm_archive
-from cdc_assets.jvm_archive import build
+from cdc_assets.common.jvm_archive_build import build
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 _START_A_SESSION = """
 import sys
 from cdc_assets.defs.resources import spark_config, start_spark_session
-from cdc_assets.lib.settings import load_settings
+from cdc_assets.common.settings import load_settings
 conf = spark_config(load_settings())
 conf["spark.driver.extraJavaOptions"] = (
     conf.get("spark.driver.extraJavaOptions", "") + f" -Xlog:class+load=info:file={sys.argv[1]}")

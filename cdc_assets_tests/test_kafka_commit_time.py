@@ -10,10 +10,10 @@ import json
 
 from dagster import AssetKey, DagsterInstance
 
-from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA, REJECT_DETAIL, REJECT_REASON
-from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.snapshot_store import read_entry_arrow, read_manifest
-from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets.contracts.schemas import RAW_MESSAGE_SCHEMA, REJECT_DETAIL, REJECT_REASON
+from cdc_assets.decode import get_decoder
+from cdc_assets.snapshot.store import read_entry_arrow, read_manifest
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
 from cdc_assets_tests.helpers import decode

@@ -17,10 +17,10 @@ from pathlib import Path
 import boto3
 import pytest
 
-from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
-from cdc_assets.lib.settings import load_settings
-from cdc_assets.lib.simulator import generate
-from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.common.settings import load_settings
+from cdc_assets.simulator import generate
+from cdc_assets.snapshot.store import list_manifests, read_entry_arrow, read_manifest
 from cdc_assets_tests.e2e import differences_from_truth
 from cdc_assets_tests.servers import moto_s3
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from cdc_assets.lib.simulator import generate
-from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
+from cdc_assets.simulator import generate
+from cdc_assets.snapshot.store import list_manifests, read_entry_arrow, read_manifest
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import differences_from_truth, settings_for
 from cdc_assets_tests.servers import LOOPBACK, VENV_BIN, spark_connect, spark_env, spark_standalone

@@ -25,20 +25,20 @@ from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame
 
-from cdc_assets.lib.iceberg_catalog import (
+from cdc_assets.common.warehouse import (
     CATALOG, ICEBERG_EXTENSIONS, SECRET_KEY, Warehouse, check_spark_can_open, spark_catalog_conf, spark_jars,
     use_catalog,
 )
-from cdc_assets.lib.iceberg_tables import OUTPUT_METADATA_PROPERTY, IcebergTable, WindowTable, window_commit
-from cdc_assets.lib.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS, archive_in_place, with_archive
-from cdc_assets.lib.settings import Settings, env_catalog_properties
+from cdc_assets.common.iceberg_tables import OUTPUT_METADATA_PROPERTY, IcebergTable, WindowTable, window_commit
+from cdc_assets.common.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS, archive_in_place, with_archive
+from cdc_assets.common.settings import Settings, env_catalog_properties
 
 
 def spark_config(settings: Settings) -> dict[str, str]:
     """The session's settings. The master URL alone picks where Spark runs: `local[N]`, a
     standalone cluster (`spark://host:port`), or a Spark Connect server (`sc://host:port`).
     `settings.spark_conf` (CDC_ASSETS_SPARK_CONF) is applied last, so it wins. A driver JVM
-    started here maps the class-data-sharing archive when there is one (lib/jvm_archive.py)."""
+    started here maps the class-data-sharing archive when there is one (common/jvm_archive.py)."""
     conf = {
         "spark.master": settings.spark_master,
         "spark.app.name": "cdc_assets",
@@ -60,7 +60,7 @@ def spark_config(settings: Settings) -> dict[str, str]:
         # each table's typed actions) stayed in 8 partitions whatever its size: a 700-row
         # table was written as 10 files and its history part as 16, with a task per file.
         "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
-        # Every table of the warehouse is an Iceberg table (lib/iceberg_catalog.py).
+        # Every table of the warehouse is an Iceberg table (common/warehouse.py).
         "spark.jars": ",".join(spark_jars()),
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
         **spark_catalog_conf(CATALOG, settings.iceberg_warehouse),

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from dagster import AssetKey, TimeWindowPartitionsDefinition
 
-from cdc_assets.lib.codecs import Decoder, get_decoder
-from cdc_assets.lib.input_files import local_dump_root
-from cdc_assets.lib.layouts import DumpLayout, check_layout_options, detect_layout, get_layout
-from cdc_assets.lib.s3_dump import is_s3_uri
-from cdc_assets.lib.settings import Settings, SourceConfig
-from cdc_assets.lib.watermark_state import EVENT_TIME_MODE, WATERMARK_MODE, Completeness
+from cdc_assets.decode import Decoder, get_decoder
+from cdc_assets.landing.input_files import local_dump_root
+from cdc_assets.landing.layouts import DumpLayout, check_layout_options, detect_layout, get_layout
+from cdc_assets.landing.s3_input import is_s3_uri
+from cdc_assets.common.settings import Settings, SourceConfig
+from cdc_assets.landing.state import EVENT_TIME_MODE, WATERMARK_MODE, Completeness
 
 LANDED, RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY = (
     "landed_dump", "raw_messages", "change_log", "quarantine", "change_table", "snapshots", "history",

@@ -21,14 +21,14 @@ from dagster import (
 )
 
 from cdc_assets.defs.factory import build_definitions
-from cdc_assets.lib.settings import load_settings
-from cdc_assets.lib.landing_tables import load_state, save_state
-from cdc_assets.lib.tso import ms_to_tso
-from cdc_assets.lib.watermark_state import Completeness, LandingState
-from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
-from cdc_assets.lib import snapshot_windows
-from cdc_assets.lib.snapshot_store import read_manifest
-from cdc_assets.lib.window_plan import split_quiet, windows_to_materialize
+from cdc_assets.common.settings import load_settings
+from cdc_assets.landing.tables import load_state, save_state
+from cdc_assets.common.tso import ms_to_tso
+from cdc_assets.landing.state import Completeness, LandingState
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.snapshot import manifests as snapshot_windows
+from cdc_assets.snapshot.store import read_manifest
+from cdc_assets.snapshot.pending_windows import split_quiet, windows_to_materialize
 
 REPO = Path(__file__).resolve().parents[2]
 H = 3_600_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dagster import EnvVar
 
 from cdc_assets.defs.resources import make_s3_resource, spark_config
-from cdc_assets.lib.settings import load_settings
+from cdc_assets.common.settings import load_settings
 
 
 def test_the_master_url_alone_picks_local_standalone_or_spark_connect():
