@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from cdc_assets.landing.land import ROUTED_WINDOWS
+from cdc_assets.common.windows import ROUTED_WINDOWS
 from cdc_assets.landing.tables import LANDED_MESSAGES, read_landed
 from cdc_assets.simulator.protocols import ENCODERS
 from cdc_assets.simulator.compare import load_truth

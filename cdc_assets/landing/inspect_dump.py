@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from cdc_assets.contracts.schemas import DDL, REJECT_DETAIL, REJECT_REASON, ROW, WATERMARK
 from cdc_assets.decode import get_decoder
-from cdc_assets.decode.detect import Detection, detect_protocol, where
+from cdc_assets.landing.detect import Detection, detect_protocol, where
 from cdc_assets.landing.layouts import UNPARSED_TOPIC, DumpLayout, SampledMessage, get_layout, sniff_layouts
 from cdc_assets.landing.layouts import detect_layout
 from cdc_assets.common.tso import PHYSICAL_SHIFT, ms_to_tso, tso_to_ms

@@ -40,6 +40,7 @@ from cdc_assets.landing.tables import (
 )
 from cdc_assets.landing.tables import LandingConflict  # noqa: F401  (what `land` raises on a lost race)
 from cdc_assets.common.tso import plausible_ms
+from cdc_assets.common.windows import ROUTED_WINDOWS, is_home_copy, routed_windows, window_start
 from cdc_assets.landing.watermark_audit import plausible_watermark, regressions_by_partition
 from cdc_assets.landing.state import LandingState
 
@@ -48,11 +49,6 @@ from cdc_assets.landing.state import LandingState
 # (the default of `Settings.settle_seconds`).
 SETTLE_SECONDS = 600
 
-# Landed messages carry, next to the raw message columns, the landing sequence number and,
-# for a message landed in several windows (a batch whose events straddle a window end), the
-# windows it was landed in, its home window (the one of its routing time) first; null for a
-# message landed in one window. `decode/window_events.py` reads it to decode each event once.
-ROUTED_WINDOWS = "routed_windows"
 LANDED_SCHEMA = T.StructType(RAW_MESSAGE_SCHEMA.fields + [
     T.StructField("landing_seq", T.IntegerType(), True),
     T.StructField(ROUTED_WINDOWS, T.ArrayType(T.LongType()), True),
@@ -332,27 +328,6 @@ def _landed_rows(routed: DataFrame, window_ms: int) -> DataFrame:
         .repartition(WINDOW_COLUMN)
         .sortWithinPartitions(WINDOW_COLUMN, "topic", "kafka_partition", "kafka_offset")
     )
-
-
-def window_start(ms: str | Column, window_ms: int) -> Column:
-    """The start (ms) of the window holding physical time `ms`."""
-    ms = F.col(ms) if isinstance(ms, str) else ms
-    return F.floor(ms / window_ms).cast("long") * window_ms
-
-
-def routed_windows(routing_ms: Column, event_ms: Column, window_ms: int) -> Column:
-    """[home window, other windows of its events...], or null when all are in the home window
-    (or the message has no usable routing time: it stays unroutable, quarantined at home)."""
-    others = F.array_sort(F.array_distinct(F.transform(
-        F.filter(event_ms, lambda ms: plausible_ms(ms).isNotNull()), lambda ms: window_start(ms, window_ms))))
-    home = window_start(routing_ms, window_ms)
-    others = F.array_remove(others, home)
-    return F.when(home.isNotNull() & (F.size(others) > 0), F.concat(F.array(home), others))
-
-
-def is_home_copy(window_start_ms: Column) -> Column:
-    """The copy of a message in its home window (every message landed in one window is)."""
-    return F.col(ROUTED_WINDOWS).isNull() | (F.col(ROUTED_WINDOWS)[0] == window_start_ms)
 
 
 def _unroutable_window(staged: DataFrame, window_ms: int, state: LandingState) -> tuple[int, bool]:

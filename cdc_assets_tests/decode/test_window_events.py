@@ -8,7 +8,7 @@ from pyspark.sql import functions as F, types as T
 
 from cdc_assets.contracts.schemas import REJECT_REASON
 from cdc_assets.decode import get_decoder
-from cdc_assets.landing.land import ROUTED_WINDOWS, routed_windows
+from cdc_assets.common.windows import ROUTED_WINDOWS, routed_windows
 from cdc_assets.simulator.open_protocol import OpenProtocolEncoder
 from cdc_assets.simulator.protocols import ENCODERS, make_encoder
 from cdc_assets.simulator.schema import DEMO_TABLES

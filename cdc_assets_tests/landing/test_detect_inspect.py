@@ -13,7 +13,7 @@ import pytest
 
 from cdc_assets.cli import main
 from cdc_assets.decode import get_decoder
-from cdc_assets.decode.detect import detect_protocol
+from cdc_assets.landing.detect import detect_protocol
 from cdc_assets.landing.inspect_dump import detection_sample, inspect_dump, resolve
 from cdc_assets.landing.layouts import detect_layout, get_layout
 from cdc_assets.simulator import generate

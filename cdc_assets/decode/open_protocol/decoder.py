@@ -64,7 +64,7 @@ from cdc_assets.decode.common.arrow_events import (
 from cdc_assets.decode.common import large_messages
 from cdc_assets.decode.base import EVENT_ROUTING_MS, Decoder
 from cdc_assets.decode.common.key_option import NO_KEYS, KeyOption
-from cdc_assets.snapshot.ddl.tidb_actions import ddl_action_name
+from cdc_assets.common.tidb_ddl_actions import ddl_action_name
 from cdc_assets.common.tso import PHYSICAL_SHIFT, is_plausible_ms
 
 
