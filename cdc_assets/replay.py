@@ -3,7 +3,7 @@
 Runs go through the same Definitions, jobs, IO manager and checks as the UI and the
 schedules: `execute_in_process` per window with data, in window order (snapshots build on the
 previous window). A window in which nothing landed gets no run: its manifest carries the
-previous snapshot forward (`snapshot_store.carry_forward_window`), so commits years apart
+previous snapshot forward (`store.carry_forward_window`), so commits years apart
 cost one small file per quiet window, not a Spark run.
 """
 

@@ -1,6 +1,6 @@
 """Database and table names that cannot be MySQL / TiDB identifiers: quarantined after decoding.
 
-Names come from untrusted messages; storage copes with any name (`storage.table_id`), but a
+Names come from untrusted messages; storage copes with any name (`names.table_id`), but a
 name that no MySQL or TiDB table can have is not a table: its events are quarantined as
 `invalid_table_name`, the same step for every protocol. The rules are MySQL's for database
 and table names (reference manual, "Schema Object Names"); TiDB checks the length, the empty
@@ -13,7 +13,7 @@ name and the trailing space the same way:
 
 A DDL event may name no table (`CREATE DATABASE`) or no database: an empty name is "none"
 there, not a bad one. The names inside a DDL statement's text are held to the same rules
-when it is parsed (`ddl.parse_ddl`).
+when it is parsed (`ddl.parse.parse_ddl`).
 """
 
 from __future__ import annotations

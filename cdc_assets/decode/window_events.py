@@ -4,7 +4,7 @@
   applies to watermarks): a commit ts of 0, -1 or one in the year 2500 is quarantined
   (`implausible_commit_ts`), never applied in whatever window its message landed in.
 - A message that batches events of several commit times (Open Protocol) was landed in the
-  window of each of its events (`landing.ROUTED_WINDOWS`: its home window, the one of its
+  window of each of its events (`windows.ROUTED_WINDOWS`: its home window, the one of its
   routing time, first). Each window decodes the whole message and keeps the events whose
   commit time is in it; an event that has no plausible commit time, or whose window the
   message was not landed in, is kept by the home window alone (quarantined there, or caught

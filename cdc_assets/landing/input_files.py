@@ -69,7 +69,7 @@ def wanted_object(layout: str) -> Callable[[PurePath], bool]:
 
 
 def sync_s3_source(source: SourceConfig, warehouse, s3_client: Any) -> MirrorResult:
-    """Download the source's new S3 objects into its mirror (see `s3_dump.mirror_prefix`)."""
+    """Download the source's new S3 objects into its mirror (see `s3_input.mirror_prefix`)."""
     mirror = mirror_root(warehouse, source.name)
     mirror.mkdir(parents=True, exist_ok=True)
     return mirror_prefix(s3_client, source.input_path, mirror, wanted_object(source.layout))

@@ -3,7 +3,7 @@
 The layout and the protocol are detected (`layouts.detect_layout`, `detect.detect_protocol`)
 unless given; then every message (up to `max_messages`) is read by the layout's plain-Python
 reader and decoded by the decoder's own Python batch function, and counted the way the
-landing counts (`watermark_state.LandingState`): per Kafka partition its offsets, first and
+landing counts (`landing.state.LandingState`): per Kafka partition its offsets, first and
 last commit time and last watermark; the windows with data, which are complete and what
 holds the others back; the tables with their key and column types; the messages a replay
 would quarantine, by reason; and the `cdc-assets replay` command to run.

@@ -50,7 +50,7 @@ class LandingState:
     landed_digests: set[str] = field(default_factory=set)
     fingerprints: dict[str, dict] = field(default_factory=dict)
     window_ms: int | None = None  # the width the landed folders are keyed by
-    # Messages without a usable time of their protocol, per file (`landing.UNROUTABLE_REASON`):
+    # Messages without a usable time of their protocol, per file (`land.UNROUTABLE_REASON`):
     # {"messages": n, "unroutable": {reason: n}}; and the first such message ever landed.
     unroutable_files: dict[str, dict] = field(default_factory=dict)
     first_unroutable: dict | None = None

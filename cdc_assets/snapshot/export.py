@@ -1,6 +1,6 @@
 """Export every table's state as one Parquet file per table: OUT/<database>.<table>.parquet.
 
-The file name is the table's storage name (`storage.table_id`: percent-encoded, and bounded
+The file name is the table's storage name (`names.table_id`: percent-encoded, and bounded
 for long names); the real database and table names are in each file's Parquet metadata
 (`REAL_NAME_KEYS`) and in the returned `ExportedTable`s.
 

@@ -56,7 +56,7 @@ def write_window_history(spark: SparkSession, result: WindowResult, warehouse, s
                          stale: list[Name] = ()) -> tuple[dict[str, int], list[Name]]:
     """Write the versions that ended in the window, one commit per table; `stale`: tables an
     earlier run of the window wrote versions of (their window rows are replaced even when
-    none ends now). Returns the count per table (`storage.table_id`) and the tables' names."""
+    none ends now). Returns the count per table (`names.table_id`) and the tables' names."""
     parts: dict[Name, list[DataFrame]] = {}
     for f in result.flushes:
         with naming_table(table_id(*f.name), "building its history"):

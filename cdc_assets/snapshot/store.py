@@ -8,7 +8,7 @@ ended on (a table whose rows alone changed is a MERGE of the keys it touched, on
 then every table of the window is tagged with the window's end (`end-<UTC end>`) and, in
 the newest window, `main` moves to it (`iceberg_tables.publish`); last, its manifest row is
 committed, conditioned on the windows table as the run found it when it started (two runs of
-one window: the later fails, `snapshot_windows.ManifestConflict`). The manifest records each
+one window: the later fails, `manifests.ManifestConflict`). The manifest records each
 table's Iceberg identifier and snapshot id and the window's counts; a table without changes
 keeps its previous entry (same snapshot), tagged again. Any engine reads a window's state
 with `VERSION AS OF 'end-…'`.

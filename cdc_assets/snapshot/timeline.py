@@ -1,7 +1,7 @@
 """A window's changes applied in commit order: row events, with the DDL as barriers between them.
 
 Every table's state (schema + rows) starts as the previous window's snapshot. Rows between two
-barriers are applied together (`snapshot.reconstruct_table`: latest action per key wins); a
+barriers are applied together (`reconstruct.reconstruct_table`: latest action per key wins); a
 barrier then changes schemas and rows as its DDL says:
 
 | DDL | effect |
@@ -79,7 +79,7 @@ class TableState:
 @dataclass(frozen=True)
 class Flush:
     """Rows of one table applied together, on top of `before` (history: versions they ended).
-    `actions`: their `snapshot.typed_actions` (cached; the snapshot was built from them too).
+    `actions`: their `reconstruct.typed_actions` (cached; the snapshot was built from them too).
     `before` is in `schema`: columns the rows' images added are null in it."""
 
     name: Name

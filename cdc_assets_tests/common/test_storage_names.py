@@ -1,4 +1,4 @@
-"""Storage names of tables (`storage.table_id`): today's names kept, long names bounded,
+"""Storage names of tables (`names.table_id`): today's names kept, long names bounded,
 readable and kept apart, every file name they make fits the file system."""
 
 import hashlib

@@ -3,7 +3,7 @@
 The rules are those of `debezium/decoder.py`'s docstring; the reject rules below run in the order
 the quarantine reasons are documented (the first failing one wins). Messages are parsed with
 the standard library's JSON parser because numbers must keep their exact text
-(`debezium_values.loads_exact`); orjson reads them as doubles.
+(`debezium.values.loads_exact`); orjson reads them as doubles.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def _database(source: dict) -> str | None:
     """The change log's database: `source.db`, or `<db>.<schema>` for connectors whose tables
     live in a schema (PostgreSQL, SQL Server, Oracle, Db2 write `source.schema`). Keeping the
     schema never merges `public.t` with `sales.t`; storage escapes the `.` inside a name part
-    (`storage.table_id`), so `<db>.<schema>` cannot meet a MySQL database of that name."""
+    (`names.table_id`), so `<db>.<schema>` cannot meet a MySQL database of that name."""
     db, schema = name_text(source.get("db"), "source.db"), name_text(source.get("schema"), "source.schema")
     return db if db is None or schema is None else f"{db}.{schema}"
 

@@ -1,6 +1,6 @@
 """DDL text -> the schema changes it makes, parsed with sqlglot (MySQL dialect).
 
-Text sqlglot cannot read as written is rewritten and read again (`ddl_text.parseable`: TiDB's
+Text sqlglot cannot read as written is rewritten and read again (`ddl.rewrite.parseable`: TiDB's
 own words such as `AUTO_RANDOM` set aside, MySQL's `ADD COLUMN (a INT, b INT)` split).
 
 One statement can make several changes (`ALTER TABLE t ADD c INT, DROP d`, `DROP TABLE a, b`,
