@@ -15,7 +15,7 @@ from cdc_assets.snapshot.reconstruct import key_actions, reconstruct_table
 from cdc_assets.snapshot.window_schema import window_table_schemas
 from cdc_assets_tests.helpers import decode, raw_frame, reasons
 
-SPEC = Path(__file__).resolve().parents[4] / "shared" / "specs" / "cloudcanal-message-formats.txt"
+SPEC = Path(__file__).resolve().parents[3] / "shared" / "specs" / "cloudcanal-message-formats.txt"
 
 
 def _spec_examples() -> list[dict]:
