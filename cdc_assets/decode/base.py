@@ -138,6 +138,7 @@ class Decoder(ABC):
         decoded = decoded_columns(raw.select(*PASSED).mapInArrow(self.batch_function(), PARSED_SCHEMA))
         return kafka_time.with_kafka_commit_time(decoded) if self.kafka_commit_time else decoded
 
+
 def _positive_int(decoder: str, option: str, value) -> int:
     try:
         n = int(str(value).strip())
