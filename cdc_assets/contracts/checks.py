@@ -1,4 +1,5 @@
-"""Data contracts: pandera models (pyspark.sql backend) + row invariants with counts.
+"""Data contracts: pandera models (pyspark.sql backend), built from the contracts' columns in
+`contracts/schemas.py`, + row invariants with counts.
 
 pandera checks the schema (columns, Spark types, no extra columns). Its data checks run one
 Spark job each (`filter(~check).limit(1).count()`: a dozen per contract); here the
@@ -9,57 +10,35 @@ needs its SQL) are counted together in one aggregate, so a failure also says how
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandera.pyspark as pa
 from pandera.api.checks import Check
 from pandera.config import ValidationDepth, config_context
 from pandera.pyspark import DataFrameModel, Field
-from pyspark.sql import Column, DataFrame, functions as F, types as T
+from pyspark.sql import Column, DataFrame, functions as F
 
-from cdc_assets.contracts.schemas import DDL, EVENT_KINDS, ROW, ROW_OPS, WATERMARK
-
-_STR_MAP = T.MapType(T.StringType(), T.StringType(), valueContainsNull=True)
+from cdc_assets.contracts.schemas import CHANGE_LOG, CHANGE_TABLE, DDL, ROW, WATERMARK, ContractColumn
 
 
-class ChangeLogModel(DataFrameModel):
-    """Layer 2: every decoded event (rows, DDL, watermarks)."""
-
-    topic: T.StringType() = Field(nullable=False)
-    kafka_partition: T.IntegerType() = Field(ge=0)
-    kafka_offset: T.LongType() = Field(ge=0)
-    kafka_timestamp: T.TimestampType() = Field(nullable=True)
-    event_index: T.IntegerType() = Field(ge=0)
-    event_kind: T.StringType() = Field(isin=list(EVENT_KINDS))
-    op: T.StringType() = Field(isin=list(ROW_OPS), nullable=True)
-    database: T.StringType() = Field(nullable=True)
-    table: T.StringType() = Field(nullable=True)
-    commit_ts: T.LongType() = Field(gt=0, nullable=True)
-    commit_time: T.TimestampType() = Field(nullable=True)
-    source_position: T.LongType() = Field(nullable=True)
-    event_time: T.TimestampType() = Field(nullable=True)
-    pk_names: T.ArrayType(T.StringType(), True) = Field(nullable=True)
-    pk_values: T.ArrayType(T.StringType(), True) = Field(nullable=True)
-    before: _STR_MAP = Field(nullable=True)
-    after: _STR_MAP = Field(nullable=True)
-    column_types: _STR_MAP = Field(nullable=True)
-    ddl_type: T.StringType() = Field(nullable=True)
-    ddl_sql: T.StringType() = Field(nullable=True)
-    watermark_ts: T.LongType() = Field(gt=0, nullable=True)
-
-    class Config:
-        strict = True
-        name = "change_log"
+def contract_model(class_name: str, name: str, doc: str, columns: Sequence[ContractColumn]) -> type[DataFrameModel]:
+    """The pandera model of a contract's columns (`contracts/schemas.py`): the same names,
+    order, Spark types, nullability and checks as its Spark schema; strict (no other columns)."""
+    namespace = {
+        "__doc__": doc,
+        "__module__": __name__,
+        "__annotations__": {c.name: c.data_type for c in columns},
+        **{c.name: Field(nullable=c.nullable, **c.checks) for c in columns},
+        "Config": type("Config", (), {"strict": True, "name": name}),
+    }
+    return type(class_name, (DataFrameModel,), namespace)
 
 
-class ChangeTableModel(ChangeLogModel):
-    """Layer 3: deduplicated, aligned rows and DDL (no watermarks)."""
-
-    event_kind: T.StringType() = Field(isin=[ROW, DDL])
-
-    class Config:
-        strict = True
-        name = "change_table"
+ChangeLogModel = contract_model("ChangeLogModel", "change_log", "Layer 2: every decoded event (rows, DDL, watermarks).",
+                                CHANGE_LOG)
+ChangeTableModel = contract_model("ChangeTableModel", "change_table",
+                                  "Layer 3: deduplicated, aligned rows and DDL (no watermarks).", CHANGE_TABLE)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,14 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from cdc_assets.decode.common import kafka_time
-from cdc_assets.decode.common.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, zone
+from cdc_assets.decode.common.arrow_events import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    MAX_MESSAGE_BYTES,
+    PARSED_SCHEMA,
+    PASSED,
+    decoded_columns,
+    zone,
+)
 from cdc_assets.decode.common.key_option import parse_key_option
 
 
@@ -40,6 +47,9 @@ class Decoder(ABC):
     default_options: ClassVar[Mapping[str, str]] = {}
     #: Options that take one of a few values.
     option_choices: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    #: The boolean option (one of `default_options`) that says whether the protocol's
+    #: watermarks / markers come and advance the landing watermark; None: they never do.
+    watermark_option: ClassVar[str | None] = None
 
     def __init__(self, options: Mapping[str, str] | None = None):
         known = {**COMMON_OPTIONS, **self.default_options}
@@ -84,7 +94,7 @@ class Decoder(ABC):
     def emits_watermarks(self) -> bool:
         """Whether the protocol (with these options) carries watermarks / resolved ts.
         Sources without them decide completeness by event time instead."""
-        return False
+        return self.watermark_option is not None and self.flag(self.watermark_option)
 
     def batch_function(self) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
         """The plain-Python function `decode` maps over Arrow batches of messages (`PASSED`
@@ -112,7 +122,6 @@ class Decoder(ABC):
         Must be cheap: it runs when a dump is landed, before full decoding.
         """
 
-    @abstractmethod
     def decode(self, raw: DataFrame) -> DataFrame:
         """Return `DECODED_COLUMNS`: the change-log columns, the raw `key` / `value`, and
         `_reject_reason` / `_reject_detail`.
@@ -121,7 +130,13 @@ class Decoder(ABC):
         lineage columns and its message's raw `key` / `value`. Other rows may leave the raw
         bytes null (the decode step refills them by lineage for events rejected after
         decoding).
+
+        Here: `batch_function` mapped over Arrow batches of the messages, then the Kafka
+        record's time and offset as commit time and position with `commit-time=kafka-timestamp`.
+        A decoder that decodes in Spark overrides it.
         """
+        decoded = decoded_columns(raw.select(*PASSED).mapInArrow(self.batch_function(), PARSED_SCHEMA))
+        return kafka_time.with_kafka_commit_time(decoded) if self.kafka_commit_time else decoded
 
 
 def _positive_int(decoder: str, option: str, value) -> int:

@@ -29,7 +29,7 @@ import orjson
 from cdc_assets.decode.common import large_messages
 from cdc_assets.decode.dts_avro.events import Reject as AvroReject, decode_value
 from cdc_assets.decode.dts_avro.schema import parsed_record_schema
-from cdc_assets.decode.open_protocol.decoder import VERSION, split_frames
+from cdc_assets.decode.open_protocol.frames import VERSION, split_frames
 from cdc_assets.landing.layouts import UNPARSED_TOPIC, SampledMessage
 from cdc_assets.landing.layouts.base import unparsed_place
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession, types as T
 
-from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
+from cdc_assets.contracts.schemas import CHANGE_LOG, CHANGE_LOG_SCHEMA, CHANGE_TABLE
 from cdc_assets.contracts.checks import ChangeLogModel, ChangeTableModel, column_rules, pa, validate
 
 # Nullable everywhere, so that a test can put a null where the contract forbids one.
@@ -121,3 +121,12 @@ def test_a_model_with_a_check_the_aggregate_cannot_count_is_refused():
 
     with pytest.raises(NotImplementedError, match="only column checks"):
         column_rules(WithFrameCheck)
+
+
+def test_the_spark_schema_and_the_pandera_model_are_one_contract():
+    for model, columns in ((ChangeLogModel, CHANGE_LOG), (ChangeTableModel, CHANGE_TABLE)):
+        schema = model.to_schema()
+        assert list(schema.columns) == [c.name for c in columns] == CHANGE_LOG_SCHEMA.fieldNames()
+        for c, f in zip(schema.columns.values(), CHANGE_LOG_SCHEMA.fields):
+            assert (c.dtype.type, c.nullable) == (f.dataType, f.nullable)
+    assert ChangeTableModel.to_schema().columns["event_kind"].checks[0].statistics["allowed_values"] == ["row", "ddl"]

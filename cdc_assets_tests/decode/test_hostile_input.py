@@ -22,7 +22,7 @@ from cdc_assets.decode.cloudcanal_json import events as cloudcanal_json_events
 from cdc_assets.decode.common import arrow_events
 from cdc_assets.decode.debezium import events as debezium_events
 from cdc_assets.decode.dts_avro import decoder as dts_avro
-from cdc_assets.decode.open_protocol import decoder as open_protocol
+from cdc_assets.decode.open_protocol import events as open_protocol
 from cdc_assets.decode.common.key_option import NO_KEYS
 from cdc_assets_tests.decode.arrow_batch import decode_values
 

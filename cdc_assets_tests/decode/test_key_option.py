@@ -15,7 +15,7 @@ from cdc_assets.decode.canal_json import events as canal_json_events
 from cdc_assets.decode.cloudcanal_json import events as cloudcanal_json_events
 from cdc_assets.decode.debezium import events as debezium_events
 from cdc_assets.decode.common.key_option import NO_KEYS, KeyOption, parse_key_option
-from cdc_assets.decode.open_protocol.decoder import decode_message
+from cdc_assets.decode.open_protocol.events import decode_message
 from cdc_assets_tests.decode.arrow_batch import decode_values
 
 PROTOCOLS = ["canal-json", "cloudcanal-json", "debezium", "debezium-json", "dts-avro", "open-protocol"]

@@ -10,7 +10,10 @@ from datetime import timezone
 import pytest
 
 from cdc_assets.contracts.schemas import REJECT_REASON
-from cdc_assets.decode.open_protocol.decoder import decode_message, go_unquote, message_timestamps, zone
+from cdc_assets.decode.common.arrow_events import zone
+from cdc_assets.decode.open_protocol.events import decode_message
+from cdc_assets.decode.open_protocol.frames import message_timestamps
+from cdc_assets.decode.open_protocol.values import go_unquote
 from cdc_assets.simulator.open_protocol import go_quote
 from cdc_assets_tests.helpers import raw_frame
 

@@ -47,7 +47,6 @@ from pyspark.sql import DataFrame, functions as F, types as T
 
 from cdc_assets.decode.common import kafka_time
 from cdc_assets.decode.common import large_messages
-from cdc_assets.decode.common.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns
 from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.canal_json.events import decode_batches
 from cdc_assets.decode.common.spark_helpers import value_text
@@ -117,7 +116,3 @@ class CanalJsonDecoder(Decoder):
                                  codec=self.options[large_messages.OPTION], max_bytes=self.max_message_bytes,
                                  kafka_commit_time=self.kafka_commit_time,
                                  tidb_extension=self.flag("enable-tidb-extension"))
-
-    def decode(self, raw: DataFrame) -> DataFrame:
-        decoded = decoded_columns(raw.select(*PASSED).mapInArrow(self.batch_function(), PARSED_SCHEMA))
-        return kafka_time.with_kafka_commit_time(decoded) if self.kafka_commit_time else decoded

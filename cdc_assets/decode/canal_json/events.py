@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from cdc_assets.contracts.schemas import CONTROL_RECORD, DDL, ROW, WATERMARK
 from cdc_assets.decode.common.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, as_text, event, name_text
-from cdc_assets.decode.common.canal_values import canonical, key_and_reject, type_flags
+from cdc_assets.decode.common.canal_values import row_events, type_flags
 from cdc_assets.decode.common.json_fields import (
     bool_field, decode_each_object, long_field, object_field, objects_field, positive_long_field, texts_field,
 )
@@ -96,7 +96,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption, kafka_commit_time: bool 
     pk_names = texts_field(m.get("pkNames")) or key_option.names_for(database, table)
     types, data, old = object_field(m.get("mysqlType")), objects_field(m.get("data")), objects_field(m.get("old")) or ()
     op = None if kind_text is None else kind_text.upper()
-    has_binary, changes = type_flags(types, tz) if types else (False, False)
+    flags = type_flags(types, tz) if types else (False, False)
     message_reason = _large_message_reject(tidb, op) or (
         _NOT_ROW_EVENTS[op] if op in _NOT_ROW_EVENTS
         else ("unknown_event_type", f"unknown canal-json type {kind_text if kind_text is not None else 'null'}")
@@ -112,24 +112,8 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption, kafka_commit_time: bool 
     if message_reason is not None:  # the whole message: one quarantine row, not one per row of `data`
         return [event(0, ROW, *message_reason, op=op, database=database, table=table, commit_ts=commit_ts,
                       source_position=position, event_ms=es)]
-    events = []
-    for pos, row in enumerate(data or (None,)):
-        before = after = None
-        if op == "DELETE":
-            before = row
-        elif op == "INSERT":
-            after = row
-        elif op == "UPDATE":
-            after = row
-            o = old[pos] if pos < len(old) else None
-            if o is not None and row is not None:
-                before = {k: (o[k] if k in o else v) for k, v in row.items()}
-        if changes:
-            before, after = canonical(before, types, tz), canonical(after, types, tz)
-        pk_values, reason, detail = key_and_reject(pk_names, before, after, row, types, has_binary)
-        events.append((pos, ROW, op, database, table, commit_ts, position, es, pk_names, pk_values,
-                       before, after, types, None, None, None, reason, detail))
-    return events
+    return row_events(op, data, old, types, tz, flags, database=database, table=table, commit_ts=commit_ts,
+                      position=position, event_ms=es, pk_names=pk_names)
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,

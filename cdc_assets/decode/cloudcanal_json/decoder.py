@@ -34,7 +34,6 @@ import functools
 
 from pyspark.sql import DataFrame, functions as F, types as T
 
-from cdc_assets.decode.common.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns
 from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.cloudcanal_json.events import decode_batches
 from cdc_assets.decode.common.spark_helpers import value_text
@@ -52,13 +51,11 @@ class CloudCanalJsonDecoder(Decoder):
         # Let TRANSACTIONEND markers advance the landing watermark (see module docstring).
         "transaction-end-as-watermark": "false",
     }
-
-    def emits_watermarks(self) -> bool:
-        return self.flag("transaction-end-as-watermark")
+    watermark_option = "transaction-end-as-watermark"
 
     def route(self, raw: DataFrame) -> DataFrame:
         m = F.from_json(value_text(), _ROUTING_SCHEMA)
-        use_markers = self.flag("transaction-end-as-watermark")
+        use_markers = self.emits_watermarks()
         is_marker = F.upper(m["entryType"]) == _TRANSACTION_END
         shiftable = (m["execTs"] > 0) & (m["execTs"] < MAX_TSO_MS)  # as `ms_to_commit_ts` in decode
         return raw.withColumns(
@@ -72,6 +69,3 @@ class CloudCanalJsonDecoder(Decoder):
     def batch_function(self):
         return functools.partial(decode_batches, time_zone=self.options["time-zone"], key_option=self.key_option,
                                  max_bytes=self.max_message_bytes)
-
-    def decode(self, raw: DataFrame) -> DataFrame:
-        return decoded_columns(raw.select(*PASSED).mapInArrow(self.batch_function(), PARSED_SCHEMA))

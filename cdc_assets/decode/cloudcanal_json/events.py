@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from cdc_assets.contracts.schemas import DDL, ROW, WATERMARK
 from cdc_assets.decode.common.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, as_text, event, name_text
-from cdc_assets.decode.common.canal_values import canonical, key_and_reject, type_flags
+from cdc_assets.decode.common.canal_values import row_events, type_flags
 from cdc_assets.decode.common.json_fields import (
     bool_field, decode_each_object, long_field, object_field, objects_field, texts_field,
 )
@@ -83,7 +83,7 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
                       source_position=position, event_ms=exec_ts, ddl_type=action_text, ddl_sql=sql,
                       column_types=columns, pk_names=declared_pk)]
     op = None if action_text is None else action_text.upper()
-    has_binary, changes = type_flags(types, tz) if types else (False, False)
+    flags = type_flags(types, tz) if types else (False, False)
     message_reject = (
         missing_ts
         or (("unknown_event_type", f"unknown cloudcanal action {action_text if action_text is not None else 'null'}")
@@ -95,27 +95,11 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
     if message_reject is not None:  # the whole message: one quarantine row, not one per row of `data`
         return [event(0, ROW, *message_reject, op=op, database=database, table=table, commit_ts=commit_ts,
                       source_position=position, event_ms=exec_ts)]
-    events = []
-    for pos, row in enumerate(data or (None,)):
-        old = before_rows[pos] if pos < len(before_rows) else None
-        before = after = None
-        if op == "DELETE":
-            before = old if old else row  # the before image when present, else the deleted row
-        elif op == "INSERT":
-            after = row
-        elif op == "UPDATE":
-            after = row
-            if old is not None and row is not None:  # a partial before image overlays the row
-                before = {k: (old[k] if k in old else v) for k, v in row.items()}
-        if changes:
-            # the vendor documents no ENUM / SET value form: a value that is a member stays a name
-            before = canonical(before, types, tz, names_written=True)
-            after = canonical(after, types, tz, names_written=True)
-        pk_values, reason, detail = key_and_reject(pk_names, before, after, row, types, has_binary)
-        # the hot path: the event tuple in EVENT_FIELDS order, as `event` would build it
-        events.append((pos, ROW, op, database, table, commit_ts, position, exec_ts, pk_names, pk_values,
-                       before, after, types, None, None, None, reason, detail))
-    return events
+    # The vendor documents no ENUM / SET value form: a value that is a member stays a name.
+    # A DELETE's `before[i]`, when present, is its before image.
+    return row_events(op, data, before_rows, types, tz, flags, database=database, table=table,
+                      commit_ts=commit_ts, position=position, event_ms=exec_ts, pk_names=pk_names,
+                      names_written=True, delete_image_from_old=True)
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option: KeyOption = NO_KEYS,

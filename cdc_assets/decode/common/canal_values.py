@@ -8,6 +8,7 @@ import functools
 import re
 from datetime import timezone, tzinfo
 
+from cdc_assets.contracts.schemas import ROW
 from cdc_assets.decode.common.arrow_events import as_text, timestamp_to_utc
 from cdc_assets.decode.common.key_option import key_values
 
@@ -125,3 +126,38 @@ def key_and_reject(pk_names: list | None, before: dict | None, after: dict | Non
     elif has_binary and has_non_latin1_binary(row, types):
         reason, detail = "invalid_binary_value", "a binary column holds characters beyond ISO-8859-1"
     return pk_values, reason, detail
+
+
+def row_images(op: str, row: dict | None, old: dict | None, delete_image_from_old: bool = False):
+    """(before, after) of one row of a Canal-shaped DML message; `old` pairs with `row`. An
+    UPDATE's `old` may hold only the changed columns, so its before image is `row` overlaid
+    with `old`. A DELETE's before image is the deleted row, or with `delete_image_from_old`
+    (CloudCanal's `before`) `old` when present."""
+    if op == "INSERT":
+        return None, row
+    if op == "UPDATE":
+        return ({k: (old[k] if k in old else v) for k, v in row.items()}
+                if old is not None and row is not None else None), row
+    if op == "DELETE":
+        return (old if delete_image_from_old and old else row), None
+    return None, None
+
+
+def row_events(op: str, data, old_rows, types: dict | None, tz: tzinfo, flags: tuple[bool, bool], *,
+               database: str | None, table: str | None, commit_ts: int | None, position: int | None,
+               event_ms: int | None, pk_names: list, names_written: bool = False,
+               delete_image_from_old: bool = False) -> list[tuple]:
+    """One row event per element of `data` (`old_rows[i]` pairs with `data[i]`, see
+    `row_images`), its values canonical and its key checked. `flags`: `type_flags` of `types`."""
+    has_binary, changes = flags
+    events = []
+    for pos, row in enumerate(data or (None,)):
+        before, after = row_images(op, row, old_rows[pos] if pos < len(old_rows) else None, delete_image_from_old)
+        if changes:
+            before = canonical(before, types, tz, names_written)
+            after = canonical(after, types, tz, names_written)
+        pk_values, reason, detail = key_and_reject(pk_names, before, after, row, types, has_binary)
+        # the hot path: the event tuple in EVENT_FIELDS order, as `arrow_events.event` would build it
+        events.append((pos, ROW, op, database, table, commit_ts, position, event_ms, pk_names, pk_values,
+                       before, after, types, None, None, None, reason, detail))
+    return events

@@ -44,7 +44,6 @@ import functools
 from pyspark.sql import Column, DataFrame, functions as F
 
 from cdc_assets.decode.common import kafka_time
-from cdc_assets.decode.common.arrow_events import PARSED_SCHEMA, PASSED, decoded_columns
 from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.debezium.events import WATERMARK_OP, Options, decode_batches, placeholder_forms
 from cdc_assets.decode.debezium.values import BINARY_STRING_RULES
@@ -73,11 +72,9 @@ class DebeziumDecoder(Decoder):
         "debezium-disable-schema": "false",
         "debezium-output-old-value": "true",
     }
+    watermark_option = "enable-tidb-extension"
     #: Plain Debezium has no TSO: derive commit_ts from the source time.
     derive_commit_ts = False
-
-    def emits_watermarks(self) -> bool:
-        return self.flag("enable-tidb-extension")
 
     def _commit_ts(self, source: Column, ts_ms: Column) -> Column:
         if not self.derive_commit_ts:
@@ -116,10 +113,6 @@ class DebeziumDecoder(Decoder):
                           max_message_bytes=self.max_message_bytes, kafka_commit_time=self.kafka_commit_time)
         return functools.partial(decode_batches, options=options)
 
-    def decode(self, raw: DataFrame) -> DataFrame:
-        decoded = decoded_columns(raw.select(*PASSED).mapInArrow(self.batch_function(), PARSED_SCHEMA))
-        return kafka_time.with_kafka_commit_time(decoded) if self.kafka_commit_time else decoded
-
 
 class DebeziumJsonDecoder(DebeziumDecoder):
     """Debezium's own connector (and CloudCanal's Debezium Envelope): no TSO, so
@@ -141,4 +134,5 @@ class DebeziumJsonDecoder(DebeziumDecoder):
         kafka_time.OPTION: kafka_time.MESSAGE,
     }
     option_choices = {"binary-handling-mode": tuple(BINARY_STRING_RULES), kafka_time.OPTION: kafka_time.CHOICES}
+    watermark_option = None  # Debezium's connector sends no watermarks
     derive_commit_ts = True

@@ -135,15 +135,13 @@ class DtsAvroDecoder(Decoder):
         # Let HEARTBEAT records advance the landing watermark (see module docstring).
         "heartbeat-as-watermark": "false",
     }
-
-    def emits_watermarks(self) -> bool:
-        return self.flag("heartbeat-as-watermark")
+    watermark_option = "heartbeat-as-watermark"
 
     def route(self, raw: DataFrame) -> DataFrame:
         schema = T.StructType(raw.schema.fields + [T.StructField("_source_ts", T.LongType()),
                                                    T.StructField("_operation", T.StringType())])
         headed = raw.mapInArrow(_header_batches, schema)
-        use_heartbeats = self.flag("heartbeat-as-watermark")
+        use_heartbeats = self.emits_watermarks()
         source_ms = _source_ms("_source_ts")
         return headed.withColumns(
             {
@@ -171,6 +169,8 @@ class DtsAvroDecoder(Decoder):
         return out
 
     def decode(self, raw: DataFrame) -> DataFrame:
+        """Avro is read in Python; the events are built in Spark, which learns a NULL
+        value's column type from the other events of the input (`_with_column_types`)."""
         batches = functools.partial(_decode_batches, key_option=self.key_option, max_bytes=self.max_message_bytes)
         ev = _with_column_types(raw.select(*_PASS_THROUGH).mapInArrow(batches, _DECODED_SCHEMA))
         op = F.col("operation")

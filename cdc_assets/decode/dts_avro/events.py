@@ -40,6 +40,7 @@ import struct
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
+from cdc_assets.decode.common.arrow_events import Reject
 from cdc_assets.decode.debezium.values import plain_number_text
 from cdc_assets.decode.dts_avro.schema import OPERATIONS
 from cdc_assets.decode.common.key_option import NO_KEYS, KeyOption
@@ -67,12 +68,6 @@ _OFFSET_RE = re.compile(r"(?:GMT|UTC)?([+-])(?:(\d)|(\d{2})(?::?(\d{2})(?::?(\d{
 _MAX_OFFSET = timedelta(hours=18)
 # Sources whose records carry MySQL's type codes and value forms.
 MYSQL_FAMILY_SOURCES = ("MySQL", "DRDS")
-
-
-class Reject(Exception):
-    def __init__(self, reason: str, detail: str):
-        super().__init__(detail)
-        self.reason, self.detail = reason, detail
 
 
 def _micros(us: int | None) -> str:
@@ -103,7 +98,10 @@ def _utc_text(moment: datetime) -> str:
 
 
 def _zone(name: str):
-    """A TimestampWithTimeZone's zone (see the module docstring)."""
+    """A TimestampWithTimeZone's zone (see the module docstring). Not `arrow_events.zone`,
+    which reads the `time-zone` option: this one reads each value's zone as Java's
+    `ZoneOffset` writes it (one-digit hours, seconds, a `GMT` / `UTC` prefix, at most 18
+    hours) and quarantines the value, not the run, when it is none."""
     text = name.strip()
     if text.upper() in ("Z", "UTC", "GMT"):
         return timezone.utc
