@@ -276,7 +276,8 @@ def inspect_dump(root: Path, *, input_location: str | None = None, layout: str =
         "checkpoint_ts": checkpoint,
         "global_watermark_ts": global_wm,
         "global_watermark_time": iso_ms(None if global_wm is None else tso_to_ms(global_wm)),
-        "partitions": [_partition_report(p) for _, p in sorted(tally.partitions.items())],
+        "partitions": [_partition_report(p, state.partitions[f"{t}/{k}"])
+                       for (t, k), p in sorted(tally.partitions.items())],
         "windows": [
             {"start": iso_ms(w), "end": iso_ms(w + window_ms), "messages": n, "row_events": tally.row_windows[w],
              "complete": w in complete,
@@ -296,7 +297,8 @@ def _progress(p: dict) -> PartitionProgress:
                              p["max_routing_ms"])
 
 
-def _partition_report(p: dict) -> dict:
+def _partition_report(p: dict, progress: PartitionProgress) -> dict:
+    """A partition's tally; its watermark as the state has it (a storage sink's checkpoint too)."""
     def time_of(ts):
         return None if ts is None else iso_ms(tso_to_ms(ts))
 
@@ -305,7 +307,7 @@ def _partition_report(p: dict) -> dict:
         "min_offset": p["min_offset"], "max_offset": p["max_offset"],
         "first_commit_ts": p["min_commit_ts"], "first_commit_time": time_of(p["min_commit_ts"]),
         "last_commit_ts": p["max_commit_ts"], "last_commit_time": time_of(p["max_commit_ts"]),
-        "last_watermark_ts": p["max_watermark_ts"], "last_watermark_time": time_of(p["max_watermark_ts"]),
+        "last_watermark_ts": progress.max_watermark_ts, "last_watermark_time": time_of(progress.max_watermark_ts),
     }
 
 
