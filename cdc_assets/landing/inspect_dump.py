@@ -271,7 +271,7 @@ def inspect_dump(root: Path, *, input_location: str | None = None, layout: str =
         "files": len(files),
         "messages": tally.messages,
         "truncated": tally.messages >= max_messages,
-        "completeness": policy.mode,
+        "completeness": policy.mode.value,
         "window_minutes": window_minutes,
         "checkpoint_ts": checkpoint,
         "global_watermark_ts": global_wm,

@@ -106,7 +106,7 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
                     "window_end_tso": ms_to_tso(end_ms),
                     "global_watermark_ts": wm if wm is not None else -1,
                     "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
-                    "completeness_mode": policy.mode,
+                    "completeness_mode": policy.mode.value,
                 },
             )
             yield AssetCheckResult(

@@ -146,7 +146,7 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
                 "messages_landed": result.messages,
                 "global_watermark_ts": wm if wm is not None else -1,
                 "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
-                "completeness_mode": policy.mode,
+                "completeness_mode": policy.mode.value,
                 "complete_windows": len(complete),
                 "latest_complete_window": (
                     partition_key_for_ms(b.partitions_def, complete[-1]) if complete else "none"
