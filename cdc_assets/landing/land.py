@@ -19,7 +19,6 @@ warehouse alike, and one writer at a time by optimistic concurrency, not a lock.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 import uuid
 from collections.abc import Mapping
@@ -125,7 +124,7 @@ def land(
         return LandingResult(0, 0, 0, None, state, waiting_files=_names(waiting, dump_root),
                              unreadable_files=_names(unreadable, dump_root), ignored_files=ignored)
     files = [p for p in files if p not in unreadable]
-    before = json.dumps(state.to_json(), sort_keys=True, default=str)
+    before = state.to_document()
     new: dict[str, Path] = {}
     for path in files:
         digest = state.known_digest(path)
@@ -137,7 +136,7 @@ def land(
     skipped = len(files) - len(new)
     if not new:
         state.apply_checkpoint(checkpoint)
-        if json.dumps(state.to_json(), sort_keys=True, default=str) != before:  # new fingerprints, a checkpoint
+        if state.to_document() != before:  # new fingerprints, a checkpoint
             commit_state(start, state)
             remove_uncommitted_batches(warehouse, start, state)
         return LandingResult(0, skipped, 0, None, state, unreadable_files=_names(unreadable, dump_root),

@@ -12,6 +12,7 @@ A partition's progress depends on the source's completeness mode:
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -227,6 +228,10 @@ class LandingState:
             "first_unroutable": self.first_unroutable,
             "global_watermark_ts": self.global_watermark_ts(),
         }
+
+    def to_document(self) -> str:
+        """The JSON text stored in the `landing_state` table (landing/tables.py)."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), default=str)
 
     def check_window_ms(self, window_ms: int) -> None:
         """Landed messages are filed by window; another width would silently miss data."""

@@ -145,8 +145,7 @@ def commit_state(start: StartOfLanding, state: LandingState, batch_id: str | Non
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
-    document = json.dumps(state.to_json(), sort_keys=True, separators=(",", ":"), default=str)
-    data = pa.table({STATE_COLUMN: pa.array([document], pa.string())})
+    data = pa.table({STATE_COLUMN: pa.array([state.to_document()], pa.string())})
     table = start.state_table
     began = time.perf_counter()
     try:
