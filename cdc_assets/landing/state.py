@@ -263,7 +263,8 @@ class LandingState:
             cur = self.partitions.setdefault(p.key, PartitionProgress(p.topic, p.kafka_partition))
             if cur.first_landed_at is None:
                 cur.first_landed_at = now
-            if _newer(cur.max_watermark_ts, p.max_watermark_ts) != cur.max_watermark_ts:
+            if p.max_watermark_ts is not None and (cur.max_watermark_ts is None
+                                                   or p.max_watermark_ts > cur.max_watermark_ts):
                 cur.watermark_since = now  # the last watermark has held since this landing
             cur.merge(p)
         for window, n in stats.windows.items():
