@@ -49,7 +49,7 @@ def _resolve_auto(args: argparse.Namespace, root: Path) -> tuple[str, str, dict[
     from cdc_assets.landing.inspect_dump import resolve
 
     options = _options(args.option)
-    if args.layout != "auto" and args.protocol != "auto":
+    if args.layout != AUTO_LAYOUT and args.protocol != "auto":
         return args.layout, args.protocol, options
     resolved = resolve(root, args.layout, args.protocol, options, _layout_options(args))
     print(f"cdc-assets: {resolved.describe()}", file=sys.stderr, flush=True)
@@ -64,7 +64,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     layout, protocol, options = args.layout, args.protocol, _options(args.option)
     layout_options = _layout_options(args)
     # `--layout auto` alone on a folder not there yet is left to the landing (which detects it then)
-    if protocol == "auto" or (layout == "auto" and (is_s3_uri(args.input) or Path(args.input).is_dir())):
+    if protocol == "auto" or (layout == AUTO_LAYOUT and (is_s3_uri(args.input) or Path(args.input).is_dir())):
         source = SourceConfig(name=args.source, protocol="canal-json", input_path=args.input)
         warehouse = base.iceberg_warehouse
         if is_s3_uri(args.input):  # detection reads the mirror the landing reads (and reuses)

@@ -25,7 +25,7 @@ from cdc_assets.contracts.schemas import DDL, REJECT_DETAIL, REJECT_REASON, ROW,
 from cdc_assets.decode import get_decoder
 from cdc_assets.landing.detect import Detection, detect_protocol, where
 from cdc_assets.landing.layouts import UNPARSED_TOPIC, DumpLayout, SampledMessage, get_layout, sniff_layouts
-from cdc_assets.landing.layouts import detect_layout
+from cdc_assets.landing.layouts import AUTO_LAYOUT, detect_layout
 from cdc_assets.common.tso import PHYSICAL_SHIFT, ms_to_tso, tso_to_ms
 from cdc_assets.landing.state import AUTO_COMPLETENESS, Completeness, CompletenessMode, LandingState, PartitionProgress
 
@@ -74,13 +74,13 @@ class Resolved:
                 + (f" with layout options {layout_opts}" if layout_opts else ""))
 
 
-def resolve(root: Path, layout: str = "auto", protocol: str = "auto",
+def resolve(root: Path, layout: str = AUTO_LAYOUT, protocol: str = "auto",
             options: dict[str, str] | None = None, layout_options: dict[str, str] | None = None) -> Resolved:
     """The layout and protocol of the dump under `root`: as given, or detected from a sample
     (ValueError naming the candidates when the dump is ambiguous). Detected options are
     overridden by the given ones; `layout_options` are the layout's (an unknown one is a
     ValueError naming the layout's)."""
-    if layout == "auto":
+    if layout == AUTO_LAYOUT:
         name = detect_layout(root)
         why = f"detected: {sniff_layouts(root)[name]}"
     else:
@@ -231,7 +231,7 @@ def replay_command(input_location: str, resolved: Resolved, window_minutes: int,
     return shlex.join(args)
 
 
-def inspect_dump(root: Path, *, input_location: str | None = None, layout: str = "auto", protocol: str = "auto",
+def inspect_dump(root: Path, *, input_location: str | None = None, layout: str = AUTO_LAYOUT, protocol: str = "auto",
                  options: dict[str, str] | None = None, layout_options: dict[str, str] | None = None,
                  window_minutes: int = 60, time_zone: str = "UTC",
                  completeness: str = AUTO_COMPLETENESS, allowed_lateness_seconds: int = 0,
