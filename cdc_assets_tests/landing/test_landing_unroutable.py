@@ -196,8 +196,9 @@ def test_the_no_window_line_says_how_far_the_watermark_got():
     from cdc_assets.landing.state import Completeness
     from cdc_assets.replay import _why_no_window
 
-    state = LandingState(window_ms=HOUR, windows={T0: 3}, partitions={"cdc/0": {
-        **_partition(ms_to_tso(T0 + 10), 2), "unroutable": {"implausible_time": 1}}})
+    partition = _partition(ms_to_tso(T0 + 10), 2)
+    partition.unroutable = {"implausible_time": 1}
+    state = LandingState(window_ms=HOUR, windows={T0: 3}, partitions={"cdc/0": partition})
     state.first_unroutable = {"file": "a.jsonl", "topic": "cdc", "kafka_partition": 0, "kafka_offset": 1,
                               "reason": "implausible_time", "key_first_bytes": "null", "value_first_bytes": "b'{}'"}
     assert _why_no_window(state, Completeness(), "canal-json") == (
