@@ -16,10 +16,10 @@ from dagster import BetaWarning, PreviewWarning
 
 from cdc_assets import connect_server
 from cdc_assets.decode import DECODERS
-from cdc_assets.landing.layouts import LAYOUTS, check_layout_options
+from cdc_assets.landing.layouts import AUTO_LAYOUT, LAYOUTS, check_layout_options
 from cdc_assets.landing.s3_input import is_s3_uri
 from cdc_assets.common.settings import SourceConfig, load_settings, quarantine_rate, warehouse_location
-from cdc_assets.landing.state import COMPLETENESS_MODES
+from cdc_assets.landing.state import AUTO_COMPLETENESS, CompletenessMode
 
 
 def _options(pairs: list[str], flag: str = "--option") -> dict[str, str]:
@@ -49,7 +49,7 @@ def _resolve_auto(args: argparse.Namespace, root: Path) -> tuple[str, str, dict[
     from cdc_assets.landing.inspect_dump import resolve
 
     options = _options(args.option)
-    if args.layout != "auto" and args.protocol != "auto":
+    if args.layout != AUTO_LAYOUT and args.protocol != "auto":
         return args.layout, args.protocol, options
     resolved = resolve(root, args.layout, args.protocol, options, _layout_options(args))
     print(f"cdc-assets: {resolved.describe()}", file=sys.stderr, flush=True)
@@ -64,7 +64,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     layout, protocol, options = args.layout, args.protocol, _options(args.option)
     layout_options = _layout_options(args)
     # `--layout auto` alone on a folder not there yet is left to the landing (which detects it then)
-    if protocol == "auto" or (layout == "auto" and (is_s3_uri(args.input) or Path(args.input).is_dir())):
+    if protocol == "auto" or (layout == AUTO_LAYOUT and (is_s3_uri(args.input) or Path(args.input).is_dir())):
         source = SourceConfig(name=args.source, protocol="canal-json", input_path=args.input)
         warehouse = base.iceberg_warehouse
         if is_s3_uri(args.input):  # detection reads the mirror the landing reads (and reuses)
@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--warehouse", required=True,
                    help="a folder or s3://bucket/prefix for every layer's Iceberg tables (the catalog and S3 "
                         "settings come from the environment: docs/deploying.md)")
-    r.add_argument("--layout", default="auto", choices=["auto", *LAYOUTS])
+    r.add_argument("--layout", default=AUTO_LAYOUT, choices=[AUTO_LAYOUT, *LAYOUTS])
     r.add_argument("--source", default="replay", help="source name (asset key prefix)")
     r.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="protocol option, TiCDC names (e.g. enable-tidb-extension=true)")
@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=_LAYOUT_OPTION_HELP)
     r.add_argument("--time-zone", default="UTC", help="the changefeed's time zone (TIMESTAMP columns)")
     r.add_argument("--window-minutes", type=int, default=60)
-    r.add_argument("--completeness", default="auto", choices=["auto", *COMPLETENESS_MODES],
+    r.add_argument("--completeness", default=AUTO_COMPLETENESS, choices=[AUTO_COMPLETENESS, *CompletenessMode],
                    help="how a window is known complete: watermarks (TiCDC), event time minus the "
                         "allowed lateness (sources without watermarks), or batch (the dump is complete)")
     r.add_argument("--allowed-lateness-seconds", type=int, default=0)
@@ -215,14 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--input", required=True, help="dump folder, or s3://bucket/prefix (as replay)")
     i.add_argument("--json", action="store_true", help="print the report as one JSON object")
     i.add_argument("--protocol", default="auto", choices=["auto", *sorted(DECODERS)])
-    i.add_argument("--layout", default="auto", choices=["auto", *LAYOUTS])
+    i.add_argument("--layout", default=AUTO_LAYOUT, choices=[AUTO_LAYOUT, *LAYOUTS])
     i.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="protocol option (overrides a detected one)")
     i.add_argument("--layout-option", action="append", default=[], metavar="KEY=VALUE",
                    help=_LAYOUT_OPTION_HELP)
     i.add_argument("--time-zone", default="UTC")
     i.add_argument("--window-minutes", type=int, default=60)
-    i.add_argument("--completeness", default="auto", choices=["auto", *COMPLETENESS_MODES])
+    i.add_argument("--completeness", default=AUTO_COMPLETENESS, choices=[AUTO_COMPLETENESS, *CompletenessMode])
     i.add_argument("--allowed-lateness-seconds", type=int, default=0)
     i.add_argument("--max-messages", type=int, default=1_000_000,
                    help="read at most this many messages (the report says when it stopped there)")

@@ -20,13 +20,14 @@ from dagster import DagsterInstance, Definitions
 from cdc_assets.defs.automation import carry_quiet_windows, land_job_name, window_job_name
 from cdc_assets.defs.factory import build_definitions, source_builds
 from cdc_assets.defs.layers.landing import FILES_COMPLETE_CHECK
-from cdc_assets.landing.land import load_state, unroutable_line
+from cdc_assets.landing.routing import unroutable_line
+from cdc_assets.landing.tables import load_state
 from cdc_assets.landing.layouts.base import is_hidden_name
 from cdc_assets.common.settings import Settings
 from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets.common.tso import ms_to_tso, tso_to_datetime
-from cdc_assets.landing.state import WATERMARK_MODE, Completeness, LandingState
+from cdc_assets.landing.state import Completeness, CompletenessMode, LandingState
 
 Progress = Callable[[str], None]
 # Dagster's per-event DEBUG lines would drown the progress lines; warnings still show.
@@ -104,7 +105,7 @@ def replay(
     for name, why in ignored.items():
         progress(f"[{source.name}] skipped {name}: {why}")
     state = load_state(settings.iceberg_warehouse, source.name)
-    summary.messages = sum(p["messages"] for p in state.partitions.values())
+    summary.messages = state.messages()
     summary.unroutable = state.unroutable_messages()
     policy = build.completeness()
     complete = state.complete_windows(settings.window_ms, policy)
@@ -207,7 +208,7 @@ def _why_no_window(state: LandingState, policy: Completeness, protocol: str) -> 
     """What holds every window back, in one line: partitions without a watermark (or how far
     the global one got), and the messages with no usable time of the protocol."""
     reasons = []
-    missing = state.partitions_without_watermark() if policy.mode == WATERMARK_MODE else []
+    missing = state.partitions_without_watermark() if policy.mode == CompletenessMode.WATERMARK else []
     if missing:
         reasons.append(f"no watermark in partition(s) {', '.join(missing[:5])}"
                        + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))

@@ -153,7 +153,9 @@ landing.land(start_spark_session(conf), dump_root=Path(sys.argv[1]), layout="kaf
 def test_sigkill_between_the_batch_and_the_state_commit_leaves_nothing_visible_and_lands_once(spark, tmp_path):
     from cdc_assets.decode import get_decoder
     from cdc_assets.common.warehouse import load_pyiceberg_catalog
-    from cdc_assets.landing.land import land, load_state, read_watermark_index, read_window_messages
+    from cdc_assets.landing.land import land
+    from cdc_assets.landing.tables import load_state
+    from cdc_assets.landing.window_messages import read_watermark_index, read_window_messages
 
     dump = generate(tmp_path / "sim", seed=5, layout="kafka-parquet", row_changes=200,
                     duration_ms=150 * 60_000).dump_dir
@@ -175,7 +177,7 @@ def test_sigkill_between_the_batch_and_the_state_commit_leaves_nothing_visible_a
                   warehouse=warehouse, source="src", window_ms=3_600_000)
     assert result.new_files == len(list(dump.rglob("*.parquet")))
     state = load_state(warehouse, "src")
-    assert [b["batch_id"] for b in state.batches] == [result.batch_id]
+    assert [b.batch_id for b in state.batches] == [result.batch_id]
     for w, n in state.windows.items():  # each message once: no copy of the killed batch
         rows = read_window_messages(spark, warehouse, "src", w)
         assert rows.count() == rows.select("topic", "kafka_partition", "kafka_offset").distinct().count() == n

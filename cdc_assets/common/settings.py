@@ -29,10 +29,14 @@ DEFAULT_START = "2026-01-01T00:00"
 
 @dataclass(frozen=True)
 class SourceConfig:
+    """One declared source. `protocol`, `layout` and `completeness` are names of the stages'
+    registries, which common does not know: landing/source_config.py turns them into the
+    registries' enums, or fails naming the known ones, when the definitions load."""
+
     name: str
-    protocol: str
+    protocol: str  # a decoder's name (decode.Protocol)
     input_path: str  # a local folder or s3://bucket/prefix
-    layout: str = "auto"  # auto | kafka-parquet | kcat-jsonl | ... (landing/layouts)
+    layout: str = "auto"  # auto | a layout's name (landing.layouts.Layout: kafka-parquet, kcat-jsonl, ...)
     options: Mapping[str, str] = field(default_factory=dict)  # the decoder's
     # The layout's, in the writer's own names (`format.bytearray.separator`: landing/layouts).
     layout_options: Mapping[str, str] = field(default_factory=dict)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 
 from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.canal_json.decoder import CanalJsonDecoder
@@ -20,14 +21,20 @@ DECODERS: dict[str, type[Decoder]] = {
 }
 
 
-def get_decoder(protocol: str, options: Mapping[str, str] | None = None) -> Decoder:
+# The protocol names a source may declare, one per registered decoder (`canal-json`: CANAL_JSON).
+Protocol = StrEnum("Protocol", {name.upper().replace("-", "_"): name for name in DECODERS})
+
+
+def protocol_named(name: str) -> Protocol:
+    """The registered protocol `name`; a ValueError naming the known ones."""
     try:
-        decoder_cls = DECODERS[protocol]
-    except KeyError:
-        raise ValueError(
-            f"unknown protocol {protocol!r}; known protocols: {', '.join(sorted(DECODERS))}"
-        ) from None
-    return decoder_cls(options)
+        return Protocol(name)
+    except ValueError:
+        raise ValueError(f"unknown protocol {name!r}; known protocols: {', '.join(sorted(DECODERS))}") from None
 
 
-__all__ = ["DECODERS", "Decoder", "get_decoder"]
+def get_decoder(protocol: str, options: Mapping[str, str] | None = None) -> Decoder:
+    return DECODERS[protocol_named(protocol)](options)
+
+
+__all__ = ["DECODERS", "Decoder", "Protocol", "get_decoder", "protocol_named"]

@@ -109,7 +109,7 @@ class Decoder(ABC):
     def routes_by_kafka_timestamp(self) -> bool:
         """Whether the Kafka record timestamp is this source's own time (a producer that writes
         no event time). Otherwise the landing hides it from `route` and applies it as the
-        fallback itself, counting the messages that needed it (`land.unroutable_reason`)."""
+        fallback itself, counting the messages that needed it (`landing.routing.unroutable_reason`)."""
         return self.kafka_commit_time
 
     @abstractmethod

@@ -23,7 +23,7 @@ def source_builds(settings: Settings) -> list[SourceBuild]:
     partitions_def = window_partitions(settings)
     builds = [SourceBuild(settings, s, partitions_def) for s in settings.sources]
     for b in builds:
-        b.decoder()  # a wrong protocol or option fails when the definitions load, not in a run
+        b.decoder()  # a wrong decoder option fails when the definitions load, not in a run
         b.check_layout_options()  # so does a layout option no layout takes
     return builds
 

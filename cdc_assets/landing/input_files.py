@@ -13,8 +13,9 @@ from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, Callable
 
 from cdc_assets.common.warehouse import as_warehouse
-from cdc_assets.landing.land import changed_within, load_state
-from cdc_assets.landing.layouts import LAYOUT_CLASSES, detect_layout, get_layout
+from cdc_assets.landing.land import changed_within
+from cdc_assets.landing.tables import load_state
+from cdc_assets.landing.layouts import AUTO_LAYOUT, LAYOUT_CLASSES, detect_layout, get_layout
 from cdc_assets.landing.layouts.base import is_hidden_name
 from cdc_assets.landing.s3_input import MirrorResult, is_s3_uri, list_objects, mirror_prefix, not_mirrored
 from cdc_assets.common.settings import SourceConfig
@@ -44,7 +45,7 @@ def local_dump_root(source: SourceConfig, warehouse) -> Path:
 
 def resolved_layout(source: SourceConfig, root: Path) -> str | None:
     """The configured layout, or the detected one; None while nothing is detectable."""
-    if source.layout != "auto":
+    if source.layout != AUTO_LAYOUT:
         return source.layout
     try:
         return detect_layout(root)
@@ -57,10 +58,10 @@ def wanted_object(layout: str) -> Callable[[PurePath], bool]:
     `auto`), data it cannot read (so the landing names them), and the storage sink's
     checkpoint file. A layout named explicitly: every object that is not hidden, which the
     landing reads as that layout or reports with why not (`DumpLayout.scan_named`)."""
-    layouts = list(LAYOUT_CLASSES.values()) if layout == "auto" else [get_layout(layout)]
+    layouts = list(LAYOUT_CLASSES.values()) if layout == AUTO_LAYOUT else [get_layout(layout)]
 
     def wanted(relative: PurePath) -> bool:
-        if layout != "auto":
+        if layout != AUTO_LAYOUT:
             return not any(is_hidden_name(part) for part in relative.parts)
         return str(relative) == CHECKPOINT_FILE or any(
             lay.is_data_file(relative) or lay.unsupported(relative) for lay in layouts)
@@ -124,7 +125,7 @@ def _local_data_files(source: SourceConfig, root: Path) -> list[Path]:
         return []
     # Files the layout cannot read count as new too: their landing stops with the reason.
     # A layout named explicitly reads files of other names too (those it skips are reported).
-    if source.layout != "auto":
+    if source.layout != AUTO_LAYOUT:
         data, refused, _ = get_layout(layout).scan_named(root)
     else:
         data, refused = get_layout(layout).scan(root)

@@ -25,9 +25,9 @@ from cdc_assets.contracts.schemas import DDL, REJECT_DETAIL, REJECT_REASON, ROW,
 from cdc_assets.decode import get_decoder
 from cdc_assets.landing.detect import Detection, detect_protocol, where
 from cdc_assets.landing.layouts import UNPARSED_TOPIC, DumpLayout, SampledMessage, get_layout, sniff_layouts
-from cdc_assets.landing.layouts import detect_layout
+from cdc_assets.landing.layouts import AUTO_LAYOUT, detect_layout
 from cdc_assets.common.tso import PHYSICAL_SHIFT, ms_to_tso, tso_to_ms
-from cdc_assets.landing.state import BATCH_MODE, EVENT_TIME_MODE, WATERMARK_MODE, Completeness, LandingState
+from cdc_assets.landing.state import AUTO_COMPLETENESS, Completeness, CompletenessMode, LandingState, PartitionProgress
 
 SAMPLE_PER_FILE = 200  # detection reads the first messages of each file ...
 SAMPLE_MESSAGES = 2_000  # ... up to this many in all
@@ -74,13 +74,13 @@ class Resolved:
                 + (f" with layout options {layout_opts}" if layout_opts else ""))
 
 
-def resolve(root: Path, layout: str = "auto", protocol: str = "auto",
+def resolve(root: Path, layout: str = AUTO_LAYOUT, protocol: str = "auto",
             options: dict[str, str] | None = None, layout_options: dict[str, str] | None = None) -> Resolved:
     """The layout and protocol of the dump under `root`: as given, or detected from a sample
     (ValueError naming the candidates when the dump is ambiguous). Detected options are
     overridden by the given ones; `layout_options` are the layout's (an unknown one is a
     ValueError naming the layout's)."""
-    if layout == "auto":
+    if layout == AUTO_LAYOUT:
         name = detect_layout(root)
         why = f"detected: {sniff_layouts(root)[name]}"
     else:
@@ -197,16 +197,16 @@ def _blockers(state: LandingState, end_ms: int, policy: Completeness) -> list[st
     """Why a window ending at `end_ms` is not complete: the partitions holding it back, by reason."""
     by_reason: dict[str, list[str]] = {}
     for p in state.kafka_partitions():
-        name = f"{p['topic']} partition {p['kafka_partition']}"
+        name = f"{p.topic} partition {p.kafka_partition}"
         reason = None
-        if policy.mode == WATERMARK_MODE:
-            wm = p["max_watermark_ts"]
+        if policy.mode == CompletenessMode.WATERMARK:
+            wm = p.max_watermark_ts
             if wm is None:
                 reason = "no watermark yet"
             elif wm < ms_to_tso(end_ms):
                 reason = f"watermark at {iso_ms(tso_to_ms(wm))}"
-        elif policy.mode == EVENT_TIME_MODE:
-            newest = p["max_routing_ms"]
+        elif policy.mode == CompletenessMode.EVENT_TIME:
+            newest = p.max_routing_ms
             if newest is None or newest - policy.allowed_lateness_ms < end_ms:
                 reason = f"newest event at {iso_ms(newest)}" + (
                     f" (minus {policy.allowed_lateness_ms} ms lateness)" if policy.allowed_lateness_ms else "")
@@ -231,10 +231,10 @@ def replay_command(input_location: str, resolved: Resolved, window_minutes: int,
     return shlex.join(args)
 
 
-def inspect_dump(root: Path, *, input_location: str | None = None, layout: str = "auto", protocol: str = "auto",
+def inspect_dump(root: Path, *, input_location: str | None = None, layout: str = AUTO_LAYOUT, protocol: str = "auto",
                  options: dict[str, str] | None = None, layout_options: dict[str, str] | None = None,
                  window_minutes: int = 60, time_zone: str = "UTC",
-                 completeness: str = "auto", allowed_lateness_seconds: int = 0,
+                 completeness: str = AUTO_COMPLETENESS, allowed_lateness_seconds: int = 0,
                  max_messages: int = 1_000_000) -> dict:
     """The inspection report of the dump under `root` (module docstring), as JSON-ready data."""
     root = Path(root)
@@ -250,14 +250,15 @@ def inspect_dump(root: Path, *, input_location: str | None = None, layout: str =
         tally.add(batch, decoder.python_events(_arrow(batch)), window_ms)
 
     checkpoint = lay.checkpoint_ts(root)
-    if completeness == "auto":
-        completeness = WATERMARK_MODE if decoder.emits_watermarks() or checkpoint is not None else EVENT_TIME_MODE
+    if completeness == AUTO_COMPLETENESS:
+        has_marks = decoder.emits_watermarks() or checkpoint is not None
+        completeness = CompletenessMode.WATERMARK if has_marks else CompletenessMode.EVENT_TIME
     policy = Completeness(completeness, allowed_lateness_seconds * 1000)
-    state = LandingState(partitions={f"{t}/{p}": v for (t, p), v in tally.partitions.items()},
+    state = LandingState(partitions={f"{t}/{p}": _progress(v) for (t, p), v in tally.partitions.items()},
                          windows=dict(tally.windows))
     state.apply_checkpoint(checkpoint)
     complete = set(state.complete_windows(window_ms, policy))
-    global_wm = state.global_watermark_ts(policy) if policy.mode != BATCH_MODE else None
+    global_wm = state.global_watermark_ts(policy) if policy.mode != CompletenessMode.BATCH else None
     return {
         "input": input_location or str(root),
         "layout": {"name": resolved.layout, "why": resolved.layout_why, "options": resolved.layout_options},
@@ -270,12 +271,13 @@ def inspect_dump(root: Path, *, input_location: str | None = None, layout: str =
         "files": len(files),
         "messages": tally.messages,
         "truncated": tally.messages >= max_messages,
-        "completeness": policy.mode,
+        "completeness": policy.mode.value,
         "window_minutes": window_minutes,
         "checkpoint_ts": checkpoint,
         "global_watermark_ts": global_wm,
         "global_watermark_time": iso_ms(None if global_wm is None else tso_to_ms(global_wm)),
-        "partitions": [_partition_report(p) for _, p in sorted(tally.partitions.items())],
+        "partitions": [_partition_report(p, state.partitions[f"{t}/{k}"])
+                       for (t, k), p in sorted(tally.partitions.items())],
         "windows": [
             {"start": iso_ms(w), "end": iso_ms(w + window_ms), "messages": n, "row_events": tally.row_windows[w],
              "complete": w in complete,
@@ -289,7 +291,14 @@ def inspect_dump(root: Path, *, input_location: str | None = None, layout: str =
     }
 
 
-def _partition_report(p: dict) -> dict:
+def _progress(p: dict) -> PartitionProgress:
+    """A partition's tally as the landing state counts it (what completeness reads)."""
+    return PartitionProgress(p["topic"], p["kafka_partition"], p["messages"], p["max_offset"], p["max_watermark_ts"],
+                             p["max_routing_ms"])
+
+
+def _partition_report(p: dict, progress: PartitionProgress) -> dict:
+    """A partition's tally; its watermark as the state has it (a storage sink's checkpoint too)."""
     def time_of(ts):
         return None if ts is None else iso_ms(tso_to_ms(ts))
 
@@ -298,7 +307,7 @@ def _partition_report(p: dict) -> dict:
         "min_offset": p["min_offset"], "max_offset": p["max_offset"],
         "first_commit_ts": p["min_commit_ts"], "first_commit_time": time_of(p["min_commit_ts"]),
         "last_commit_ts": p["max_commit_ts"], "last_commit_time": time_of(p["max_commit_ts"]),
-        "last_watermark_ts": p["max_watermark_ts"], "last_watermark_time": time_of(p["max_watermark_ts"]),
+        "last_watermark_ts": progress.max_watermark_ts, "last_watermark_time": time_of(progress.max_watermark_ts),
     }
 
 

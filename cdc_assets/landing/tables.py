@@ -1,7 +1,7 @@
 """The landing area as three Iceberg tables of the source's namespace in the warehouse catalog,
 so a landing needs nothing but the catalog (a local folder or `s3://…` warehouse alike):
 
-  <source>.landed_messages     the landed messages (landing.LANDED_SCHEMA, the routing columns the
+  <source>.landed_messages     the landed messages (LANDED_SCHEMA, the routing columns the
                                landing counted, `window_start_ms`, `batch_id`), partitioned by
                                window and batch
   <source>.landing_watermarks  the watermark index (topic, kafka_partition, kafka_offset,
@@ -38,6 +38,8 @@ from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.common.warehouse import as_warehouse, load_pyiceberg_catalog, use_catalog
 from cdc_assets.common.iceberg_tables import IcebergTable, as_stored
+from cdc_assets.common.windows import ROUTED_WINDOWS
+from cdc_assets.contracts.schemas import RAW_MESSAGE_SCHEMA
 from cdc_assets.landing.state import LandingState
 
 LANDED_MESSAGES, LANDING_WATERMARKS, LANDING_STATE = "landed_messages", "landing_watermarks", "landing_state"
@@ -47,6 +49,13 @@ REMOVED_PROPERTY = "cdc.removed-batches"  # snapshot summary: uncommitted batche
 # The state is committed once, on the snapshot read at the landing's start: pyiceberg's own
 # retry would rebase it on a concurrent landing's state and lose that landing's batch.
 STATE_TABLE_PROPERTIES = {"format-version": "2", "commit.retry.num-retries": "0"}
+
+# A landed message as later stages read it: the raw message, the landing it came with (the
+# newest of an offset landed twice wins) and the windows its events fall in.
+LANDED_SCHEMA = T.StructType(RAW_MESSAGE_SCHEMA.fields + [
+    T.StructField("landing_seq", T.IntegerType(), True),
+    T.StructField(ROUTED_WINDOWS, T.ArrayType(T.LongType()), True),
+])
 
 
 class LandingConflict(RuntimeError):
@@ -136,8 +145,7 @@ def commit_state(start: StartOfLanding, state: LandingState, batch_id: str | Non
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
-    document = json.dumps(state.to_json(), sort_keys=True, separators=(",", ":"), default=str)
-    data = pa.table({STATE_COLUMN: pa.array([document], pa.string())})
+    data = pa.table({STATE_COLUMN: pa.array([state.to_document()], pa.string())})
     table = start.state_table
     began = time.perf_counter()
     try:
@@ -168,7 +176,7 @@ def remove_uncommitted_batches(warehouse, start: StartOfLanding, state: LandingS
     from pyiceberg.expressions import In
     from pyiceberg.table.snapshots import ancestors_of
 
-    committed = {b["batch_id"] for b in state.batches}
+    committed = {b.batch_id for b in state.batches}
     catalog, removed = load_pyiceberg_catalog(warehouse), {}
     for name, snapshot_id in start.landed_snapshots.items():
         table = None if snapshot_id is None else _load(catalog, start.source, name)
@@ -219,15 +227,3 @@ def batch_rows(spark: SparkSession, warehouse, source: str, batch_id: str) -> Da
     """The landed messages of one batch (the landing's counts read them back)."""
     return spark.table(landing_table(spark, warehouse, source, LANDED_MESSAGES).sql).where(
         F.col(BATCH_COLUMN) == F.lit(batch_id))
-
-
-def drop_landing_tables(warehouse, source: str) -> None:
-    """The landing area's tables and their files removed (a new landing starts from nothing)."""
-    catalog = load_pyiceberg_catalog(warehouse)
-    for name in (LANDED_MESSAGES, LANDING_WATERMARKS, LANDING_STATE):
-        if _load(catalog, source, name) is not None:
-            catalog.purge_table((source, name))
-
-
-def empty(spark: SparkSession, schema: T.StructType | str) -> DataFrame:
-    return spark.createDataFrame([], schema)

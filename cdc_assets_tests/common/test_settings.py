@@ -170,3 +170,15 @@ def test_s3_locations_spark_and_endpoint_come_from_the_file_and_the_environment(
 
     plain = load_settings({"CDC_ASSETS_INPUT": "s3://dumps/x"})
     assert plain.sources[0].input_path == "s3://dumps/x" and plain.spark_conf == {}
+
+
+def test_an_unknown_protocol_layout_or_completeness_fails_when_the_definitions_load(tmp_path):
+    (b,) = source_builds(load_settings({"CDC_ASSETS_COMPLETENESS": "batch", "CDC_ASSETS_LAYOUT": "lines"}))
+    assert (b.source.completeness, b.source.layout, b.completeness().mode) == ("batch", "lines", "batch")
+    for variable, value, says in [
+        ("CDC_ASSETS_PROTOCOL", "canal", "source 'sample': unknown protocol 'canal'; known protocols: canal-json"),
+        ("CDC_ASSETS_LAYOUT", "parquet", "source 'sample': unknown layout 'parquet'; known: kafka-parquet"),
+        ("CDC_ASSETS_COMPLETENESS", "eventtime", "source 'sample': completeness mode 'eventtime' is not one of"),
+    ]:
+        with pytest.raises(ValueError, match=says):
+            source_builds(load_settings({variable: value, "CDC_ASSETS_HOME": str(tmp_path)}))

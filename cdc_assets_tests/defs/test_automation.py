@@ -24,7 +24,7 @@ from cdc_assets.defs.factory import build_definitions
 from cdc_assets.common.settings import load_settings
 from cdc_assets.landing.tables import load_state, save_state
 from cdc_assets.common.tso import ms_to_tso
-from cdc_assets.landing.state import Completeness, LandingState
+from cdc_assets.landing.state import Completeness, LandingState, PartitionProgress
 from cdc_assets.common.warehouse import load_pyiceberg_catalog
 from cdc_assets.snapshot import manifests as snapshot_windows
 from cdc_assets.snapshot.store import read_manifest
@@ -39,8 +39,8 @@ def _state(watermark_ms: int) -> LandingState:
     state = LandingState()
     state.windows = {W0: 10, W0 + 2 * H: 5}  # the hour in between is quiet
     state.partitions = {
-        f"t/{p}": {"topic": "t", "kafka_partition": p, "messages": 5, "max_offset": 9,
-                   "max_watermark_ts": ms_to_tso(watermark_ms), "max_routing_ms": watermark_ms}
+        f"t/{p}": PartitionProgress("t", p, messages=5, max_offset=9, max_watermark_ts=ms_to_tso(watermark_ms),
+                                    max_routing_ms=watermark_ms)
         for p in (0, 1)
     }
     return state

@@ -10,7 +10,7 @@ from pyspark.sql import types as T
 
 from cdc_assets.defs.metadata import events_per_minute_chart, schema_version, watermark_lag_chart
 from cdc_assets.common.tso import ms_to_tso
-from cdc_assets.landing.state import LandingState
+from cdc_assets.landing.state import LandingState, PartitionProgress
 
 W0 = 1767225600000  # 2026-01-01T00:00Z
 SVG = "{http://www.w3.org/2000/svg}"
@@ -57,9 +57,8 @@ def test_events_per_minute_bins_wide_windows():
 def test_watermark_lag_chart_has_a_bar_per_partition():
     state = LandingState()
     state.partitions = {
-        "t/0": {"topic": "t", "kafka_partition": 0, "messages": 3, "max_offset": 2,
-                "max_watermark_ts": ms_to_tso(W0), "max_routing_ms": W0 + 1500},
-        "t/1": {"topic": "t", "kafka_partition": 1, "messages": 1, "max_offset": 0,
-                "max_watermark_ts": None, "max_routing_ms": W0},
+        "t/0": PartitionProgress("t", 0, messages=3, max_offset=2, max_watermark_ts=ms_to_tso(W0),
+                                 max_routing_ms=W0 + 1500),
+        "t/1": PartitionProgress("t", 1, messages=1, max_offset=0, max_watermark_ts=None, max_routing_ms=W0),
     }
     assert [t for t, _ in _bars(_svg(watermark_lag_chart(state)))] == ["t/0: 1.50 s", "t/1 (no watermark): 0 s"]

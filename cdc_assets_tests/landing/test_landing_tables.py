@@ -12,7 +12,9 @@ import pytest
 from cdc_assets.landing import land as landing
 from cdc_assets.decode import get_decoder
 from cdc_assets.common.warehouse import load_pyiceberg_catalog
-from cdc_assets.landing.land import land, load_state, read_watermark_index, read_window_messages
+from cdc_assets.landing.land import land
+from cdc_assets.landing.tables import load_state
+from cdc_assets.landing.window_messages import read_watermark_index, read_window_messages
 from cdc_assets.landing.tables import LandingConflict, REMOVED_PROPERTY
 from cdc_assets.common.tso import ms_to_tso
 from cdc_assets_tests.canal_messages import row, values, watermark
@@ -88,7 +90,7 @@ def test_a_landing_that_loses_the_race_fails_and_leaves_nothing_visible(spark, t
 
     (theirs_result,) = raced
     state = load_state(warehouse, "src")
-    assert [b["batch_id"] for b in state.batches] == [theirs_result.batch_id]
+    assert [b.batch_id for b in state.batches] == [theirs_result.batch_id]
     assert sorted((r.kafka_partition, r.kafka_offset) for r in read_window_messages(spark, warehouse, "src", T0).collect()) == [
         (1, 0)]
     assert [r.kafka_offset for r in read_watermark_index(spark, warehouse, "src").collect()] == [1]

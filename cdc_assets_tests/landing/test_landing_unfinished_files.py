@@ -14,7 +14,8 @@ import pytest
 
 from cdc_assets.cli import main as cli_main
 from cdc_assets.decode import get_decoder
-from cdc_assets.landing.land import SETTLE_SECONDS, land, load_state
+from cdc_assets.landing.land import SETTLE_SECONDS, land
+from cdc_assets.landing.tables import load_state
 from cdc_assets.common.tso import ms_to_tso
 from cdc_assets_tests.canal_messages import row, values, watermark
 
@@ -51,7 +52,7 @@ def test_a_parquet_file_without_its_footer_holds_the_landing_until_it_is_whole(s
     partial.write_bytes(whole.read_bytes())
     landed = _land(spark, dump, warehouse, "kafka-parquet")
     assert (landed.waiting_files, landed.new_files, landed.messages) == ([], 2, 3)
-    assert landed.state.partitions["cdc/0"]["max_offset"] == 2
+    assert landed.state.partitions["cdc/0"].max_offset == 2
 
 
 def _age(path: Path, seconds: int = SETTLE_SECONDS + 60) -> None:
@@ -87,7 +88,7 @@ def test_a_kcat_file_cut_mid_record_is_waited_for_then_landed_as_it_is_once_it_s
     _age(growing)  # kcat was killed: the cut record is quarantined, the rest lands
     landed = _land(spark, dump, warehouse, "kcat-jsonl")
     assert (landed.waiting_files, landed.new_files, landed.messages) == ([], 1, 2)
-    assert landed.state.partitions["__unparsed__/-1"]["messages"] == 1
+    assert landed.state.partitions["__unparsed__/-1"].messages == 1
     os.utime(growing)  # touched (or the dump moved): its content is landed, nothing to wait for
     touched = _land(spark, dump, warehouse, "kcat-jsonl")
     assert (touched.waiting_files, touched.new_files, touched.skipped_files) == ([], 0, 1)
@@ -100,7 +101,7 @@ def test_kcat_records_glued_without_any_lf_are_whole(spark, tmp_path):
     (dump / "glued.jsonl").write_text(_record(0) + _record(1) + _record(2))
     landed = _land(spark, dump, warehouse, "kcat-jsonl")
     assert (landed.waiting_files, landed.new_files, landed.messages) == ([], 1, 3)
-    assert landed.state.partitions["cdc/0"]["max_offset"] == 2
+    assert landed.state.partitions["cdc/0"].max_offset == 2
 
 
 def test_storage_sink_csv_files_stop_the_landing_with_the_reason(spark, tmp_path):

@@ -13,11 +13,12 @@ import pyarrow.parquet as pq
 
 from cdc_assets.cli import main as cli_main
 from cdc_assets.decode import get_decoder
-from cdc_assets.landing.land import BatchStats, land, unroutable_line
+from cdc_assets.landing.land import land
+from cdc_assets.landing.routing import unroutable_line
 from cdc_assets.landing.layouts import get_layout
 from cdc_assets.defs.metadata import watermark_table
 from cdc_assets.common.tso import ms_to_tso
-from cdc_assets.landing.state import LandingState
+from cdc_assets.landing.state import BatchStats, LandingState, PartitionProgress, UnroutableFile
 from cdc_assets_tests.canal_messages import row, values, watermark
 
 HOUR = 3_600_000
@@ -55,11 +56,11 @@ def test_unroutable_messages_are_counted_by_reason_file_and_partition(spark, tmp
                   warehouse=warehouse, source="src", window_ms=HOUR)
 
     assert result.unroutable_files == {
-        "bad.jsonl": {"messages": 3, "unroutable": {"no_time_in_message": 3}},
-        "good.jsonl": {"messages": 3, "unroutable": {"no_time_in_message": 1}},
+        "bad.jsonl": UnroutableFile(3, {"no_time_in_message": 3}),
+        "good.jsonl": UnroutableFile(3, {"no_time_in_message": 1}),
     }
     state = result.state
-    assert (state.partitions["cdc/0"]["unroutable"], state.partitions["cdc/1"]["unroutable"]) == (
+    assert (state.partitions["cdc/0"].unroutable, state.partitions["cdc/1"].unroutable) == (
         {"no_time_in_message": 1}, {"no_time_in_message": 3})
     assert state.whole_unroutable_files() == ["bad.jsonl"]
     assert state.unroutable_messages() == 4
@@ -78,13 +79,12 @@ def test_unroutable_messages_are_counted_by_reason_file_and_partition(spark, tmp
     assert (again.unroutable_files, again.state.unroutable_messages()) == ({}, 4)
 
 
-def _stats(partitions: list[dict]) -> BatchStats:
-    return BatchStats(sum(p["messages"] for p in partitions), partitions, {T0: 1})
+def _stats(partitions: list[PartitionProgress]) -> BatchStats:
+    return BatchStats(sum(p.messages for p in partitions), partitions, {T0: 1})
 
 
-def _partition(wm: int | None, offset: int) -> dict:
-    return {"topic": "cdc", "kafka_partition": 0, "messages": 1, "max_offset": offset, "max_watermark_ts": wm,
-            "max_routing_ms": T0 + offset, "unroutable": {}}
+def _partition(wm: int | None, offset: int) -> PartitionProgress:
+    return PartitionProgress("cdc", 0, messages=1, max_offset=offset, max_watermark_ts=wm, max_routing_ms=T0 + offset)
 
 
 def test_a_line_that_is_no_kcat_record_is_named_by_its_file_and_line(spark, tmp_path):
@@ -109,7 +109,7 @@ def test_the_ui_table_shows_none_yet_and_for_how_long():
     state.apply_batch("c", ["d3"], _stats([_partition(ms_to_tso(T0 + 5), 3)]), now=3_000.0)  # did not move
     table = watermark_table(state, now=2_000.0 + 2 * 3600 + 60)
     assert f"| cdc/0 | {ms_to_tso(T0 + 5)} | 2026-01-01T00:00:00.005000+00:00 | 2 h 1 min |" in table
-    assert LandingState.from_json(state.to_json()).partitions["cdc/0"]["watermark_since"] == 2_000.0
+    assert LandingState.from_json(state.to_json()).partitions["cdc/0"].watermark_since == 2_000.0
 
 
 # -- a layout named explicitly (item 6) -------------------------------------------------------
@@ -196,8 +196,9 @@ def test_the_no_window_line_says_how_far_the_watermark_got():
     from cdc_assets.landing.state import Completeness
     from cdc_assets.replay import _why_no_window
 
-    state = LandingState(window_ms=HOUR, windows={T0: 3}, partitions={"cdc/0": {
-        **_partition(ms_to_tso(T0 + 10), 2), "unroutable": {"implausible_time": 1}}})
+    partition = _partition(ms_to_tso(T0 + 10), 2)
+    partition.unroutable = {"implausible_time": 1}
+    state = LandingState(window_ms=HOUR, windows={T0: 3}, partitions={"cdc/0": partition})
     state.first_unroutable = {"file": "a.jsonl", "topic": "cdc", "kafka_partition": 0, "kafka_offset": 1,
                               "reason": "implausible_time", "key_first_bytes": "null", "value_first_bytes": "b'{}'"}
     assert _why_no_window(state, Completeness(), "canal-json") == (

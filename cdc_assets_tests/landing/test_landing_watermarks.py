@@ -50,7 +50,7 @@ def test_backwards_and_implausible_watermarks_are_reported_and_ignored(spark, tm
     assert second.regressed_watermarks == {"cdc/0": 1}
     assert second.implausible_watermarks == {}
     part = second.state.partitions["cdc/0"]
-    assert (part["regressed_watermarks"], part["implausible_watermarks"]) == (2, 1)
+    assert (part.regressed_watermarks, part.implausible_watermarks) == (2, 1)
     assert second.state.global_watermark_ts() == high + 1
 
 
@@ -70,7 +70,7 @@ def test_a_message_without_a_usable_time_joins_the_earliest_window_of_its_batch(
     """Not JSON and a Kafka timestamp of 1970: unroutable, so it is landed in the first window
     its batch opens (quarantined there with its lineage), or the newest known window when its
     batch opens none; never dropped, never a window of its own."""
-    from cdc_assets.landing.land import read_window_messages
+    from cdc_assets.landing.window_messages import read_window_messages
 
     dump, warehouse = tmp_path / "dump", tmp_path / "warehouse"
     later = T0 + 2 * HOUR

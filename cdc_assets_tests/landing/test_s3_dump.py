@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import traceback
 import uuid
-from pathlib import Path
 
 import boto3
 import botocore.config

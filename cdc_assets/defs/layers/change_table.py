@@ -20,7 +20,8 @@ from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource, window_output_metadata
 from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, QUARANTINE, RAW, SourceBuild
 from cdc_assets.align.change_table import aligned_events, count_alignment, mark_late_and_duplicates
-from cdc_assets.landing.land import load_state, read_watermark_index
+from cdc_assets.landing.tables import load_state
+from cdc_assets.landing.window_messages import read_watermark_index
 from cdc_assets.defs.metadata import events_per_minute_chart, watermark_lag_chart, watermark_table
 from cdc_assets.common.tso import ms_to_tso, tso_ms_col, tso_to_datetime
 from cdc_assets.contracts.checks import ChangeTableModel, validate
@@ -105,7 +106,7 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
                     "window_end_tso": ms_to_tso(end_ms),
                     "global_watermark_ts": wm if wm is not None else -1,
                     "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
-                    "completeness_mode": policy.mode,
+                    "completeness_mode": policy.mode.value,
                 },
             )
             yield AssetCheckResult(

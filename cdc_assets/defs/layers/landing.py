@@ -18,7 +18,9 @@ from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import LANDED, SourceBuild
 from cdc_assets.landing.input_files import sync_s3_source
-from cdc_assets.landing.land import land, unroutable_line
+from cdc_assets.landing.land import land
+from cdc_assets.landing.layouts import AUTO_LAYOUT
+from cdc_assets.landing.routing import unroutable_line
 from cdc_assets.defs.metadata import watermark_lag_chart, watermark_table
 from cdc_assets.common.tso import tso_to_datetime
 
@@ -77,7 +79,7 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
             dump_root=b.dump_root,
             layout=b.layout(),
             layout_options=b.source.layout_options,
-            layout_named=b.source.layout != "auto",
+            layout_named=b.source.layout != AUTO_LAYOUT,
             decoder=b.decoder(),
             warehouse=warehouse.iceberg,
             source=b.source.name,
@@ -125,9 +127,10 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
             ), AssetCheckResult(
                 check_name=ROUTABLE_CHECK, passed=not unroutable,
                 severity=AssetCheckSeverity.ERROR if whole else AssetCheckSeverity.WARN,
-                metadata={"unroutable_messages": sum(sum(f["unroutable"].values()) for f in unroutable.values()),
+                metadata={"unroutable_messages": sum(sum(f.unroutable.values()) for f in unroutable.values()),
                           "files_wholly_unroutable": MetadataValue.json(whole[:_LISTED_FILES]),
-                          "unroutable_by_file": MetadataValue.json(dict(list(unroutable.items())[:_LISTED_FILES])),
+                          "unroutable_by_file": MetadataValue.json(
+                              {name: f.to_json() for name, f in list(unroutable.items())[:_LISTED_FILES]}),
                           "first_unroutable": MetadataValue.json(state.first_unroutable or {})},
             )],
             metadata={
@@ -143,7 +146,7 @@ def build_landed_dump(b: SourceBuild) -> AssetsDefinition:
                 "messages_landed": result.messages,
                 "global_watermark_ts": wm if wm is not None else -1,
                 "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
-                "completeness_mode": policy.mode,
+                "completeness_mode": policy.mode.value,
                 "complete_windows": len(complete),
                 "latest_complete_window": (
                     partition_key_for_ms(b.partitions_def, complete[-1]) if complete else "none"

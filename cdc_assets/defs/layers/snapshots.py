@@ -25,7 +25,7 @@ from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, SNAPSHOTS, SourceBuild
 from cdc_assets.common.concurrent_jobs import run_concurrently
-from cdc_assets.landing.land import load_state
+from cdc_assets.landing.tables import load_state
 from cdc_assets.defs.metadata import schema_version, table_rows_chart
 from cdc_assets.common.warehouse import CATALOG
 from cdc_assets.snapshot.history import HISTORY_LAYER

@@ -15,6 +15,7 @@ options (`DumpLayout.default_options`, the writer's own names: `get_layout(name,
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -32,25 +33,33 @@ LAYOUT_CLASSES: dict[str, DumpLayout] = {
                    KafkaConnectS3Layout())
 }
 LAYOUTS = tuple(LAYOUT_CLASSES)
+# The layout names a source may declare (`kafka-parquet`: KAFKA_PARQUET); `auto` detects one.
+Layout = StrEnum("Layout", {name.upper().replace("-", "_"): name for name in LAYOUTS})
+AUTO_LAYOUT = "auto"
+
+
+def layout_named(name: str) -> Layout:
+    """The registered layout `name`; a ValueError naming the known ones."""
+    try:
+        return Layout(name)
+    except ValueError:
+        raise ValueError(f"unknown layout {name!r}; known: {', '.join(LAYOUTS)}") from None
 
 
 def get_layout(name: str, options: Mapping[str, str] | None = None) -> DumpLayout:
     """The layout `name`, with `options` (ValueError naming an unknown one and the known)."""
-    try:
-        layout = LAYOUT_CLASSES[name]
-    except KeyError:
-        raise ValueError(f"unknown layout {name!r}; known: {', '.join(LAYOUTS)}") from None
+    layout = LAYOUT_CLASSES[layout_named(name)]
     return type(layout)(options) if options else layout
 
 
 def check_layout_options(name: str, options: Mapping[str, str] | None) -> None:
     """Fail early on an option no layout would take: with `auto`, one that no layout knows
     (the detected layout checks its own when the dump is read)."""
-    if name != "auto":
+    if name != AUTO_LAYOUT:
         get_layout(name, options)
     elif options:
         known = {o: v for layout in LAYOUT_CLASSES.values() for o, v in layout.default_options.items()}
-        check_options("auto", known, options)
+        check_options(AUTO_LAYOUT, known, options)
 
 
 def list_dump_files(root: Path, layout: str) -> list[Path]:
@@ -65,7 +74,7 @@ def sniff_layouts(root: Path) -> dict[str, str]:
     return {name: why for name, why in found.items() if name not in shadowed}
 
 
-def detect_layout(root: Path) -> str:
+def detect_layout(root: Path) -> Layout:
     """The one layout the dump under `root` looks like; several or none is an error naming
     them (never a guess)."""
     found = sniff_layouts(root)
@@ -77,7 +86,7 @@ def detect_layout(root: Path) -> str:
             seen = f"no file of any layout ({kinds})"
         raise ValueError(f"cannot detect the dump layout under {root}: {seen}; "
                          f"pass the layout explicitly (one of {', '.join(LAYOUTS)})")
-    return next(iter(found))
+    return Layout(next(iter(found)))
 
 
 def read_dump(spark: SparkSession, files: list[Path], layout: str, root: Path,
@@ -85,5 +94,6 @@ def read_dump(spark: SparkSession, files: list[Path], layout: str, root: Path,
     return get_layout(layout, options).read(spark, files, root)
 
 
-__all__ = ["LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "KafkaConnectS3Layout", "SampledMessage",
-           "check_layout_options", "detect_layout", "get_layout", "list_dump_files", "read_dump", "sniff_layouts"]
+__all__ = ["AUTO_LAYOUT", "LAYOUTS", "UNPARSED_TOPIC", "DumpLayout", "KafkaConnectS3Layout", "Layout", "SampledMessage",
+           "check_layout_options", "detect_layout", "get_layout", "layout_named", "list_dump_files", "read_dump",
+           "sniff_layouts"]

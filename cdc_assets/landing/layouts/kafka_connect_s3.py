@@ -76,11 +76,6 @@ def parse_name(name: str) -> dict | None:
             "keys": m.group(4) == ".keys", "format": ext, "gzip": m.group(6) is not None}
 
 
-def _values_name(name: str) -> str:
-    """The values object of a `.keys` object's name."""
-    return name.replace(".keys.", ".", 1) if ".keys." in name else name
-
-
 class KafkaConnectS3Layout(DumpLayout):
     name = "kafka-connect-s3"
     extensions = (".bin", ".json", ".avro", ".parquet", ".gz")
