@@ -88,7 +88,7 @@ def duckdb_sql(dump: Path, work: Path) -> dict:
 
 def _spark():
     t0 = time.perf_counter()
-    from cdc_assets.defs.resources import spark_config, start_spark_session
+    from cdc_assets.common.spark_session import spark_config, start_spark_session
     from cdc_assets.common.settings import load_settings
 
     spark = start_spark_session(spark_config(load_settings({})))

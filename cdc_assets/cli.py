@@ -114,7 +114,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from cdc_assets.snapshot.export import export_snapshot
 
     def spark():  # only for an instant inside a window
-        from cdc_assets.defs.resources import spark_config, start_spark_session
+        from cdc_assets.common.spark_session import spark_config, start_spark_session
 
         return start_spark_session(spark_config(load_settings()))
 

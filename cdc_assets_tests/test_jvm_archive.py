@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 # class came from.
 _START_A_SESSION = """
 import sys
-from cdc_assets.defs.resources import spark_config, start_spark_session
+from cdc_assets.common.spark_session import spark_config, start_spark_session
 from cdc_assets.common.settings import load_settings
 conf = spark_config(load_settings())
 conf["spark.driver.extraJavaOptions"] = (

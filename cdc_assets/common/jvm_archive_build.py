@@ -87,9 +87,9 @@ def _warm_up(archive_at_exit: Path, work: Path) -> None:
     from pyspark import SparkContext
     from pyspark.sql import Window, functions as F
 
-    from cdc_assets.defs.resources import is_spark_connect, spark_config, start_spark_session
     from cdc_assets.common.parquet_write import parquet_writer
     from cdc_assets.common.settings import load_settings
+    from cdc_assets.common.spark_session import is_spark_connect, spark_config, start_spark_session
 
     settings = load_settings()
     if is_spark_connect(settings.spark_master):

@@ -15,7 +15,8 @@ from pyiceberg.catalog import load_catalog
 from pyspark.sql import types as T
 
 from cdc_assets.cli import main as cli_main
-from cdc_assets.defs.resources import spark_config, warehouse_resource
+from cdc_assets.common.spark_session import spark_config
+from cdc_assets.defs.resources import warehouse_resource
 from cdc_assets.common.warehouse import (
     CATALOG, as_warehouse, load_pyiceberg_catalog, pyiceberg_properties, spark_catalog_conf, use_catalog,
 )
