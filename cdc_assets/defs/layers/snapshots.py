@@ -6,7 +6,6 @@ from dagster import (
     AssetCheckKey,
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetDep,
     AssetExecutionContext,
     AssetIn,
@@ -56,37 +55,32 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         name=f"{b.source.name}__snapshots_and_history",
         ins={"change_table": AssetIn(key=b.key(CHANGE_TABLE))},
         specs=[
-            AssetSpec(key, deps=[b.key(CHANGE_TABLE), previous_window], partitions_def=b.partitions_def,
-                      group_name=b.group, kinds={"spark", "iceberg"}, tags=b.tags,
-                      description="Each table's rows at the window end (latest version per key; deletes "
-                      "removed; DDL applied at its commit_ts), typed from the MySQL types: one Iceberg "
-                      "table per source table, tagged end-<UTC window end> at every window, committed by the window's row of "
-                      f"{b.source.name}.snapshot_windows."),
+            AssetSpec(**b.layer_asset(
+                SNAPSHOTS, "Each table's rows at the window end (latest version per key; deletes removed; DDL "
+                "applied at its commit_ts), typed from the MySQL types: one Iceberg table per source table, "
+                "tagged end-<UTC window end> at every window, committed by the window's row of "
+                f"{b.source.name}.snapshot_windows."),
+                **b.in_windows(), deps=[b.key(CHANGE_TABLE), previous_window]),
             # No dependency on the previous window's snapshot here: a backfill would then pull in
             # the window after its range. The shared step already runs after that snapshot.
-            AssetSpec(history_key, deps=[b.key(CHANGE_TABLE)], partitions_def=b.partitions_def,
-                      group_name=b.group, kinds={"spark", "iceberg"}, tags=b.tags,
-                      description="SCD type 2: the row versions that ended in the window, with valid-from "
-                      "/ valid-to commit TSOs and the operation that ended them; the versions still open "
-                      "are the window's snapshot rows. One Iceberg table per source table "
-                      "(history__<db>__<table>), partitioned by window."),
+            AssetSpec(**b.layer_asset(
+                HISTORY, "SCD type 2: the row versions that ended in the window, with valid-from / valid-to "
+                "commit TSOs and the operation that ended them; the versions still open are the window's "
+                "snapshot rows. One Iceberg table per source table (history__<db>__<table>), partitioned by "
+                "window."),
+                **b.in_windows(), deps=[b.key(CHANGE_TABLE)]),
         ],
         partitions_def=b.partitions_def,
         # Either output alone is allowed (a backfill or the UI may select one); the window is applied once.
         can_subset=True,
         check_specs=[
-            AssetCheckSpec(PK_UNIQUE, asset=key, partitions_def=b.partitions_def,
-                           description="no primary key twice in any table written"),
-            AssetCheckSpec(RECONCILES, asset=key, partitions_def=b.partitions_def,
-                           description="previous rows + inserted keys - deleted keys - rows removed by DDL "
-                           "+ rows moved in by RENAME TABLE = rows, per table"),
-            AssetCheckSpec(VALUES_CONVERT, asset=key, partitions_def=b.partitions_def,
-                           description="every non-null value converted to its column's Spark type"),
-            AssetCheckSpec(TABLES_BUILT, asset=key, partitions_def=b.partitions_def,
-                           description="every table of the window was built; one that failed keeps its "
-                           "previous snapshot, marked failed, and the others are committed"),
-            AssetCheckSpec(DDL_APPLIED, asset=key, partitions_def=b.partitions_def,
-                           description="every DDL statement of the window was read and applied (WARN: "
+            b.window_check(PK_UNIQUE, SNAPSHOTS, "no primary key twice in any table written"),
+            b.window_check(RECONCILES, SNAPSHOTS, "previous rows + inserted keys - deleted keys - rows removed "
+                           "by DDL + rows moved in by RENAME TABLE = rows, per table"),
+            b.window_check(VALUES_CONVERT, SNAPSHOTS, "every non-null value converted to its column's Spark type"),
+            b.window_check(TABLES_BUILT, SNAPSHOTS, "every table of the window was built; one that failed keeps "
+                           "its previous snapshot, marked failed, and the others are committed"),
+            b.window_check(DDL_APPLIED, SNAPSHOTS, "every DDL statement of the window was read and applied (WARN: "
                            "one that was not, say a TRUNCATE PARTITION, may leave rows the source removed)"),
         ],
     )
