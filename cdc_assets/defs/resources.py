@@ -28,7 +28,7 @@ from cdc_assets.common.settings import Settings, env_catalog_properties
 from cdc_assets.common.spark_session import (
     release_connect_session_on_exit, spark_config, use_this_python_for_workers,
 )
-from cdc_assets.common.warehouse import CATALOG, SECRET_KEY, Warehouse, use_catalog
+from cdc_assets.common.warehouse import SECRET_KEY, Warehouse, qualified_name, table_identifier, use_catalog
 
 
 class CdcSparkResource(PySparkResource):
@@ -92,6 +92,11 @@ class WarehouseResource(ConfigurableResource):
         return WindowTable(IcebergTable(use_catalog(spark, warehouse), source, layer,
                                         warehouse.table_location(source, layer)))
 
+    def layer_commit(self, asset_path: list[str], window_start_ms: int) -> dict | None:
+        """The summary of the commit that wrote a window of a windowed layer (None: never
+        written, or expired by maintenance)."""
+        return layer_commit(self.iceberg, asset_path, window_start_ms)
+
 
 def warehouse_resource(settings: Settings) -> WarehouseResource:
     warehouse = settings.iceberg_warehouse
@@ -127,7 +132,7 @@ class IcebergIOManager(ConfigurableIOManager):
         commit = window_commit(self.warehouse.iceberg, table.table.identifier, start_ms) or {}
         context.add_output_metadata({
             "rows": int(commit.get("added-records", 0)),
-            "dagster/table_name": f"{CATALOG}.{table.table.identifier}",
+            "dagster/table_name": qualified_name(table.table.identifier),
             "iceberg_snapshot_id": str(commit.get("snapshot_id")),
             # from the frame's schema: no Spark job
             "dagster/column_schema": column_schema(obj),
@@ -154,7 +159,11 @@ def column_schema(frame: DataFrame) -> TableSchema:
         for f in frame.schema.fields])
 
 
+def layer_commit(warehouse: Warehouse | str | Path, asset_path: list[str], window_start_ms: int) -> dict | None:
+    return window_commit(warehouse, table_identifier(*asset_path), window_start_ms)
+
+
 def window_output_metadata(warehouse: Warehouse | str | Path, asset_path: list[str], window_start_ms: int) -> dict:
     """The metadata a window's output was written with ({} if none)."""
-    commit = window_commit(warehouse, ".".join(asset_path), window_start_ms)
+    commit = layer_commit(warehouse, asset_path, window_start_ms)
     return json.loads(commit.get(OUTPUT_METADATA_PROPERTY, "{}")) if commit else {}

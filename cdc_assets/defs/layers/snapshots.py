@@ -26,13 +26,12 @@ from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, SNAPSHOTS, Sourc
 from cdc_assets.common.concurrent_jobs import run_concurrently
 from cdc_assets.landing.land import load_state
 from cdc_assets.defs.metadata import schema_version, table_rows_chart
-from cdc_assets.common.warehouse import CATALOG
+from cdc_assets.common.warehouse import qualified_name, table_identifier
 from cdc_assets.snapshot.history import HISTORY_LAYER
 from cdc_assets.common.iceberg_tables import end_tag, table_name
 from cdc_assets.snapshot.manifests import TABLE as SNAPSHOT_WINDOWS
 from cdc_assets.common.names import table_id
 from cdc_assets.snapshot.store import WindowWithheld, read_entry, read_manifest, write_window_snapshot
-from cdc_assets.common.iceberg_tables import window_commit
 from cdc_assets.common.tso import tso_to_datetime
 
 PK_UNIQUE = "primary_key_unique"
@@ -133,7 +132,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                     "versions_ended_by_table": MetadataValue.json(ended),
                     # one Iceberg table per source table (snapshot/history)
                     "iceberg_tables": MetadataValue.json(
-                        {table_id(*n): f"{CATALOG}.{b.source.name}.{table_name(HISTORY_LAYER, *n)}"
+                        {table_id(*n): qualified_name(table_identifier(b.source.name, table_name(HISTORY_LAYER, *n)))
                          for n in manifest["ddl"].get("history_tables", [])}),
                 },
             )
@@ -161,11 +160,11 @@ def _snapshot_results(key, spark: SparkSession, store: tuple, events_in: int, ta
             "schema_versions": MetadataValue.json(
                 {tid: schema_version(t["spark_schema"]) for tid, t in sorted(tables.items())}),
             # the window's commit point: its row of this table (snapshot/manifests)
-            "manifest_table": f"{CATALOG}.{store[1]}.{SNAPSHOT_WINDOWS}",
+            "manifest_table": qualified_name(table_identifier(store[1], SNAPSHOT_WINDOWS)),
             # Any Iceberg engine reads the window's state at this tag of each table.
             "iceberg_tag": tag,
             "iceberg_tables": MetadataValue.json(
-                {tid: {"identifier": f"{CATALOG}.{t['identifier']}", "snapshot_id": str(t["snapshot_id"])}
+                {tid: {"identifier": qualified_name(t["identifier"]), "snapshot_id": str(t["snapshot_id"])}
                  for tid, t in sorted(tables.items())}),
         }
     )
@@ -215,7 +214,7 @@ def _change_table_rows(warehouse: WarehouseResource, asset_path: list[str], star
                        change_table: DataFrame) -> int:
     """The rows of the change table's window, from the summary of the commit that wrote it
     (Iceberg metadata, no Spark job); counted only when that commit has expired (maintenance)."""
-    commit = window_commit(warehouse.iceberg, ".".join(asset_path), start_ms)
+    commit = warehouse.layer_commit(asset_path, start_ms)
     return int(commit.get("added-records", 0)) if commit is not None else change_table.count()
 
 
