@@ -119,7 +119,7 @@ def as_stored(frame: DataFrame) -> DataFrame:
 
 @dataclass(frozen=True)
 class IcebergTable:
-    catalog: str  # Spark's name of the warehouse catalog (iceberg_catalog.use_catalog)
+    catalog: str  # Spark's name of the warehouse catalog (warehouse.use_catalog)
     namespace: str
     name: str
     location: str  # "" : the catalog's default location

@@ -1,6 +1,6 @@
 """MySQL/TiDB column type (as a protocol names it) -> exact Spark type and value cast.
 
-The change log carries canonical strings (see `changelog_schema`); this module turns them
+The change log carries canonical strings (see `contracts/schemas`); this module turns them
 into typed columns. Casts are `try_cast`: a value that does not convert becomes null and
 is counted by the caller (`conversion_failures`), never silently lost.
 

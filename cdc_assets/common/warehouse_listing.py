@@ -55,7 +55,7 @@ class WarehouseTable:
 
 def catalog_json(warehouse: Warehouse | Path | str) -> dict:
     """What `pyiceberg.catalog.load_catalog(name, **properties)` takes to open the catalog,
-    without secrets (`iceberg_catalog.printable_properties`)."""
+    without secrets (`warehouse.printable_properties`)."""
     return {"name": CATALOG, "properties": printable_properties(warehouse)}
 
 

@@ -241,7 +241,7 @@ _KAFKA_TIMESTAMP = "_cdc_kafka_timestamp"
 
 def _route(decoder: Decoder, raw: DataFrame) -> DataFrame:
     """`decoder.route` on the protocol's fields alone (Kafka's timestamp hidden from it), then
-    the Kafka timestamp as the fallback routing time every decoder used to apply itself: the
+    the Kafka timestamp as the fallback routing time, applied here once for every decoder: the
     same `routing_ms`, and `_PROTOCOL_MS` says whether the protocol found a time."""
     if decoder.routes_by_kafka_timestamp():  # the Kafka timestamp is the protocol's time
         routed = decoder.route(raw)
