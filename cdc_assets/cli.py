@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dagster import BetaWarning, PreviewWarning
 
-from cdc_assets import connect_server
+from cdc_assets.common import spark_connect_server
 from cdc_assets.decode import DECODERS
 from cdc_assets.landing.layouts import LAYOUTS, check_layout_options
 from cdc_assets.landing.s3_input import is_s3_uri
@@ -172,8 +172,8 @@ def cmd_jvm_archive(args: argparse.Namespace) -> int:
 
 def cmd_connect_server(args: argparse.Namespace) -> int:
     settings = load_settings()
-    master, host, port = connect_server.default_address(settings)
-    connect_server.run(settings, args.master or master, args.host or host, args.port or port)
+    master, host, port = spark_connect_server.default_address(settings)
+    spark_connect_server.run(settings, args.master or master, args.host or host, args.port or port)
     return 0  # not reached: the server replaced this process
 
 

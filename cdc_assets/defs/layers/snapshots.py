@@ -58,7 +58,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                 SNAPSHOTS, "Each table's rows at the window end (latest version per key; deletes removed; DDL "
                 "applied at its commit_ts), typed from the MySQL types: one Iceberg table per source table, "
                 "tagged end-<UTC window end> at every window, committed by the window's row of "
-                f"{b.source.name}.snapshot_windows."),
+                f"{table_identifier(b.source.name, SNAPSHOT_WINDOWS)}."),
                 **b.in_windows(), deps=[b.key(CHANGE_TABLE), previous_window]),
             # No dependency on the previous window's snapshot here: a backfill would then pull in
             # the window after its range. The shared step already runs after that snapshot.
