@@ -62,7 +62,7 @@ def make_s3_resource(settings: Settings) -> S3Resource:
 
 class WarehouseResource(ConfigurableResource):
     """Where each source's landing area and layers live (a local folder by default), and the
-    Iceberg catalog of its tables (`common/warehouse.Warehouse`, from the settings:
+    Iceberg catalog of its tables (`warehouse.Warehouse`, from the settings:
     `warehouse_resource`). No credential is part of it."""
 
     root: str  # a local folder or s3://bucket/prefix
