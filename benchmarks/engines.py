@@ -88,7 +88,7 @@ def duckdb_sql(dump: Path, work: Path) -> dict:
 
 def _spark():
     t0 = time.perf_counter()
-    from cdc_assets.defs.resources import spark_config, start_spark_session
+    from cdc_assets.common.spark_session import spark_config, start_spark_session
     from cdc_assets.common.settings import load_settings
 
     spark = start_spark_session(spark_config(load_settings({})))
@@ -178,7 +178,7 @@ def cdc_decode_to_parquet(dump: Path, work: Path) -> dict:
 
     from cdc_assets.contracts.schemas import CHANGE_LOG_COLUMNS, REJECT_REASON
     from cdc_assets.decode import get_decoder
-    from cdc_assets.common.parquet_write import parquet_writer
+    from benchmarks.parquet_write import parquet_writer
 
     spark, session_s = _spark()
     t0 = time.perf_counter()
@@ -201,7 +201,7 @@ def _align(spark, change_log):
 
 def cdc_align(dump: Path, work: Path) -> dict:
     """Late events and duplicates dropped (change_table), written as Parquet (as the IO manager does)."""
-    from cdc_assets.common.parquet_write import parquet_writer
+    from benchmarks.parquet_write import parquet_writer
 
     spark, session_s = _spark()
     t0 = time.perf_counter()

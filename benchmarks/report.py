@@ -540,7 +540,7 @@ GAPS = """## Why targets are missed, and what would close the gap
   and the sort; since 2026-11-22 it carries their hashes, and a copy is dropped only when its
   images also equal those of the first event of its group, so a collision cannot drop a
   real change. The same day the IO manager and the landing stopped dictionary-encoding the
-  images' values and the raw bytes (`cdc_assets/common/parquet_write.py`): those values are
+  images' values and the raw bytes (`benchmarks/parquet_write.py`): those values are
   nearly all distinct, so the dictionary overflowed and was discarded in every 4 MB row
   group, and writing the 1M change log took about 8–10 s with it and 5–6 s without. The
   schema job now groups on the images' key arrays and the type entries as they come, and

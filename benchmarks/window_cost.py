@@ -54,7 +54,7 @@ _T0 = 1767225600000 << 18  # a TiDB TSO (2026-01-01)
 
 def _spark():
     """The project's session settings: the Iceberg jars, extensions and catalogs come with them."""
-    from cdc_assets.defs.resources import spark_config, start_spark_session
+    from cdc_assets.common.spark_session import spark_config, start_spark_session
     from cdc_assets.common.settings import load_settings
 
     conf = spark_config(load_settings({}))

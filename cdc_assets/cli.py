@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dagster import BetaWarning, PreviewWarning
 
-from cdc_assets import connect_server
+from cdc_assets.common import spark_connect_server
 from cdc_assets.decode import DECODERS
 from cdc_assets.landing.layouts import AUTO_LAYOUT, LAYOUTS, check_layout_options
 from cdc_assets.landing.s3_input import is_s3_uri
@@ -114,7 +114,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from cdc_assets.snapshot.export import export_snapshot
 
     def spark():  # only for an instant inside a window
-        from cdc_assets.defs.resources import spark_config, start_spark_session
+        from cdc_assets.common.spark_session import spark_config, start_spark_session
 
         return start_spark_session(spark_config(load_settings()))
 
@@ -172,8 +172,8 @@ def cmd_jvm_archive(args: argparse.Namespace) -> int:
 
 def cmd_connect_server(args: argparse.Namespace) -> int:
     settings = load_settings()
-    master, host, port = connect_server.default_address(settings)
-    connect_server.run(settings, args.master or master, args.host or host, args.port or port)
+    master, host, port = spark_connect_server.default_address(settings)
+    spark_connect_server.run(settings, args.master or master, args.host or host, args.port or port)
     return 0  # not reached: the server replaced this process
 
 

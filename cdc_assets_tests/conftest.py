@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc_assets.defs.resources import spark_config, start_spark_session
+from cdc_assets.common.spark_session import spark_config, start_spark_session
 from cdc_assets.common.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[1]

@@ -28,6 +28,8 @@ from urllib.parse import unquote_to_bytes
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
+from cdc_assets.common.warehouse import identifier_parts, table_identifier
+
 # A snapshot table is written sorted by its key (Iceberg's sort order; Spark range-distributes
 # the rows), so each data file holds one range of keys. A MERGE rewrites only the files whose
 # key range holds a touched key (the files' key bounds prune the rest), so a window of new,
@@ -117,7 +119,7 @@ def as_stored(frame: DataFrame) -> DataFrame:
 
 @dataclass(frozen=True)
 class IcebergTable:
-    catalog: str  # Spark's name of the warehouse catalog (iceberg_catalog.use_catalog)
+    catalog: str  # Spark's name of the warehouse catalog (warehouse.use_catalog)
     namespace: str
     name: str
     location: str  # "" : the catalog's default location
@@ -125,7 +127,7 @@ class IcebergTable:
     @property
     def identifier(self) -> str:
         """Catalog-independent: `<namespace>.<name>` (what pyiceberg and the manifest use)."""
-        return f"{self.namespace}.{self.name}"
+        return table_identifier(self.namespace, self.name)
 
     @property
     def in_catalog(self) -> str:
@@ -300,7 +302,7 @@ class WindowTable:
 
 def load_table(catalog, identifier: str):
     """A pyiceberg table by the manifest's identifier `<namespace>.<name>` (a name may hold dots)."""
-    return catalog.load_table(tuple(identifier.split(".", 1)))
+    return catalog.load_table(identifier_parts(identifier))
 
 
 def table_uuids(catalog, identifiers) -> dict[str, str]:
@@ -323,14 +325,14 @@ def resolve_identifier(catalog, identifier: str, table_uuid: str | None, snapsho
             return str(table.metadata.table_uuid) == table_uuid
         return table.metadata.snapshot_by_id(snapshot_id) is not None
 
-    namespace = identifier.split(".", 1)[0]
+    namespace, _ = identifier_parts(identifier)
     try:
         if is_it(load_table(catalog, identifier)):
             return identifier
     except NoSuchTableError:
         pass
     for candidate in catalog.list_tables((namespace,)):
-        name = ".".join(candidate)
+        name = table_identifier(namespace, candidate[-1])
         if name != identifier and is_it(catalog.load_table(candidate)):
             return name
     raise LookupError(f"the Iceberg table of {identifier} (uuid {table_uuid}, snapshot {snapshot_id}) is not "

@@ -87,9 +87,8 @@ def _warm_up(archive_at_exit: Path, work: Path) -> None:
     from pyspark import SparkContext
     from pyspark.sql import Window, functions as F
 
-    from cdc_assets.defs.resources import is_spark_connect, spark_config, start_spark_session
-    from cdc_assets.common.parquet_write import parquet_writer
     from cdc_assets.common.settings import load_settings
+    from cdc_assets.common.spark_session import is_spark_connect, spark_config, start_spark_session
 
     settings = load_settings()
     if is_spark_connect(settings.spark_master):
@@ -107,14 +106,14 @@ def _warm_up(archive_at_exit: Path, work: Path) -> None:
         "id", (F.col("id") % 7).alias("k"),
         F.to_json(F.struct(F.col("id").alias("a"), F.lit("x").alias("b"))).alias("v"),
     )
-    parquet_writer(rows).parquet(str(work / "rows"))
+    rows.write.parquet(str(work / "rows"))
     back = spark.read.parquet(str(work / "rows")).select(
         "id", "k", F.from_json("v", "a long, b string").alias("j"), F.create_map(F.lit("v"), "v").alias("m"))
     latest = back.withColumn("n", F.row_number().over(Window.partitionBy("k").orderBy(F.desc("id")))).where("n = 1")
     joined = latest.join(back.groupBy("k").agg(F.count(F.lit(1)).alias("c")), on="k", how="left")
     through_python = joined.mapInArrow(lambda batches: batches, joined.schema).persist()
     through_python.count()
-    parquet_writer(through_python).parquet(str(work / "out"))
+    through_python.write.parquet(str(work / "out"))
     through_python.unpersist()
     spark.stop()
     # The JVM exits when its stdin closes, and writes the archive as it exits.

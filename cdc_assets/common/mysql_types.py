@@ -1,6 +1,6 @@
 """MySQL/TiDB column type (as a protocol names it) -> exact Spark type and value cast.
 
-The change log carries canonical strings (see `changelog_schema`); this module turns them
+The change log carries canonical strings (see `contracts/schemas`); this module turns them
 into typed columns. Casts are `try_cast`: a value that does not convert becomes null and
 is counted by the caller (`conversion_failures`), never silently lost.
 
@@ -28,10 +28,6 @@ _DIGITS_RE = re.compile(r"^\d{1,4}$")
 MAX_MYSQL_DECIMAL_PRECISION = 65
 MAX_SPARK_PRECISION = 38
 BINARY_BASES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
-STRING_BASES = {
-    "char", "varchar", "tinytext", "text", "mediumtext", "longtext",
-    "enum", "set", "json", "time", "geometry", "vector",
-}
 
 # Type names official Canal writes verbatim from the DDL (`FIXED(40,3)`, `DEC(8,2)`).
 _SYNONYMS = {"fixed": "decimal", "dec": "decimal"}

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cdc_assets.common.settings import Settings
+from cdc_assets.common.spark_session import is_spark_connect, spark_config
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 15002  # Spark Connect's own default
@@ -43,8 +44,6 @@ def spark_home() -> Path:
 
 def server_command(settings: Settings, master: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> list[str]:
     """`spark-submit` of the Connect server in the foreground, its log on stderr."""
-    from cdc_assets.defs.resources import is_spark_connect, spark_config  # Dagster: not for `--help`
-
     if is_spark_connect(master):
         raise ValueError(f"the server runs Spark itself: give it local[N] or spark://host:port, not {master!r}")
     conf = {k: v for k, v in spark_config(settings.with_overrides(spark_master=master)).items()
@@ -81,8 +80,6 @@ def listen_address(remote: str) -> tuple[str, int]:
 def default_address(settings: Settings) -> tuple[str, str, int]:
     """(master, host, port) when the command line names none. A shell whose runs already
     point at a server (`CDC_ASSETS_SPARK_MASTER=sc://…`) starts that server, on local[2]."""
-    from cdc_assets.defs.resources import is_spark_connect
-
     if is_spark_connect(settings.spark_master):
         return ("local[2]", *listen_address(settings.spark_master))
     return settings.spark_master, DEFAULT_HOST, DEFAULT_PORT

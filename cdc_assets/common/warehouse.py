@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 
 CATALOG = "cdc"
 CATALOG_FILE = "catalog.db"
+SNAPSHOTS_FOLDER = "snapshots"  # under a source's folder: one folder per snapshot table
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 # The Iceberg Spark runtime, its AWS bundle and the SQLite JDBC driver (jars/pom.xml).
 JARS_DIR = Path(sys.prefix) / "jars"
@@ -117,8 +118,18 @@ class Warehouse:
         """A location under the warehouse, joined as text so `s3://` stays a URI."""
         return "/".join([self.location, *(str(p).strip("/") for p in parts)])
 
-    def table_location(self, source: str, layer: str) -> str:
-        return self.join(source, layer)
+    def table_location(self, source: str, name: str) -> str:
+        """The folder of the table `<source>.<name>`: `<warehouse>/<source>/<name>`."""
+        return self.join(source, name)
+
+    def snapshot_location(self, source: str, folder: str) -> str:
+        """The folder of one snapshot table: `<warehouse>/<source>/snapshots/<folder>` (each
+        table has a folder of its own, `store.snapshot_table`)."""
+        return self.join(source, SNAPSHOTS_FOLDER, folder)
+
+    def local_folder(self, source: str, *parts: str) -> Path:
+        """A folder of this machine for one source (`local_work`/<source>/...)."""
+        return self.local_work.joinpath(source, *parts)
 
     def __fspath__(self) -> str:
         """A local warehouse still goes where a `Path` did (`Path(warehouse)`); an s3 one cannot."""
@@ -128,6 +139,23 @@ class Warehouse:
 
     def __str__(self) -> str:
         return self.location
+
+
+def table_identifier(source: str, name: str) -> str:
+    """`<source>.<name>`: a table of the source's namespace as pyiceberg, the manifests and
+    every catalog name it (the catalog's name left out)."""
+    return f"{source}.{name}"
+
+
+def identifier_parts(identifier: str) -> tuple[str, str]:
+    """`table_identifier` inverted: (source, name); a name may hold dots, a source never does."""
+    source, name = identifier.split(".", 1)
+    return source, name
+
+
+def qualified_name(identifier: str) -> str:
+    """`cdc.<source>.<name>`: the table as Spark SQL (and the assets' metadata) name it."""
+    return f"{CATALOG}.{identifier}"
 
 
 def _normalized_location(location) -> str:

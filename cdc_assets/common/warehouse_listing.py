@@ -22,6 +22,7 @@ from pathlib import Path
 
 from cdc_assets.common.warehouse import (
     CATALOG, CATALOG_FILE, Warehouse, as_warehouse, printable_properties, pyiceberg_properties, sqlite_file,
+    table_identifier,
 )
 from cdc_assets.common.iceberg_tables import parse_table_name
 
@@ -110,7 +111,7 @@ def warehouse_tables(warehouse: Warehouse | Path | str, source: str | None = Non
                 except ValueError:
                     continue
             out.append(WarehouseTable(source=namespace, database=database, table=table, layer=layer,
-                                      identifier=".".join(identifier),
+                                      identifier=table_identifier(namespace, identifier[-1]),
                                       tags=_end_tags(catalog.load_table(identifier))))
     return sorted(out, key=lambda t: (t.source, t.layer, t.database or "", t.table or ""))
 

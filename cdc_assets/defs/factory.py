@@ -15,7 +15,7 @@ from cdc_assets.defs.resources import (
     IcebergIOManager, make_s3_resource, make_spark_resource, warehouse_resource,
 )
 from cdc_assets.defs.layers.snapshots import build_snapshots
-from cdc_assets.defs.source_build import SourceBuild
+from cdc_assets.defs.source_build import ICEBERG_IO_MANAGER, SourceBuild
 from cdc_assets.common.settings import Settings
 
 
@@ -51,7 +51,7 @@ def build_definitions(settings: Settings) -> Definitions:
             "pyspark": pyspark,
             "warehouse": warehouse,
             "s3": make_s3_resource(settings),
-            "iceberg_io_manager": IcebergIOManager(warehouse=warehouse, pyspark=pyspark),
+            ICEBERG_IO_MANAGER: IcebergIOManager(warehouse=warehouse, pyspark=pyspark),
         },
         # One Spark driver per run: steps share its session in one process.
         executor=in_process_executor,

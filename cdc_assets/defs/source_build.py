@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dagster import AssetKey, TimeWindowPartitionsDefinition
+from dagster import AssetCheckSpec, AssetKey, TimeWindowPartitionsDefinition
 
 from cdc_assets.decode import Decoder, get_decoder
 from cdc_assets.landing.input_files import local_dump_root
@@ -18,6 +18,8 @@ from cdc_assets.landing.state import AUTO_COMPLETENESS, Completeness, Completene
 LANDED, RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY = (
     "landed_dump", "raw_messages", "change_log", "quarantine", "change_table", "snapshots", "history",
 )
+# The Definitions' key of `resources.IcebergIOManager`: what a layer's output is written with.
+ICEBERG_IO_MANAGER = "iceberg_io_manager"
 
 
 @dataclass(frozen=True)
@@ -76,3 +78,22 @@ class SourceBuild:
     @property
     def tags(self) -> dict[str, str]:
         return {"protocol": str(self.source.protocol)}
+
+    def in_windows(self) -> dict:
+        """Where an asset (or a multi-asset) of a windowed layer belongs: `@asset(**b.in_windows(), ...)`."""
+        return {"partitions_def": self.partitions_def, "group_name": self.group}
+
+    def layer_asset(self, layer: str, description: str) -> dict:
+        """What every asset of an Iceberg layer is declared with, in `@asset`, `AssetOut` and
+        `AssetSpec` alike: its key, its kinds, the source's tags, and `description`."""
+        return {"key": self.key(layer), "kinds": {"spark", "iceberg"}, "tags": self.tags, "description": description}
+
+    def layer_output(self, layer: str, description: str) -> dict:
+        """`layer_asset` for an output the IO manager writes (`@asset` or `AssetOut`): one
+        window's partition of the Iceberg table `<source>.<layer>`."""
+        return {**self.layer_asset(layer, description), "io_manager_key": ICEBERG_IO_MANAGER}
+
+    def window_check(self, name: str, layer: str, description: str, blocking: bool = False) -> AssetCheckSpec:
+        """A check of a windowed layer, partitioned like it: the UI shows pass/fail per window."""
+        return AssetCheckSpec(name, asset=self.key(layer), partitions_def=self.partitions_def, blocking=blocking,
+                              description=description)

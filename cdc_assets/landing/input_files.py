@@ -33,9 +33,9 @@ class InputFile:
 
 def mirror_root(warehouse, source_name: str) -> Path:
     """The local folder an S3 source's objects are mirrored to (the landing reads local files):
-    `<warehouse>/<source>/landing/s3_mirror` for a local warehouse, where it always was; the
-    settings' local work folder instead for an `s3://` one (`Warehouse.local_work`)."""
-    return as_warehouse(warehouse).local_work / source_name / "landing" / MIRROR_DIR
+    `<warehouse>/<source>/landing/s3_mirror` for a local warehouse, beside the source's tables;
+    under the settings' local work folder for an `s3://` one (`Warehouse.local_work`)."""
+    return as_warehouse(warehouse).local_folder(source_name, "landing", MIRROR_DIR)
 
 
 def local_dump_root(source: SourceConfig, warehouse) -> Path:

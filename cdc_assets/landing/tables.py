@@ -62,14 +62,9 @@ class LandingConflict(RuntimeError):
     """Another landing of the source committed its state between this one's read and commit."""
 
 
-def table_location(warehouse, source: str, name: str) -> str:
-    """`<warehouse>/<source>/<name>`, joined as text: the warehouse may be an `s3://` URI."""
-    return f"{str(warehouse).rstrip('/')}/{source}/{name}"
-
-
 def landing_table(spark: SparkSession | None, warehouse, source: str, name: str) -> IcebergTable:
     catalog = use_catalog(spark, warehouse) if spark is not None else ""
-    return IcebergTable(catalog, source, name, table_location(warehouse, source, name))
+    return IcebergTable(catalog, source, name, as_warehouse(warehouse).table_location(source, name))
 
 
 def _load(catalog, source: str, name: str):
@@ -130,7 +125,7 @@ def start_landing(warehouse, source: str) -> StartOfLanding:
     catalog.create_namespace_if_not_exists((source,))
     table = catalog.create_table_if_not_exists(
         (source, LANDING_STATE), Schema(NestedField(1, STATE_COLUMN, StringType(), required=False)),
-        location=table_location(warehouse, source, LANDING_STATE), properties=STATE_TABLE_PROPERTIES)
+        location=as_warehouse(warehouse).table_location(source, LANDING_STATE), properties=STATE_TABLE_PROPERTIES)
     state, files = _read_document(table)
     # After the state: a batch appended in between belongs to a landing that read this state
     # or an older one, which cannot commit once this one did (module docstring).

@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession, types as T
 from cdc_assets.snapshot import manifests as snapshot_windows
 from cdc_assets.common.concurrent_jobs import run_concurrently
 from cdc_assets.snapshot.history import write_window_history
-from cdc_assets.common.warehouse import as_warehouse, load_pyiceberg_catalog, use_catalog
+from cdc_assets.common.warehouse import as_warehouse, identifier_parts, load_pyiceberg_catalog, use_catalog
 from cdc_assets.common.iceberg_tables import (
     WATERMARK_PROPERTY, WINDOW_END_PROPERTY, WINDOW_END_TSO_PROPERTY, WINDOW_PROPERTY, IcebergTable, branch_name,
     end_tag, load_table, publish, resolve_identifier, table_name, table_uuids, tag_snapshots, window_properties,
@@ -67,14 +67,14 @@ def snapshot_table(spark: SparkSession | None, warehouse, source: str, database:
     away keeps its files under the old name's folder, and a table created later under that
     name must not share it (orphan-file removal of one would delete the other's files)."""
     catalog = use_catalog(spark, warehouse) if spark is not None else ""
-    location = as_warehouse(warehouse).join(source, SNAPSHOTS_LAYER,
-                                            f"{state_id((database, table))}-{uuid.uuid4().hex[:8]}")
-    return IcebergTable(catalog, source, table_name(SNAPSHOTS_LAYER, database, table), location)
+    folder = f"{state_id((database, table))}-{uuid.uuid4().hex[:8]}"
+    return IcebergTable(catalog, source, table_name(SNAPSHOTS_LAYER, database, table),
+                        as_warehouse(warehouse).snapshot_location(source, folder))
 
 
 def table_at(spark: SparkSession, warehouse, identifier: str) -> IcebergTable:
     """The Iceberg table `<namespace>.<name>` of the store (reads, emptying commits)."""
-    namespace, name = identifier.split(".", 1)
+    namespace, name = identifier_parts(identifier)
     return IcebergTable(use_catalog(spark, warehouse), namespace, name, "")
 
 
@@ -382,10 +382,10 @@ def _move_tables(spark: SparkSession, warehouse, source: str, result, prev_table
         if len(renames) > 1:  # through temporary names: a target may be another's source
             temporary = [(old, f"{old}__renaming_{uuid.uuid4().hex[:8]}") for old, _ in renames]
             for old, temp in temporary:
-                table_at(spark, warehouse, old).rename(spark, temp.split(".", 1)[1])
+                table_at(spark, warehouse, old).rename(spark, identifier_parts(temp)[1])
             renames = [(temp, new) for (_, temp), (_, new) in zip(temporary, renames)]
         for old, new in renames:
-            table_at(spark, warehouse, old).rename(spark, new.split(".", 1)[1])
+            table_at(spark, warehouse, old).rename(spark, identifier_parts(new)[1])
         for n in moving | staying:
             o = wanted[n]
             moves.bases[n] = {**prev[o], "identifier": target[n]}
@@ -399,7 +399,7 @@ def _move_tables(spark: SparkSession, warehouse, source: str, result, prev_table
 
 
 def _parts(identifier: str) -> tuple[str, str]:
-    namespace, name = identifier.split(".", 1)
+    namespace, name = identifier_parts(identifier)
     return namespace, name
 
 

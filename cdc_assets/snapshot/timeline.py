@@ -19,7 +19,7 @@ barrier then changes schemas and rows as its DDL says:
 
 Without DDL the schema follows the row images: a column they start to carry is added (the rows
 before it have it null) and recorded in `schema_changes` with no DDL (`added_by_row_images`).
-A window without DDL takes the fast path: every table's rows in one pass, as before.
+A window without DDL takes the fast path: every table's rows in one pass, with no DDL to split them at.
 Each state's `origin` names the table of the previous snapshot whose rows it continues (itself,
 or the table a RENAME moved here; None for a table created in the window): the store renames
 that Iceberg table, so its history and tags follow the rows (snapshot_store).

@@ -15,9 +15,11 @@ from pyiceberg.catalog import load_catalog
 from pyspark.sql import types as T
 
 from cdc_assets.cli import main as cli_main
-from cdc_assets.defs.resources import spark_config, warehouse_resource
+from cdc_assets.common.spark_session import spark_config
+from cdc_assets.defs.resources import warehouse_resource
 from cdc_assets.common.warehouse import (
-    CATALOG, as_warehouse, load_pyiceberg_catalog, pyiceberg_properties, spark_catalog_conf, use_catalog,
+    CATALOG, Warehouse, as_warehouse, identifier_parts, load_pyiceberg_catalog, pyiceberg_properties, qualified_name,
+    spark_catalog_conf, table_identifier, use_catalog,
 )
 from cdc_assets.common.iceberg_tables import (
     IcebergTable, WindowTable, branch_name, end_tag, publish, tag_snapshots, window_commit,
@@ -56,6 +58,18 @@ def test_a_local_warehouse_keeps_the_embedded_jdbc_catalog(tmp_path):
                                                "warehouse": root.as_uri()}
     assert Path(warehouse) == root and warehouse.table_location("src", "change_log") == f"{root}/src/change_log"
     assert warehouse_resource(settings).iceberg == warehouse
+
+
+def test_the_warehouse_names_every_location_and_identifier(tmp_path):
+    local = Warehouse(str(tmp_path / "wh"))
+    s3 = Warehouse("s3://lake/cdc", catalog_uri="jdbc:sqlite:/x/catalog.db", work_dir=str(tmp_path / "work"))
+    assert s3.table_location("src", "landed_messages") == "s3://lake/cdc/src/landed_messages"
+    assert s3.snapshot_location("src", "shop.orders-1a2b3c4d") == "s3://lake/cdc/src/snapshots/shop.orders-1a2b3c4d"
+    assert local.local_folder("src", "landing", "s3_mirror") == tmp_path / "wh" / "src" / "landing" / "s3_mirror"
+    assert s3.local_folder("src", "landing") == tmp_path / "work" / "src" / "landing"
+    assert table_identifier("src", "snapshots__shop__orders") == "src.snapshots__shop__orders"
+    assert identifier_parts("src.snapshots__sh.op__orders") == ("src", "snapshots__sh.op__orders")
+    assert qualified_name(table_identifier("src", "change_log")) == "cdc.src.change_log"
 
 
 def test_an_s3_warehouse_keeps_its_sqlite_catalog_in_home_and_credentials_out(tmp_path):

@@ -1,9 +1,8 @@
 """CloudCanal JSON messages -> change-log events, in plain Python (orjson) per Arrow batch.
 
 The rules are those of `cloudcanal_json/decoder.py`'s docstring; the first failing reject rule wins,
-in the order of `_events` (the old Spark decoder's order: `missing_commit_ts` first). Like
-Canal-JSON, and unlike Spark's `from_json` into maps (the previous decoder), a message is
-parsed once.
+in the order of `_events` (`missing_commit_ts` first). Like Canal-JSON, a message is parsed
+once, whatever the fields the rules read.
 """
 
 from __future__ import annotations

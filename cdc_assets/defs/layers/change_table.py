@@ -4,7 +4,6 @@
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     AssetIn,
     AssetsDefinition,
@@ -35,27 +34,19 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
     key = b.key(CHANGE_TABLE)
 
     @asset(
-        key=key,
+        **b.layer_output(CHANGE_TABLE, "Row and DDL events of the window with at-least-once duplicates removed and "
+                         "late events (below an earlier watermark of their partition) dropped; counts in metadata."),
+        **b.in_windows(),
         ins={"change_log": AssetIn(key=b.key(CHANGE_LOG))},
-        partitions_def=b.partitions_def,
-        group_name=b.group,
-        kinds={"spark", "iceberg"},
-        tags=b.tags,
-        io_manager_key="iceberg_io_manager",
+        # Checks are partitioned like their asset: the UI shows pass/fail per window.
         check_specs=[
-            # Checks are partitioned like their asset: the UI shows pass/fail per window.
-            AssetCheckSpec(WINDOW_COMPLETE, asset=key, partitions_def=b.partitions_def, blocking=True,
+            b.window_check(WINDOW_COMPLETE, CHANGE_TABLE, blocking=True,
                            description="the global watermark (min over Kafka partitions) passed the window end"),
-            AssetCheckSpec(INSIDE_WINDOW, asset=key, partitions_def=b.partitions_def, blocking=True,
+            b.window_check(INSIDE_WINDOW, CHANGE_TABLE, blocking=True,
                            description="every event of the change log has its commit_ts inside the window "
                            "(one outside is a routing bug: dropped, never applied)"),
-            AssetCheckSpec(CONTRACT, asset=key, partitions_def=b.partitions_def,
-                           description="pandera ChangeTableModel + row invariants"),
+            b.window_check(CONTRACT, CHANGE_TABLE, "pandera ChangeTableModel + row invariants"),
         ],
-        description=(
-            "Row and DDL events of the window with at-least-once duplicates removed and late "
-            "events (below an earlier watermark of their partition) dropped; counts in metadata."
-        ),
     )
     def change_table(
         context: AssetExecutionContext,

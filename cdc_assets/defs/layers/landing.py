@@ -1,4 +1,4 @@
-"""Layer 0: land new dump files into per-window folders (unpartitioned, incremental)."""
+"""Layer 0: land new dump files into the source's landing tables (an unpartitioned asset, incremental)."""
 
 
 from dagster import (

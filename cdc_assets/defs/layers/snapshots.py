@@ -6,7 +6,6 @@ from dagster import (
     AssetCheckKey,
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetDep,
     AssetExecutionContext,
     AssetIn,
@@ -27,13 +26,12 @@ from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, SNAPSHOTS, Sourc
 from cdc_assets.common.concurrent_jobs import run_concurrently
 from cdc_assets.landing.tables import load_state
 from cdc_assets.defs.metadata import schema_version, table_rows_chart
-from cdc_assets.common.warehouse import CATALOG
+from cdc_assets.common.warehouse import qualified_name, table_identifier
 from cdc_assets.snapshot.history import HISTORY_LAYER
 from cdc_assets.common.iceberg_tables import end_tag, table_name
 from cdc_assets.snapshot.manifests import TABLE as SNAPSHOT_WINDOWS
 from cdc_assets.common.names import table_id
 from cdc_assets.snapshot.store import WindowWithheld, read_entry, read_manifest, write_window_snapshot
-from cdc_assets.common.iceberg_tables import window_commit
 from cdc_assets.common.tso import tso_to_datetime
 
 PK_UNIQUE = "primary_key_unique"
@@ -56,37 +54,32 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         name=f"{b.source.name}__snapshots_and_history",
         ins={"change_table": AssetIn(key=b.key(CHANGE_TABLE))},
         specs=[
-            AssetSpec(key, deps=[b.key(CHANGE_TABLE), previous_window], partitions_def=b.partitions_def,
-                      group_name=b.group, kinds={"spark", "iceberg"}, tags=b.tags,
-                      description="Each table's rows at the window end (latest version per key; deletes "
-                      "removed; DDL applied at its commit_ts), typed from the MySQL types: one Iceberg "
-                      "table per source table, tagged end-<UTC window end> at every window, committed by the window's row of "
-                      f"{b.source.name}.snapshot_windows."),
+            AssetSpec(**b.layer_asset(
+                SNAPSHOTS, "Each table's rows at the window end (latest version per key; deletes removed; DDL "
+                "applied at its commit_ts), typed from the MySQL types: one Iceberg table per source table, "
+                "tagged end-<UTC window end> at every window, committed by the window's row of "
+                f"{table_identifier(b.source.name, SNAPSHOT_WINDOWS)}."),
+                **b.in_windows(), deps=[b.key(CHANGE_TABLE), previous_window]),
             # No dependency on the previous window's snapshot here: a backfill would then pull in
             # the window after its range. The shared step already runs after that snapshot.
-            AssetSpec(history_key, deps=[b.key(CHANGE_TABLE)], partitions_def=b.partitions_def,
-                      group_name=b.group, kinds={"spark", "iceberg"}, tags=b.tags,
-                      description="SCD type 2: the row versions that ended in the window, with valid-from "
-                      "/ valid-to commit TSOs and the operation that ended them; the versions still open "
-                      "are the window's snapshot rows. One Iceberg table per source table "
-                      "(history__<db>__<table>), partitioned by window."),
+            AssetSpec(**b.layer_asset(
+                HISTORY, "SCD type 2: the row versions that ended in the window, with valid-from / valid-to "
+                "commit TSOs and the operation that ended them; the versions still open are the window's "
+                "snapshot rows. One Iceberg table per source table (history__<db>__<table>), partitioned by "
+                "window."),
+                **b.in_windows(), deps=[b.key(CHANGE_TABLE)]),
         ],
         partitions_def=b.partitions_def,
         # Either output alone is allowed (a backfill or the UI may select one); the window is applied once.
         can_subset=True,
         check_specs=[
-            AssetCheckSpec(PK_UNIQUE, asset=key, partitions_def=b.partitions_def,
-                           description="no primary key twice in any table written"),
-            AssetCheckSpec(RECONCILES, asset=key, partitions_def=b.partitions_def,
-                           description="previous rows + inserted keys - deleted keys - rows removed by DDL "
-                           "+ rows moved in by RENAME TABLE = rows, per table"),
-            AssetCheckSpec(VALUES_CONVERT, asset=key, partitions_def=b.partitions_def,
-                           description="every non-null value converted to its column's Spark type"),
-            AssetCheckSpec(TABLES_BUILT, asset=key, partitions_def=b.partitions_def,
-                           description="every table of the window was built; one that failed keeps its "
-                           "previous snapshot, marked failed, and the others are committed"),
-            AssetCheckSpec(DDL_APPLIED, asset=key, partitions_def=b.partitions_def,
-                           description="every DDL statement of the window was read and applied (WARN: "
+            b.window_check(PK_UNIQUE, SNAPSHOTS, "no primary key twice in any table written"),
+            b.window_check(RECONCILES, SNAPSHOTS, "previous rows + inserted keys - deleted keys - rows removed "
+                           "by DDL + rows moved in by RENAME TABLE = rows, per table"),
+            b.window_check(VALUES_CONVERT, SNAPSHOTS, "every non-null value converted to its column's Spark type"),
+            b.window_check(TABLES_BUILT, SNAPSHOTS, "every table of the window was built; one that failed keeps "
+                           "its previous snapshot, marked failed, and the others are committed"),
+            b.window_check(DDL_APPLIED, SNAPSHOTS, "every DDL statement of the window was read and applied (WARN: "
                            "one that was not, say a TRUNCATE PARTITION, may leave rows the source removed)"),
         ],
     )
@@ -139,7 +132,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                     "versions_ended_by_table": MetadataValue.json(ended),
                     # one Iceberg table per source table (snapshot/history)
                     "iceberg_tables": MetadataValue.json(
-                        {table_id(*n): f"{CATALOG}.{b.source.name}.{table_name(HISTORY_LAYER, *n)}"
+                        {table_id(*n): qualified_name(table_identifier(b.source.name, table_name(HISTORY_LAYER, *n)))
                          for n in manifest["ddl"].get("history_tables", [])}),
                 },
             )
@@ -167,11 +160,11 @@ def _snapshot_results(key, spark: SparkSession, store: tuple, events_in: int, ta
             "schema_versions": MetadataValue.json(
                 {tid: schema_version(t["spark_schema"]) for tid, t in sorted(tables.items())}),
             # the window's commit point: its row of this table (snapshot/manifests)
-            "manifest_table": f"{CATALOG}.{store[1]}.{SNAPSHOT_WINDOWS}",
+            "manifest_table": qualified_name(table_identifier(store[1], SNAPSHOT_WINDOWS)),
             # Any Iceberg engine reads the window's state at this tag of each table.
             "iceberg_tag": tag,
             "iceberg_tables": MetadataValue.json(
-                {tid: {"identifier": f"{CATALOG}.{t['identifier']}", "snapshot_id": str(t["snapshot_id"])}
+                {tid: {"identifier": qualified_name(t["identifier"]), "snapshot_id": str(t["snapshot_id"])}
                  for tid, t in sorted(tables.items())}),
         }
     )
@@ -221,7 +214,7 @@ def _change_table_rows(warehouse: WarehouseResource, asset_path: list[str], star
                        change_table: DataFrame) -> int:
     """The rows of the change table's window, from the summary of the commit that wrote it
     (Iceberg metadata, no Spark job); counted only when that commit has expired (maintenance)."""
-    commit = window_commit(warehouse.iceberg, ".".join(asset_path), start_ms)
+    commit = warehouse.layer_commit(asset_path, start_ms)
     return int(commit.get("added-records", 0)) if commit is not None else change_table.count()
 
 

@@ -1,6 +1,6 @@
 from pyspark.sql import types as T
 
-from cdc_assets.common.parquet_write import parquet_writer
+from benchmarks.parquet_write import parquet_writer
 from cdc_assets_tests.helpers import DICTIONARY_ENCODINGS, parquet_encodings
 
 _TEXT_MAP = T.MapType(T.StringType(), T.StringType())

@@ -1,4 +1,5 @@
-"""How the layers write Parquet: dictionary encoding only where it can pay.
+"""How the benchmarks' Spark engine writes its plain-Parquet layers: dictionary encoding only
+where it can pay (the pipeline's layers are Iceberg tables, written with Iceberg's defaults).
 
 Parquet's writer dictionary-encodes every column until a column chunk's dictionary
 outgrows its page, then falls back to plain encoding for the rest of the chunk. The
