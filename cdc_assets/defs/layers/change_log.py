@@ -4,7 +4,6 @@
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     AssetIn,
     AssetOut,
@@ -34,28 +33,21 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
         name=f"{b.source.name}__decode",
         ins={"raw_messages": AssetIn(key=b.key(RAW))},
         outs={
-            "change_log": AssetOut(
-                key=log_key, io_manager_key="iceberg_io_manager", kinds={"spark", "iceberg"},
-                tags=b.tags, description="Every decoded event of the window in the one change-log schema "
-                "(docs/architecture.md): rows, DDL and watermarks, with lineage.",
-            ),
-            "quarantine": AssetOut(
-                key=quarantine_key, io_manager_key="iceberg_io_manager", kinds={"spark", "iceberg"},
-                tags=b.tags, description="Messages (or single events of a batch) that could not be used: "
-                "reason code, detail, raw key/value bytes and lineage.",
-            ),
+            "change_log": AssetOut(**b.layer_output(
+                CHANGE_LOG, "Every decoded event of the window in the one change-log schema "
+                "(docs/architecture.md): rows, DDL and watermarks, with lineage.")),
+            "quarantine": AssetOut(**b.layer_output(
+                QUARANTINE, "Messages (or single events of a batch) that could not be used: "
+                "reason code, detail, raw key/value bytes and lineage.")),
         },
-        partitions_def=b.partitions_def,
-        group_name=b.group,
+        **b.in_windows(),
         check_specs=[
-            AssetCheckSpec(SCHEMA_CHECK, asset=log_key, partitions_def=b.partitions_def,
-                           description="pandera ChangeLogModel + row invariants, failing counts in metadata"),
-            AssetCheckSpec(QUARANTINE_CHECK, asset=quarantine_key, partitions_def=b.partitions_def,
-                           description="warns when the window quarantined anything but records that carry "
-                           "no change by design (tombstones, control records)"),
-            AssetCheckSpec(QUARANTINE_RATE_CHECK, asset=quarantine_key, partitions_def=b.partitions_def,
-                           description="errors when the share of quarantined messages exceeds the "
-                           f"source's max_quarantine_rate ({b.source.max_quarantine_rate:g})"),
+            b.window_check(SCHEMA_CHECK, CHANGE_LOG, "pandera ChangeLogModel + row invariants, failing counts in "
+                           "metadata"),
+            b.window_check(QUARANTINE_CHECK, QUARANTINE, "warns when the window quarantined anything but records "
+                           "that carry no change by design (tombstones, control records)"),
+            b.window_check(QUARANTINE_RATE_CHECK, QUARANTINE, "errors when the share of quarantined messages "
+                           f"exceeds the source's max_quarantine_rate ({b.source.max_quarantine_rate:g})"),
         ],
     )
     def decode(context: AssetExecutionContext, raw_messages: DataFrame):

@@ -14,17 +14,10 @@ from cdc_assets.landing.window_messages import read_window_messages, window_mess
 
 def build_raw_messages(b: SourceBuild) -> AssetsDefinition:
     @asset(
-        key=b.key(RAW),
+        **b.layer_output(RAW, "Kafka messages whose routing time (commitTs, watermark ts, else event time) falls "
+                         "in the window; key/value bytes untouched; one row per (topic, partition, offset)."),
+        **b.in_windows(),
         deps=[b.key(LANDED)],
-        partitions_def=b.partitions_def,
-        group_name=b.group,
-        kinds={"spark", "iceberg"},
-        tags=b.tags,
-        io_manager_key="iceberg_io_manager",
-        description=(
-            "Kafka messages whose routing time (commitTs, watermark ts, else event time) falls in "
-            "the window; key/value bytes untouched; one row per (topic, partition, offset)."
-        ),
     )
     def raw_messages(
         context: AssetExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource
