@@ -30,10 +30,9 @@ from cdc_assets.defs.metadata import schema_version, table_rows_chart
 from cdc_assets.common.warehouse import CATALOG
 from cdc_assets.snapshot.history import HISTORY_LAYER
 from cdc_assets.common.iceberg_tables import end_tag, table_name
-from cdc_assets.snapshot.manifests import TABLE as SNAPSHOT_WINDOWS
 from cdc_assets.common.names import table_id
 from cdc_assets.snapshot.entry_tables import read_entry
-from cdc_assets.snapshot.manifests import DdlRecord, FailedTable, TableEntry, WindowManifest
+from cdc_assets.snapshot.manifests import TABLE as SNAPSHOT_WINDOWS, DdlRecord, FailedTable, TableEntry, WindowManifest
 from cdc_assets.snapshot.store import WindowWithheld, read_manifest, write_window_snapshot
 from cdc_assets.common.iceberg_tables import window_commit
 from cdc_assets.common.tso import tso_to_datetime
