@@ -5,16 +5,163 @@ included."""
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
 from cdc_assets.snapshot.manifests import DdlRecord, FailedTable, TableEntry, WindowManifest
 
-# A data window's stored document (copied from a window write: a table renamed, one dropped).
-DATA_WINDOW = {}
+# A data window's stored document, copied from a window write (test_ddl_iceberg's renames:
+# db.a -> db.c with a row inserted, db.b -> other.b).
+DATA_WINDOW = json.loads(r"""
+{
+ "ddl": {
+  "applied": 2,
+  "dropped_tables": {
+   "db.a": {
+    "by": "RENAME TABLE to db.c",
+    "commit_ts": 463268531666944000,
+    "rows": 2,
+    "sql": "RENAME TABLE db.a TO db.c"
+   },
+   "db.b": {
+    "by": "RENAME TABLE to other.b",
+    "commit_ts": 463268531929088000,
+    "rows": 1,
+    "sql": "RENAME TABLE db.b TO other.b"
+   }
+  },
+  "history_tables": [],
+  "history_versions_ended": {},
+  "renamed_tables": {
+   "db.c": {
+    "from": "db.a",
+    "identifier": "src.snapshots__db__c",
+    "previous_identifier": "src.snapshots__db__a"
+   },
+   "other.b": {
+    "from": "db.b",
+    "identifier": "src.snapshots__other__b",
+    "previous_identifier": "src.snapshots__db__b"
+   }
+  },
+  "unparsed": []
+ },
+ "failed_tables": {},
+ "tables": {
+  "db.c": {
+   "conversion_failures": 0,
+   "database": "db",
+   "deleted_keys": 0,
+   "identifier": "src.snapshots__db__c",
+   "inserted_keys": 1,
+   "moved_in": 2,
+   "previous_rows": 0,
+   "removed_by_ddl": 0,
+   "rows": 3,
+   "schema": {
+    "columns": [
+     "name",
+     "id"
+    ],
+    "database": "db",
+    "decimal_integer_digits": {},
+    "decimal_scales": {},
+    "mysql_types": {
+     "id": "bigint",
+     "name": "varchar(20)"
+    },
+    "primary_key": [
+     "id"
+    ],
+    "table": "c"
+   },
+   "schema_changes": [
+    {
+     "columns": [
+      "name",
+      "id"
+     ],
+     "commit_ts": 463268531666944000,
+     "ddl_type": "RENAME",
+     "sql": "RENAME TABLE db.a TO db.c"
+    }
+   ],
+   "snapshot_id": 520475552328393809,
+   "spark_schema": "{\"fields\":[{\"metadata\":{},\"name\":\"id\",\"nullable\":true,\"type\":\"long\"},{\"metadata\":{},\"name\":\"name\",\"nullable\":true,\"type\":\"string\"},{\"metadata\":{},\"name\":\"_cdc_commit_ts\",\"nullable\":true,\"type\":\"long\"}],\"type\":\"struct\"}",
+   "table": "c",
+   "table_uuid": "69cfa0b4-ea3e-4080-bc16-bd0d2c39c1cc",
+   "written_window_start_ms": 1767229200000
+  },
+  "other.b": {
+   "conversion_failures": 0,
+   "database": "other",
+   "deleted_keys": 0,
+   "identifier": "src.snapshots__other__b",
+   "inserted_keys": 0,
+   "moved_in": 1,
+   "previous_rows": 0,
+   "removed_by_ddl": 0,
+   "rows": 1,
+   "schema": {
+    "columns": [
+     "name",
+     "id"
+    ],
+    "database": "other",
+    "decimal_integer_digits": {},
+    "decimal_scales": {},
+    "mysql_types": {
+     "id": "bigint",
+     "name": "varchar(20)"
+    },
+    "primary_key": [
+     "id"
+    ],
+    "table": "b"
+   },
+   "schema_changes": [
+    {
+     "columns": [
+      "name",
+      "id"
+     ],
+     "commit_ts": 463268531929088000,
+     "ddl_type": "RENAME",
+     "sql": "RENAME TABLE db.b TO other.b"
+    }
+   ],
+   "snapshot_id": 888264811052152362,
+   "spark_schema": "{\"fields\":[{\"metadata\":{},\"name\":\"id\",\"nullable\":true,\"type\":\"long\"},{\"metadata\":{},\"name\":\"name\",\"nullable\":true,\"type\":\"string\"},{\"metadata\":{},\"name\":\"_cdc_commit_ts\",\"nullable\":false,\"type\":\"long\"}],\"type\":\"struct\"}",
+   "table": "b",
+   "table_uuid": "d425af5c-51f5-4120-b004-53dc8be234d4",
+   "written_window_start_ms": 1767229200000
+  }
+ },
+ "tag": "end-20260101T0200Z",
+ "window_end_ms": 1767232800000,
+ "window_start_ms": 1767229200000
+}
+""")
 
-# The quiet window after it: a reference to the window it carries, no tables.
-CARRIED_WINDOW = {}
+# A quiet window of the same run, carried forward from its fourth window: a reference, no tables.
+CARRIED_WINDOW = json.loads(r"""
+{
+ "carried_forward": true,
+ "carried_from_window_start_ms": 1767236400000,
+ "ddl": {
+  "applied": 0,
+  "dropped_tables": {},
+  "history_tables": [],
+  "history_versions_ended": {},
+  "renamed_tables": {},
+  "unparsed": []
+ },
+ "tag": "end-20260101T0500Z",
+ "window_end_ms": 1767243600000,
+ "window_start_ms": 1767240000000
+}
+""")
 
 
 def test_a_stored_data_window_round_trips():
@@ -33,7 +180,7 @@ def test_a_stored_data_window_round_trips():
 def test_a_stored_carried_window_round_trips_without_tables():
     manifest = WindowManifest.from_json(copy.deepcopy(CARRIED_WINDOW))
     assert manifest.carried_forward and manifest.tables == {} and manifest.failed_tables == {}
-    assert manifest.data_window_start_ms == DATA_WINDOW["window_start_ms"]
+    assert manifest.data_window_start_ms == 1_767_236_400_000
     assert manifest.to_json() == CARRIED_WINDOW
     assert manifest.ddl == DdlRecord()  # a quiet window applies no DDL
 
