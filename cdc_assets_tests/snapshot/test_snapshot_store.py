@@ -132,10 +132,10 @@ def test_two_runs_of_one_window_the_later_commit_fails_and_a_rerun_succeeds(spar
     tag and the manifest stay B's. Run A again: it commits."""
     warehouse = store[0]
     first = write_window_snapshot(spark, _changes(spark, [("INSERT", 1, "a")], W1), *store, W1, W1 + HOUR, None)
-    by_b = {}
+    by_b = []
 
     def b_commits_meanwhile(manifest: WindowManifest) -> None:  # A's audit: A has written its tables
-        by_b.update(write_window_snapshot(spark, _changes(spark, [("INSERT", 2, "b")], W1 + HOUR), *store,
+        by_b.append(write_window_snapshot(spark, _changes(spark, [("INSERT", 2, "b")], W1 + HOUR), *store,
                                           W1 + HOUR, W1 + 2 * HOUR, first))
         return None
 
@@ -143,7 +143,7 @@ def test_two_runs_of_one_window_the_later_commit_fails_and_a_rerun_succeeds(spar
                                                "run while this one was building it: this run committed nothing"):
         write_window_snapshot(spark, _changes(spark, [("INSERT", 3, "c")], W1 + HOUR), *store, W1 + HOUR,
                               W1 + 2 * HOUR, first, audit=b_commits_meanwhile)
-    b_id = by_b.tables["db.t"].snapshot_id
+    b_id = by_b[0].tables["db.t"].snapshot_id
     table = _table(warehouse)
     assert table.current_snapshot().snapshot_id == b_id
     assert table.metadata.refs["end-20260101T0200Z"].snapshot_id == b_id
