@@ -34,10 +34,10 @@ def run_demo() -> int:
     verdict = compare_window(settings.iceberg_warehouse, source.name, manifest, truth, windows[-1])
     print(f"\nsnapshots at the end of window starting {windows[-1]} ms ({len(windows)} windows materialized):")
     print(f"{'table':<28} {'rows':>7} {'cols':>5}  {'vs truth':<10} Iceberg table @ tag")
-    for tid, t in sorted(manifest["tables"].items()):
-        name = f"{t['database']}.{t['table']}"
-        print(f"{name:<28} {t['rows']:>7} {len(t['schema']['columns']):>5}  "
-              f"{verdict.get(name, 'n/a'):<10} {t['identifier']} @ {manifest['tag']}")
+    for tid, t in sorted(manifest.tables.items()):
+        name = f"{t.database}.{t.table}"
+        print(f"{name:<28} {t.rows:>7} {len(t.schema['columns']):>5}  "
+              f"{verdict.get(name, 'n/a'):<10} {t.identifier} @ {manifest.tag}")
     matches = all(v == "ok" for v in verdict.values())
     print(f"\nmatches the simulator's truth: {'yes' if matches else 'NO'}")
     print(json.dumps(summary.as_json(), sort_keys=True))

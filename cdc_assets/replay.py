@@ -3,7 +3,7 @@
 Runs go through the same Definitions, jobs, IO manager and checks as the UI and the
 schedules: `execute_in_process` per window with data, in window order (snapshots build on the
 previous window). A window in which nothing landed gets no run: its manifest carries the
-previous snapshot forward (`store.carry_forward_window`), so commits years apart
+previous snapshot forward (`snapshot/carry_forward.py`), so commits years apart
 cost one small file per quiet window, not a Spark run.
 """
 
@@ -170,9 +170,10 @@ def replay(
             break
     manifests = list_manifests(settings.iceberg_warehouse, source.name)
     if manifests:
-        last = read_manifest(settings.iceberg_warehouse, source.name, manifests[-1]) or {"tables": {}}
-        summary.tables = len(last["tables"])
-        summary.rows = sum(t["rows"] for t in last["tables"].values())
+        last = read_manifest(settings.iceberg_warehouse, source.name, manifests[-1])
+        tables = last.tables if last is not None else {}
+        summary.tables = len(tables)
+        summary.rows = sum(t.rows for t in tables.values())
     summary.ok = summary.ok and not summary.checks_failed
     return summary
 

@@ -69,10 +69,10 @@ def differences_at_instants(spark: SparkSession, settings, truth_path: Path, *, 
     rng = random.Random(seed)
     instants: dict[str, int] = {}
     for m in windows:
-        end = datetime.fromtimestamp(m["window_end_ms"] / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        end = datetime.fromtimestamp(m.window_end_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         instants[end] = parse_instant(end)
         for _ in range(inside):
-            tso = rng.randrange(m["window_start_ms"] << 18, m["window_end_ms"] << 18)
+            tso = rng.randrange(m.window_start_ms << 18, m.window_end_ms << 18)
             instants[str(tso)] = tso
     expected = states_at(Workload(**truth["workload"], tables=tables).events(), tables, instants.values())
     out: dict[str, dict[str, str]] = {}

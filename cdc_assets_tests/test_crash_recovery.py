@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from cdc_assets.simulator import generate
-from cdc_assets.snapshot.store import list_manifests, read_entry_arrow, read_manifest
+from cdc_assets.snapshot.entry_tables import read_entry_arrow
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +46,7 @@ def snapshot_contents(warehouse: Path, source: str = "src") -> dict[int, dict[st
         manifest = read_manifest(warehouse, source, window)
         out[window] = {
             tid: sorted(map(repr, read_entry_arrow(warehouse, source, entry).to_pylist()))
-            for tid, entry in manifest["tables"].items()
+            for tid, entry in manifest.tables.items()
         }
     return out
 
@@ -58,8 +59,8 @@ def _visible_partial_outputs(warehouse: Path) -> list[str]:
 
     snapshots = (warehouse, "src")  # (warehouse, source)
     manifests = [read_manifest(*snapshots, w) for w in list_manifests(*snapshots)]
-    committed = {m["tag"]: m for m in manifests}
-    newest = manifests[-1]["tables"] if manifests else {}
+    committed = {m.tag: m for m in manifests}
+    newest = manifests[-1].tables if manifests else {}
     bad = []
     catalog = load_pyiceberg_catalog(warehouse)
     for identifier in catalog.list_tables(("src",)):
@@ -70,8 +71,8 @@ def _visible_partial_outputs(warehouse: Path) -> list[str]:
         for ref in table.metadata.refs:
             if ref.startswith("end-") and ref not in committed:
                 bad.append(f"{name}: tag {ref} of a window without a manifest")
-        entry = next((e for e in newest.values() if e["identifier"] == name), None)
-        if entry and table.current_snapshot().snapshot_id != entry["snapshot_id"]:
+        entry = next((e for e in newest.values() if e.identifier == name), None)
+        if entry and table.current_snapshot().snapshot_id != entry.snapshot_id:
             bad.append(f"{name}: main is not the newest committed window's snapshot")
     return bad
 

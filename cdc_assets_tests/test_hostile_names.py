@@ -126,11 +126,11 @@ def test_a_long_legal_name_is_stored_bounded_and_a_name_no_table_can_have_is_qua
     manifest = read_manifest(*snapshots, list_manifests(*snapshots)[-1])
     chinese_id = table_id("shop", CHINESE_40)
     assert chinese_id.startswith("shop.%E5%AE%A2%E6%88%B7") and len(chinese_id) <= 2 * MAX_PART_BYTES + 1
-    assert sorted(manifest["tables"]) == sorted([chinese_id, "shop.orders"])
-    entry = manifest["tables"][chinese_id]
-    assert (entry["database"], entry["table"], entry["rows"]) == ("shop", CHINESE_40, 2)
-    assert entry["identifier"] == f"src.snapshots__shop__{CHINESE_40}"  # CJK letters are kept as they are
-    assert manifest["tables"]["shop.orders"]["rows"] == 1
+    assert sorted(manifest.tables) == sorted([chinese_id, "shop.orders"])
+    entry = manifest.tables[chinese_id]
+    assert (entry.database, entry.table, entry.rows) == ("shop", CHINESE_40, 2)
+    assert entry.identifier == f"src.snapshots__shop__{CHINESE_40}"  # CJK letters are kept as they are
+    assert manifest.tables["shop.orders"].rows == 1
     assert not any("x" * 100 in p.name for p in settings.warehouse.rglob("*"))  # nothing of the bad names
 
     # The history: the version the UPDATE ended, and the open ones.

@@ -57,6 +57,6 @@ def test_unapplied_ddl_warns_with_the_statements(tmp_path):
     snapshots = (settings.warehouse, "src")  # (warehouse, source)
     (window,) = list_manifests(*snapshots)
     manifest = read_manifest(*snapshots, window)
-    assert manifest["tables"]["shop.t"]["rows"] == 2  # kept as they were: the warning says why to look
-    assert [u["sql"] for u in manifest["ddl"]["unparsed"]] == [truncate]
+    assert manifest.tables["shop.t"].rows == 2  # kept as they were: the warning says why to look
+    assert [u["sql"] for u in manifest.ddl.unparsed] == [truncate]
 

@@ -68,8 +68,9 @@ def events_per_minute_chart(counts: dict[int, int], window_start_ms: int, window
     return svg_markdown(bar_chart_svg(bars, f"events per {label} (commit time, UTC)"), f"events per {label}")
 
 
-def table_rows_chart(tables: dict[str, dict]) -> str:
-    bars = [(tid, t["rows"]) for tid, t in sorted(tables.items())]
+def table_rows_chart(rows: dict[str, int]) -> str:
+    """Rows per table id."""
+    bars = sorted(rows.items())
     return svg_markdown(bar_chart_svg(bars, "rows per table at the window end"), "rows per table")
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from cdc_assets.common.mysql_types import BINARY_BASES, parse_mysql_type
 from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN
-from cdc_assets.snapshot.store import read_entry_arrow
+from cdc_assets.snapshot.entry_tables import read_entry_arrow
+from cdc_assets.snapshot.manifests import WindowManifest
 from cdc_assets.common.names import table_id
 
 
@@ -47,14 +48,14 @@ def truth_rows(rows: list[list], columns: list[str], types: dict[str, str]) -> l
     return sorted((tuple(canonical(v, types[c]) for v, c in zip(r, columns)) for r in rows), key=repr)
 
 
-def compare_window(warehouse, source: str, manifest: dict, truth: dict, window_start_ms: int) -> dict[str, str]:
+def compare_window(warehouse, source: str, manifest: WindowManifest, truth: dict, window_start_ms: int) -> dict[str, str]:
     """Per table: 'ok' or a short description of the difference."""
     window = next(w for w in truth["windows"] if w["start_ms"] == window_start_ms)
     out: dict[str, str] = {}
     for name, rows in window["tables"].items():
         meta = truth["tables"][name]
         db, tbl = name.split(".", 1)
-        entry = manifest["tables"].get(table_id(db, tbl))
+        entry = manifest.tables.get(table_id(db, tbl))
         expected = truth_rows(rows, meta["columns"], meta["types"])
         if entry is None:
             out[name] = "ok" if not expected else f"missing table ({len(expected)} rows expected)"

@@ -23,7 +23,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from cdc_assets.snapshot.point_in_time import parse_instant, plan, tables_as_of
-from cdc_assets.snapshot.store import list_manifests, read_manifest, read_entry_arrow, require_built
+from cdc_assets.snapshot.entry_tables import read_entry_arrow
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets.common.names import table_id, temp_sibling
 
 # Parquet key-value metadata of an exported file: its table's real names (UTF-8).
@@ -70,10 +71,10 @@ def export_snapshot(warehouse, source: str, out: Path, as_of: str = "latest",
 
 
 def _export_window(warehouse, source: str, window: int, out: Path) -> list[ExportedTable]:
-    manifest = require_built(read_manifest(warehouse, source, window))
+    manifest = read_manifest(warehouse, source, window).require_built()
     return [
-        _write(out, e["database"], e["table"], read_entry_arrow(warehouse, source, e))
-        for _tid, e in sorted(manifest["tables"].items())
+        _write(out, e.database, e.table, read_entry_arrow(warehouse, source, e))
+        for _tid, e in sorted(manifest.tables.items())
     ]
 
 

@@ -8,7 +8,8 @@ from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 from cdc_assets.snapshot.history import END_OP, VALID_FROM, VALID_TO, history_table
 from cdc_assets.common.iceberg_tables import WINDOW_COLUMN
 from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN
-from cdc_assets.snapshot.store import list_manifests, read_entry, read_manifest
+from cdc_assets.snapshot.entry_tables import read_entry
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets.common.names import table_id
 
 
@@ -46,8 +47,8 @@ def full_history(spark: SparkSession, warehouse, source: str, database: str, tab
     manifest = read_manifest(warehouse, source, windows[-1])
     ended = read_history(spark, warehouse, source, database, table)
     if ended is not None:  # a window whose history was written but whose manifest was not: not yet
-        ended = ended.where(F.col(VALID_TO) < F.lit(manifest["window_end_ms"] << 18))
-    entry = manifest["tables"].get(table_id(database, table))
+        ended = ended.where(F.col(VALID_TO) < F.lit(manifest.window_end_ms << 18))
+    entry = manifest.tables.get(table_id(database, table))
     if entry is None:
         return ended
     current = read_entry(spark, warehouse, source, entry)

@@ -4,7 +4,7 @@ warehouse's catalog, one row per committed window.
     window_start_ms  long     the window (the row's key)
     window_end_ms    long
     carried_forward  boolean  nothing landed in it: its tables are an earlier window's
-    manifest         string   the window's manifest (JSON; snapshot_store)
+    manifest         string   the window's manifest (JSON: `WindowManifest.to_json`)
 
 A window is committed by one pyiceberg overwrite of its row (delete + append, one catalog
 commit); a run of quiet windows is one overwrite of all their rows. A carried-forward row
@@ -19,12 +19,18 @@ in between, the commits after the start are looked at: one that wrote any of the
 one fails (`ManifestConflict`) -- before it publishes anything (`check_unchanged`) when it can
 see it then; a commit of other windows (or a compaction) is no conflict: the commit is retried
 on the new state.
+
+The manifest document and its parts are typed records (`WindowManifest`, `TableEntry`,
+`DdlRecord`, `FailedTable`) whose fields are the document's keys. A key this version does not
+know (a document written by another version) is kept in the record's `other_keys` and written
+back as it was: reading and committing a window again never loses what the document held.
 """
 
 from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import dataclass, field, fields, replace
 
 import pyarrow as pa
 
@@ -36,6 +42,148 @@ FIRST_PROPERTY, LAST_PROPERTY = "cdc.first-window-start-ms", "cdc.last-window-st
 _RETRIES = 10
 # pyiceberg would retry a failed commit on the new state by itself: the conflict check comes first.
 TABLE_PROPERTIES = {"format-version": "2", "commit.retry.num-retries": "0"}
+
+
+class _JsonRecord:
+    """A record whose fields are its JSON document's keys. The keys a record does not have are
+    kept in its `other_keys` and written back: a document another version wrote survives a
+    read and a commit. A field of `_OMITTED_WHEN_NONE` that is None has no key."""
+
+    _OMITTED_WHEN_NONE: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, doc: dict, **converted):
+        """`converted`: the fields given as records instead of the document's values."""
+        names = {f.name for f in fields(cls)} - {"other_keys"}
+        known = {k: v for k, v in doc.items() if k in names}
+        return cls(**{**known, **converted}, other_keys={k: v for k, v in doc.items() if k not in names})
+
+    def to_json(self, **converted) -> dict:
+        """`converted`: the fields given as documents instead of their values."""
+        doc = dict(self.other_keys)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "other_keys" and not (f.name in self._OMITTED_WHEN_NONE and value is None):
+                doc[f.name] = converted.get(f.name, value)
+        return doc
+
+
+@dataclass(frozen=True)
+class TableEntry(_JsonRecord):
+    """One table in a window's manifest: its Iceberg table and snapshot, and the window's counts
+    (`previous_rows + inserted_keys - deleted_keys - removed_by_ddl + moved_in = rows`, the
+    reconciliation check)."""
+
+    database: str
+    table: str
+    identifier: str  # `<namespace>.<name>` of its Iceberg table when written (a later RENAME may move it)
+    snapshot_id: int
+    rows: int
+    written_window_start_ms: int  # the window that wrote this snapshot (an unchanged table keeps it)
+    schema: dict  # `TableSchema.to_json()`
+    spark_schema: str  # the Spark schema's JSON: the types its rows are read back in
+    previous_rows: int = 0  # its rows at the previous window's end
+    inserted_keys: int = 0  # keys the window's changes inserted
+    deleted_keys: int = 0  # keys they deleted
+    removed_by_ddl: int = 0  # rows TRUNCATE, DROP or RENAME TABLE removed
+    moved_in: int = 0  # rows RENAME TABLE moved in from another table
+    conversion_failures: int = 0  # values that did not convert to their column's type
+    schema_changes: list[dict] = field(default_factory=list)  # DDL (or new image columns): commit_ts, sql, columns
+    table_uuid: str | None = None  # finds the table after a rename; None: not known (catalog lookup)
+    failed: str | None = None  # why the window could not build it: the entry is the previous one
+    other_keys: dict = field(default_factory=dict)
+
+    _OMITTED_WHEN_NONE = ("table_uuid", "failed")
+
+    def carried(self) -> TableEntry:
+        """A table the window did not change: this entry (same snapshot), no changes counted."""
+        return replace(self, previous_rows=self.rows, inserted_keys=0, deleted_keys=0, removed_by_ddl=0, moved_in=0,
+                       conversion_failures=0, schema_changes=[])
+
+
+@dataclass(frozen=True)
+class FailedTable(_JsonRecord):
+    """A table the window could not build, and why (it keeps its previous entry, marked failed)."""
+
+    database: str
+    table: str
+    reason: str
+    other_keys: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DdlRecord(_JsonRecord):
+    """What the window's DDL did. The per-table records stay JSON documents, as the UI shows them:
+    `dropped_tables` (table id -> commit_ts, by, sql, rows, and the emptying commit's identifier
+    and snapshot_id), `renamed_tables` (new table id -> from, identifier, previous_identifier),
+    `unparsed` (statements not applied: commit_ts, table, sql, error)."""
+
+    applied: int = 0
+    dropped_tables: dict[str, dict] = field(default_factory=dict)
+    renamed_tables: dict[str, dict] = field(default_factory=dict)
+    unparsed: list[dict] = field(default_factory=list)
+    history_versions_ended: dict[str, int] = field(default_factory=dict)
+    history_tables: list[list[str]] = field(default_factory=list)  # [database, table] of the history tables written
+    other_keys: dict = field(default_factory=dict)
+
+    def emptied_tables(self) -> dict[str, int]:
+        """The dropped tables' emptying commits (`identifier -> snapshot id`), published with the window."""
+        return {d["identifier"]: d["snapshot_id"] for d in self.dropped_tables.values() if "snapshot_id" in d}
+
+
+@dataclass(frozen=True)
+class WindowManifest(_JsonRecord):
+    """A window's manifest. A carried-forward window (nothing landed in it) stores no tables: it
+    names the window with data it carries (`carried_from_window_start_ms`), and a read resolves
+    its tables from that one (`TableEntry.carried`)."""
+
+    window_start_ms: int
+    window_end_ms: int
+    tag: str  # every table's Iceberg tag of the window end (`end-<UTC end>`)
+    tables: dict[str, TableEntry] = field(default_factory=dict)  # by table id (`names.table_id`)
+    ddl: DdlRecord = field(default_factory=DdlRecord)
+    failed_tables: dict[str, FailedTable] = field(default_factory=dict)
+    carried_forward: bool = False
+    carried_from_window_start_ms: int | None = None
+    other_keys: dict = field(default_factory=dict)
+
+    _OMITTED_WHEN_NONE = (CARRIED_FROM,)
+
+    @classmethod
+    def from_json(cls, doc: dict) -> WindowManifest:
+        return super().from_json(
+            doc, tables={t: TableEntry.from_json(e) for t, e in doc.get("tables", {}).items()},
+            ddl=DdlRecord.from_json(doc.get("ddl", {})),
+            failed_tables={t: FailedTable.from_json(f) for t, f in doc.get("failed_tables", {}).items()})
+
+    def to_json(self) -> dict:
+        """The document its row stores: a carried window's without its tables (it refers to the
+        window it carries)."""
+        doc = super().to_json(tables={t: e.to_json() for t, e in self.tables.items()}, ddl=self.ddl.to_json(),
+                              failed_tables={t: f.to_json() for t, f in self.failed_tables.items()})
+        if self.carried_forward:
+            del doc["tables"], doc["failed_tables"]
+        else:
+            del doc[CARRIED]
+        return doc
+
+    @property
+    def window_ms(self) -> int:
+        return self.window_end_ms - self.window_start_ms
+
+    @property
+    def data_window_start_ms(self) -> int:
+        """The window with data whose tables this one holds: itself, or the one it carries."""
+        return self.carried_from_window_start_ms if self.carried_forward else self.window_start_ms
+
+    def require_built(self) -> WindowManifest:
+        """The manifest, unless a table of it failed to build (its state there is stale): reading
+        it then is an error that names the tables, never a silently old table."""
+        if self.failed_tables:
+            names = "; ".join(f"{f.database}.{f.table}: {f.reason}" for f in self.failed_tables.values())
+            raise ValueError(f"window {self.window_start_ms} has tables that failed to build ({names}); "
+                             "materialize it (and the windows after it) again")
+        return self
 
 
 class ManifestConflict(RuntimeError):
@@ -117,25 +265,23 @@ def _rows(table, row_filter=None, columns: tuple[str, ...] = (START, END, CARRIE
     return scan.to_arrow().to_pylist()
 
 
-def _document(row: dict) -> dict:
-    return json.loads(row[MANIFEST])
+def _document(row: dict) -> WindowManifest:
+    return WindowManifest.from_json(json.loads(row[MANIFEST]))
 
 
-def _resolve(doc: dict, data_windows: dict[int, dict]) -> dict:
+def _resolve(manifest: WindowManifest, data_windows: dict[int, WindowManifest]) -> WindowManifest:
     """A carried-forward window's manifest with the tables of the window it carries."""
-    if not doc.get("carried_forward"):
-        return doc
-    from cdc_assets.snapshot.store import carried_entry
-
-    base = data_windows.get(doc[CARRIED_FROM])
+    if not manifest.carried_forward:
+        return manifest
+    base = data_windows.get(manifest.carried_from_window_start_ms)
     if base is None:
-        raise RuntimeError(f"window {doc[START]} carries window {doc[CARRIED_FROM]} forward, which has no "
-                           "committed manifest: materialize that window again")
-    return {**doc, "tables": {tid: carried_entry(e) for tid, e in base["tables"].items()},
-            "failed_tables": base.get("failed_tables", {})}
+        raise RuntimeError(f"window {manifest.window_start_ms} carries window {manifest.carried_from_window_start_ms} "
+                           "forward, which has no committed manifest: materialize that window again")
+    return replace(manifest, tables={tid: e.carried() for tid, e in base.tables.items()},
+                   failed_tables=base.failed_tables)
 
 
-def read_window(warehouse, source: str, window_start_ms: int) -> dict | None:
+def read_window(warehouse, source: str, window_start_ms: int) -> WindowManifest | None:
     """One window's manifest (a scan filtered on its start: the files' bounds prune the rest)."""
     from pyiceberg.expressions import EqualTo
 
@@ -143,18 +289,18 @@ def read_window(warehouse, source: str, window_start_ms: int) -> dict | None:
     rows = _rows(table, EqualTo(START, window_start_ms))
     if not rows:
         return None
-    doc = _document(rows[-1])
-    if doc.get("carried_forward"):
-        base = _rows(table, EqualTo(START, doc[CARRIED_FROM]))
-        return _resolve(doc, {doc[CARRIED_FROM]: _document(base[-1])} if base else {})
-    return doc
+    manifest = _document(rows[-1])
+    if manifest.carried_forward:
+        base = _rows(table, EqualTo(START, manifest.carried_from_window_start_ms))
+        return _resolve(manifest, {manifest.carried_from_window_start_ms: _document(base[-1])} if base else {})
+    return manifest
 
 
-def read_windows(warehouse, source: str, after: int | None = None) -> dict[int, dict]:
+def read_windows(warehouse, source: str, after: int | None = None) -> dict[int, WindowManifest]:
     """Every window's manifest (those starting after `after`, when given), in one scan."""
-    docs = {d[START]: d for d in map(_document, _rows(_load(warehouse, source)))}
+    manifests = {m.window_start_ms: m for m in map(_document, _rows(_load(warehouse, source)))}
     # all rows read: a carried window refers to an earlier one
-    return {w: _resolve(d, docs) for w, d in sorted(docs.items()) if after is None or w > after}
+    return {w: _resolve(m, manifests) for w, m in sorted(manifests.items()) if after is None or w > after}
 
 
 def list_windows(warehouse, source: str) -> list[int]:
@@ -203,16 +349,16 @@ def _conflict_message(source: str, clash: list[int]) -> str:
             "nothing; materialize the window again if its content should be rebuilt")
 
 
-def commit(warehouse, source: str, since, manifests: list[dict]) -> None:
+def commit(warehouse, source: str, since, manifests: list[WindowManifest]) -> None:
     """Commit the windows' manifests (rows replaced by window start) in one catalog commit,
     conditioned on `since` (see the module docstring)."""
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.expressions import EqualTo, In
 
-    starts = [m[START] for m in manifests]
+    starts = [m.window_start_ms for m in manifests]
     data = pa.Table.from_pylist(
-        [{START: m[START], END: m[END], CARRIED: bool(m.get("carried_forward")),
-          MANIFEST: json.dumps(_stored(m), sort_keys=True)} for m in manifests], schema=_ARROW)
+        [{START: m.window_start_ms, END: m.window_end_ms, CARRIED: m.carried_forward,
+          MANIFEST: json.dumps(m.to_json(), sort_keys=True)} for m in manifests], schema=_ARROW)
     where = EqualTo(START, starts[0]) if len(starts) == 1 else In(START, starts)
     props = {FIRST_PROPERTY: str(min(starts)), LAST_PROPERTY: str(max(starts))}
     table = since
@@ -230,9 +376,3 @@ def commit(warehouse, source: str, since, manifests: list[dict]) -> None:
     raise ManifestConflict(f"windows {starts[0]}..{starts[-1]} of source {source!r}: the commit kept failing "
                            f"after {_RETRIES} attempts (other writers kept committing)")
 
-
-def _stored(manifest: dict) -> dict:
-    """What the row keeps: a carried window refers to its window with data, not a copy."""
-    if manifest.get("carried_forward"):
-        return {k: v for k, v in manifest.items() if k not in ("tables", "failed_tables")}
-    return manifest

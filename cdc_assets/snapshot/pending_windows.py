@@ -3,7 +3,7 @@
 Empty windows count too: a window's snapshot is built on the previous window's, so a
 quiet hour must be materialized before the next one with data. A window in which nothing
 landed needs no run: its manifest carries the previous snapshot forward
-(`store.carry_forward_window`); `split_quiet` says which can be carried now.
+(`snapshot/carry_forward.py`); `split_quiet` says which can be carried now.
 """
 
 from __future__ import annotations

@@ -20,10 +20,12 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.snapshot.reconstruct import TableSchema
-from cdc_assets.snapshot.store import read_entry, read_manifest, read_manifests, require_built
+from cdc_assets.snapshot.entry_tables import read_entry
+from cdc_assets.snapshot.store import read_manifest, read_manifests
 from cdc_assets.common.warehouse import use_catalog
 from cdc_assets.common.iceberg_tables import IcebergTable, WindowTable, window_commit
-from cdc_assets.snapshot.timeline import Name, apply_window, previous_states
+from cdc_assets.snapshot.timeline import apply_window
+from cdc_assets.snapshot.window_state import Name, previous_states
 from cdc_assets.common.tso import ms_to_tso
 
 CHANGE_TABLE_LAYER = "change_table"
@@ -64,19 +66,19 @@ def plan(warehouse, source: str, tso: int) -> Plan:
     windows = sorted(manifests)
     if not windows:
         raise FileNotFoundError(f"no snapshot of source {source!r} has been materialized in {warehouse}")
-    ended = [w for w in windows if ms_to_tso(manifests[w]["window_end_ms"]) - 1 <= tso]
+    ended = [w for w in windows if ms_to_tso(manifests[w].window_end_ms) - 1 <= tso]
     base = ended[-1] if ended else None
     if base is not None:
-        require_built(manifests[base])
-    start_ms = manifests[base]["window_end_ms"] if base is not None else windows[0]
+        manifests[base].require_built()
+    start_ms = manifests[base].window_end_ms if base is not None else windows[0]
     if base is not None and ms_to_tso(start_ms) - 1 == tso:
         return Plan(tso, base, None)
     if ms_to_tso(start_ms) > tso:  # before the first window: no table had rows yet
         return Plan(tso, None, None)
-    if base is not None and manifests.get(start_ms, {}).get("carried_forward"):
+    if base is not None and start_ms in manifests and manifests[start_ms].carried_forward:
         return Plan(tso, base, None)  # nothing landed in the next window: the base is exact
     if start_ms not in manifests:
-        latest_end = manifests[windows[-1]]["window_end_ms"]
+        latest_end = manifests[windows[-1]].window_end_ms
         raise ValueError(
             f"TSO {tso} is after the last complete, materialized window (which ends at {latest_end} ms) "
             "or in a window that has not been materialized"
@@ -87,7 +89,7 @@ def plan(warehouse, source: str, tso: int) -> Plan:
 def tables_as_of(spark: SparkSession, warehouse, source: str, tso: int) -> dict[Name, TableAsOf]:
     """Each table's schema and rows at `tso` (see the module docstring). Dropped tables are absent."""
     p = plan(warehouse, source, tso)
-    base_tables = read_manifest(warehouse, source, p.base)["tables"] if p.base is not None else {}
+    base_tables = read_manifest(warehouse, source, p.base).tables if p.base is not None else {}
     states = previous_states(base_tables, functools.partial(read_entry, spark, warehouse, source))
     if p.replay is not None:
         changes = _change_table(spark, warehouse, source, p.replay).where(F.col("commit_ts") <= F.lit(tso))

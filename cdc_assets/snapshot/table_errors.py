@@ -2,7 +2,7 @@
 
 Spark's message alone names a column, not the table. A window builds its tables side by
 side: one that fails (`TableFailed`) keeps its previous snapshot, marked failed, and the
-others are built and committed (`timeline.WindowResult.failed`, `snapshot_store`).
+others are built and committed (`window_state.WindowResult.failed`, snapshot/store.py).
 """
 
 from __future__ import annotations

@@ -22,17 +22,16 @@ before it have it null) and recorded in `schema_changes` with no DDL (`added_by_
 A window without DDL takes the fast path: every table's rows in one pass, with no DDL to split them at.
 Each state's `origin` names the table of the previous snapshot whose rows it continues (itself,
 or the table a RENAME moved here; None for a table created in the window): the store renames
-that Iceberg table, so its history and tags follow the rows (snapshot_store).
-`Flush` and `Closure` records let the history layer see each version that ended.
+that Iceberg table, so its history and tags follow the rows (snapshot/table_moves.py).
+`Flush` and `Closure` records let the history layer see each version that ended (the states
+and records: snapshot/window_state.py; ALTER TABLE's column changes: snapshot/column_changes.py).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from typing import Callable
+from dataclasses import replace
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
@@ -43,79 +42,15 @@ from cdc_assets.snapshot.ddl.barriers import (
     SEGMENT, Barrier, is_single_rename, order_unknown, rename_order, window_barriers, with_segments,
 )
 from cdc_assets.snapshot.ddl.rewrite import changes_rows_or_names
-from cdc_assets.common.mysql_types import typed_value
+from cdc_assets.snapshot.column_changes import alter_columns
 from cdc_assets.snapshot.reconstruct import (
     COMMIT_TS_COLUMN, TableResult, TableSchema, action_keys, conform_frame, conformed, key_actions,
     reconstruct_table, typed_actions,
 )
 from cdc_assets.common.names import table_id
 from cdc_assets.snapshot.table_errors import TableFailed, caught, naming_table
-from cdc_assets.common.tso import tso_to_ms
 from cdc_assets.snapshot.window_schema import window_table_schemas
-
-Name = tuple[str, str]
-
-
-@dataclass
-class TableState:
-    schema: TableSchema
-    frame: DataFrame | None  # None: no rows
-    previous_rows: int = 0
-    inserted_keys: int = 0
-    deleted_keys: int = 0
-    removed_by_ddl: int = 0
-    moved_in: int = 0
-    conversion_failures: int = 0
-    changed: bool = False
-    schema_changes: list[dict] = field(default_factory=list)
-    # Set when `frame` holds only the rows of these keys (a frame of the key columns; a key
-    # without a row is deleted): every other row is the previous snapshot's, unchanged.
-    touched_keys: DataFrame | None = None
-    # The previous snapshot's table whose rows this state continues (itself; the old name after
-    # RENAME TABLE; None: created in this window). A swap gives each name the other's origin.
-    origin: Name | None = None
-
-
-@dataclass(frozen=True)
-class Flush:
-    """Rows of one table applied together, on top of `before` (history: versions they ended).
-    `actions`: their `reconstruct.typed_actions` (cached; the snapshot was built from them too).
-    `before` is in `schema`: columns the rows' images added are null in it."""
-
-    name: Name
-    actions: DataFrame
-    before: DataFrame | None
-    schema: TableSchema
-
-
-@dataclass(frozen=True)
-class Closure:
-    """Every row of `frame` stopped existing under this name at `commit_ts` (TRUNCATE, DROP, RENAME)."""
-
-    name: Name
-    frame: DataFrame
-    schema: TableSchema
-    commit_ts: int
-    end_op: str
-
-
-@dataclass
-class WindowResult:
-    tables: dict[Name, TableState]
-    dropped: dict[Name, dict]
-    barriers: list[Barrier]
-    unparsed_ddl: list[dict]
-    flushes: list[Flush]
-    closures: list[Closure]
-    persisted: list[DataFrame]
-    # Tables that could not be built (`TableFailed`), with the reason: the others are built
-    # regardless, and these keep their previous snapshot, marked failed (snapshot_store).
-    failed: dict[Name, str] = field(default_factory=dict)
-
-    def release(self) -> None:
-        """Free the cached inputs once every frame has been written."""
-        for df in self.persisted:
-            df.unpersist()
+from cdc_assets.snapshot.window_state import Closure, Flush, Name, TableState, WindowResult
 
 
 def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, TableState],
@@ -439,48 +374,9 @@ class _Run:
         self._changed(moved, b)
 
     def _alter(self, b: Barrier, state: TableState, change: D.SchemaChange) -> None:
-        s = state.schema
-        if isinstance(change, D.AddColumn):
-            # A column the table has already came from row images dated before this DDL (MySQL
-            # logs no duplicate ADD): it takes the DDL's place and type, and keeps its values. Rows
-            # that never carried it stay null, not the default: the snapshot cannot tell them from
-            # rows set to NULL.
-            c = change.column
-            present = c.name in s.columns
-            if present and change.if_not_exists:
-                return
-            others = [n for n in s.columns if n != c.name]
-            at = 0 if change.first else (others.index(change.after) + 1 if change.after in others else len(others))
-            state.schema = replace(s, columns=others[:at] + [c.name] + others[at:],
-                                   mysql_types={**s.mysql_types, c.name: c.mysql_type})
-            if state.frame is not None and not present:
-                default = _commit_time_text(b.commit_ts) if c.default_is_commit_time else c.default
-                typed = typed_value(F.lit(default).cast("string"), state.schema.spark_type_of(c.name))
-                state.frame = state.frame.withColumn(c.name, typed)
-        elif isinstance(change, D.DropColumn):
-            if change.name not in s.columns:
-                return
-            state.schema = replace(s, columns=[c for c in s.columns if c != change.name],
-                                   mysql_types={k: v for k, v in s.mysql_types.items() if k != change.name},
-                                   primary_key=[k for k in s.primary_key if k != change.name])
-            if state.frame is not None:
-                state.frame = state.frame.drop(change.name)
-        elif isinstance(change, D.ChangeColumn):
-            if change.old_name not in s.columns:
-                return
-            rename = lambda n: change.new_name if n == change.old_name else n  # noqa: E731
-            types = {rename(k): v for k, v in s.mysql_types.items()}
-            if change.mysql_type is not None:
-                types[change.new_name] = change.mysql_type
-            forget = lambda d: {rename(k): v for k, v in d.items() if k != change.old_name or change.mysql_type is None}  # noqa: E731
-            state.schema = replace(s, columns=[rename(c) for c in s.columns], mysql_types=types,
-                                   primary_key=[rename(k) for k in s.primary_key],
-                                   decimal_scales=forget(s.decimal_scales),
-                                   decimal_integer_digits=forget(s.decimal_integer_digits))
-            if state.frame is not None and change.old_name != change.new_name:
-                state.frame = state.frame.withColumnRenamed(change.old_name, change.new_name)
-        self._conform(state)
-        self._changed(state, b)
+        if alter_columns(state, change, b.commit_ts):
+            self._conform(state)
+            self._changed(state, b)
 
     # helpers ----------------------------------------------------------------------------------
     def _conform(self, state: TableState) -> None:
@@ -513,18 +409,3 @@ def _record_image_columns(state: TableState, schema: TableSchema, added: list[st
 
 def _is(name: Name):
     return (F.col("database") == name[0]) & (F.col("table") == name[1])
-
-
-def _commit_time_text(commit_ts: int) -> str:
-    return datetime.fromtimestamp(tso_to_ms(commit_ts) / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-def previous_states(prev_tables: dict[str, dict], read: Callable[[dict], DataFrame]) -> dict[Name, TableState]:
-    """The previous manifest's tables as starting states (frames read lazily)."""
-    return {(e["database"], e["table"]): TableState(TableSchema.from_json(e["schema"]), read(e),
-                                                    previous_rows=e["rows"], origin=(e["database"], e["table"]))
-            for e in prev_tables.values()}
-
-
-def state_id(name: Name) -> str:
-    return table_id(*name)

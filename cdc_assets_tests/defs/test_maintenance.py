@@ -46,9 +46,9 @@ def test_maintenance_expires_untagged_snapshots_and_keeps_every_window_end(tmp_p
     catalog = load_pyiceberg_catalog(warehouse)
     for window in list_manifests(*snapshots):
         manifest = read_manifest(*snapshots, window)
-        for entry in manifest["tables"].values():
-            table = catalog.load_table(tuple(entry["identifier"].split(".", 1)))
-            assert table.metadata.refs[manifest["tag"]].snapshot_id == entry["snapshot_id"]
+        for entry in manifest.tables.values():
+            table = catalog.load_table(tuple(entry.identifier.split(".", 1)))
+            assert table.metadata.refs[manifest.tag].snapshot_id == entry.snapshot_id
     assert differences_from_truth(settings, dump.truth_path) == {}
 
     # The window commits that named old windows expired: materializing the last window again

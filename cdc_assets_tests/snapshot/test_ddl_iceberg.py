@@ -12,7 +12,8 @@ import pytest
 from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
 from cdc_assets.common.warehouse import load_pyiceberg_catalog
 from cdc_assets.common.iceberg_tables import end_tag, table_name
-from cdc_assets.snapshot.store import read_entry, read_entry_arrow, write_window_snapshot
+from cdc_assets.snapshot.entry_tables import read_entry, read_entry_arrow
+from cdc_assets.snapshot.store import write_window_snapshot
 from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.common.warehouse_listing import warehouse_tables
 
@@ -86,13 +87,13 @@ def test_drop_and_truncate_are_commits_and_a_later_create_starts_empty_on_the_sa
     t1, t2, t3 = _tags(3)
     first = (_Window(W1).insert("a", 1, "a1").insert("a", 2, "a2").insert("b", 1, "b1").insert("b", 2, "b2")
              .insert("c", 1, "c1", database="d2").write(spark, snapshots, None))
-    uuid_a = first["tables"]["db.a"]["table_uuid"]
+    uuid_a = first.tables["db.a"].table_uuid
     assert uuid_a == str(_catalog(snapshots).load_table(_ident("db", "a")).metadata.table_uuid)
 
     second = (_Window(W1 + HOUR).ddl("a", "DROP TABLE db.a", "ERASE").ddl("b", "TRUNCATE TABLE db.b", "TRUNCATE")
               .ddl("", "DROP DATABASE d2", "QUERY", database="d2").write(spark, snapshots, first))
-    assert set(second["tables"]) == {"db.b"}
-    dropped = second["ddl"]["dropped_tables"]
+    assert set(second.tables) == {"db.b"}
+    dropped = second.ddl.dropped_tables
     assert set(dropped) == {"db.a", "d2.c"} and dropped["d2.c"]["by"] == "DROP DATABASE"
     catalog = _catalog(snapshots)
     for tid, database, table, rows in [("db.a", "db", "a", [(1, "a1"), (2, "a2")]), ("d2.c", "d2", "c", [(1, "c1")])]:
@@ -105,8 +106,8 @@ def test_drop_and_truncate_are_commits_and_a_later_create_starts_empty_on_the_sa
         assert _at(snapshots, identifier, t1) == rows
         assert f"window-{W1 + HOUR}" not in iceberg.metadata.refs  # published: the branch is gone
     # TRUNCATE: a commit of its own, tagged, empty; the tag before keeps the rows
-    b2 = second["tables"]["db.b"]
-    assert b2["snapshot_id"] != first["tables"]["db.b"]["snapshot_id"] and b2["rows"] == 0
+    b2 = second.tables["db.b"]
+    assert b2.snapshot_id != first.tables["db.b"].snapshot_id and b2.rows == 0
     assert _at(snapshots, _ident("db", "b"), t2) == [] and _at(snapshots, _ident("db", "b"), t1) == [(1, "b1"), (2, "b2")]
     # The emptying commits say which window made them, like every other commit.
     summary = catalog.load_table(_ident("db", "a")).current_snapshot().summary.additional_properties
@@ -119,8 +120,8 @@ def test_drop_and_truncate_are_commits_and_a_later_create_starts_empty_on_the_sa
     third = (_Window(W1 + 2 * HOUR)
              .ddl("a", "CREATE TABLE db.a (id BIGINT PRIMARY KEY, name VARCHAR(20), note INT)", "CREATE")
              .insert("a", 7, "a7").insert("b", 3, "b3").write(spark, snapshots, second))
-    a3 = third["tables"]["db.a"]
-    assert a3["identifier"] == _ident("db", "a") and a3["table_uuid"] == uuid_a and a3["rows"] == 1
+    a3 = third.tables["db.a"]
+    assert a3.identifier == _ident("db", "a") and a3.table_uuid == uuid_a and a3.rows == 1
     assert _at(snapshots, _ident("db", "a"), t3) == [(7, "a7")]
     assert _at(snapshots, _ident("db", "a"), t1) == [(1, "a1"), (2, "a2")]
     assert [f.name for f in catalog.load_table(_ident("db", "a")).schema().fields][:3] == ["id", "name", "note"]
@@ -130,31 +131,31 @@ def test_drop_and_truncate_are_commits_and_a_later_create_starts_empty_on_the_sa
     assert merged.additional_properties["cdc.window-start-ms"] == str(W1 + 2 * HOUR)
     assert merged.additional_properties["cdc.window-end-tso"] == str(ms_to_tso(W1 + 3 * HOUR))
     # the earlier windows' entries still read their rows
-    assert _entry_rows(snapshots, first["tables"]["db.a"]) == [(1, "a1"), (2, "a2")]
+    assert _entry_rows(snapshots, first.tables["db.a"]) == [(1, "a1"), (2, "a2")]
 
 
 def test_rename_moves_the_iceberg_table_and_earlier_windows_still_read(spark, snapshots):
     t1, t2, t3, t4 = _tags(4)
     first = (_Window(W1).insert("a", 1, "a1").insert("a", 2, "a2").insert("b", 10, "b10")
              .write(spark, snapshots, None))
-    a1, b1 = first["tables"]["db.a"], first["tables"]["db.b"]
+    a1, b1 = first.tables["db.a"], first.tables["db.b"]
 
     # a -> c in the same database, b -> other.b across databases, then a row on c
     second = (_Window(W1 + HOUR).ddl("a", "RENAME TABLE db.a TO db.c", "RENAME")
               .ddl("b", "RENAME TABLE db.b TO other.b", "RENAME").insert("c", 3, "c3")
               .write(spark, snapshots, first))
-    assert set(second["tables"]) == {"db.c", "other.b"}
-    assert second["ddl"]["renamed_tables"] == {
+    assert set(second.tables) == {"db.c", "other.b"}
+    assert second.ddl.renamed_tables == {
         "db.c": {"from": "db.a", "identifier": _ident("db", "c"), "previous_identifier": _ident("db", "a")},
         "other.b": {"from": "db.b", "identifier": _ident("other", "b"), "previous_identifier": _ident("db", "b")}}
     catalog = _catalog(snapshots)
     assert not catalog.table_exists(_ident("db", "a")) and not catalog.table_exists(_ident("db", "b"))
     c = catalog.load_table(_ident("db", "c"))
-    assert str(c.metadata.table_uuid) == a1["table_uuid"] == second["tables"]["db.c"]["table_uuid"]
+    assert str(c.metadata.table_uuid) == a1.table_uuid == second.tables["db.c"].table_uuid
     assert _at(snapshots, _ident("db", "c"), t1) == [(1, "a1"), (2, "a2")]  # the history came along
     assert _at(snapshots, _ident("db", "c"), t2) == [(1, "a1"), (2, "a2"), (3, "c3")]
     assert _at(snapshots, _ident("other", "b"), t1) == [(10, "b10")]
-    assert second["tables"]["db.c"]["moved_in"] == 2
+    assert second.tables["db.c"].moved_in == 2
     # the first window's entries name the old identifiers: still read, by pyiceberg and Spark
     assert _entry_rows(snapshots, a1) == _spark_rows(spark, snapshots, a1) == [(1, "a1"), (2, "a2")]
     assert _entry_rows(snapshots, b1) == _spark_rows(spark, snapshots, b1) == [(10, "b10")]
@@ -163,27 +164,27 @@ def test_rename_moves_the_iceberg_table_and_earlier_windows_still_read(spark, sn
     third = (_Window(W1 + 2 * HOUR)
              .ddl("c", "RENAME TABLE db.c TO db.tmp, other.b TO db.c, db.tmp TO other.b", "RENAME")
              .insert("c", 11, "b11").write(spark, snapshots, second))
-    assert _entry_rows(snapshots, third["tables"]["db.c"]) == [(10, "b10"), (11, "b11")]
-    assert _entry_rows(snapshots, third["tables"]["other.b"]) == [(1, "a1"), (2, "a2"), (3, "c3")]
+    assert _entry_rows(snapshots, third.tables["db.c"]) == [(10, "b10"), (11, "b11")]
+    assert _entry_rows(snapshots, third.tables["other.b"]) == [(1, "a1"), (2, "a2"), (3, "c3")]
     catalog = _catalog(snapshots)
-    assert str(catalog.load_table(_ident("other", "b")).metadata.table_uuid) == a1["table_uuid"]
-    assert str(catalog.load_table(_ident("db", "c")).metadata.table_uuid) == b1["table_uuid"]
+    assert str(catalog.load_table(_ident("other", "b")).metadata.table_uuid) == a1.table_uuid
+    assert str(catalog.load_table(_ident("db", "c")).metadata.table_uuid) == b1.table_uuid
     assert _at(snapshots, _ident("other", "b"), t1) == [(1, "a1"), (2, "a2")]
     assert _at(snapshots, _ident("db", "c"), t2) == [(10, "b10")]  # b's rows, under the name it had then
     assert not [i for i in catalog.list_tables(("src",)) if "renaming" in i[1]]  # no temporary name left
     for manifest in (first, second):  # every earlier entry still reads its rows
-        for entry in manifest["tables"].values():
+        for entry in manifest.tables.values():
             assert _entry_rows(snapshots, entry) == _spark_rows(spark, snapshots, entry)
-    assert _entry_rows(snapshots, second["tables"]["db.c"]) == [(1, "a1"), (2, "a2"), (3, "c3")]
+    assert _entry_rows(snapshots, second.tables["db.c"]) == [(1, "a1"), (2, "a2"), (3, "c3")]
 
     # A new table under the first name: a new Iceberg table, in a folder of its own.
     fourth = _Window(W1 + 3 * HOUR).insert("a", 5, "new").write(spark, snapshots, third)
     new_a = catalog.load_table(_ident("db", "a"))
-    assert str(new_a.metadata.table_uuid) not in (a1["table_uuid"], b1["table_uuid"])
+    assert str(new_a.metadata.table_uuid) not in (a1.table_uuid, b1.table_uuid)
     assert new_a.location() != catalog.load_table(_ident("other", "b")).location()
     assert _at(snapshots, _ident("db", "a"), t4) == [(5, "new")]
     assert _entry_rows(snapshots, a1) == _spark_rows(spark, snapshots, a1) == [(1, "a1"), (2, "a2")]
-    assert fourth["tables"]["db.a"]["table_uuid"] == str(new_a.metadata.table_uuid)
+    assert fourth.tables["db.a"].table_uuid == str(new_a.metadata.table_uuid)
     listed = {(t.database, t.table): t.tags for t in warehouse_tables(snapshots[0], "src")
               if t.layer == "snapshots"}
     assert listed == {("db", "a"): (t4,), ("db", "c"): (t1, t2, t3, t4), ("other", "b"): (t1, t2, t3, t4)}
@@ -195,9 +196,9 @@ def test_a_rename_onto_a_table_the_catalog_keeps_writes_the_rows_there(spark, sn
     second = _Window(W1 + HOUR).ddl("b", "DROP TABLE db.b", "ERASE").write(spark, snapshots, first)
     third = _Window(W1 + 2 * HOUR).ddl("a", "RENAME TABLE db.a TO db.b", "RENAME").write(spark, snapshots, second)
     # db.b's Iceberg table (dropped, kept for time travel) takes the rows; db.a's ends empty
-    assert third["ddl"]["renamed_tables"] == {}
-    assert third["ddl"]["dropped_tables"]["db.a"]["identifier"] == _ident("db", "a")
+    assert third.ddl.renamed_tables == {}
+    assert third.ddl.dropped_tables["db.a"]["identifier"] == _ident("db", "a")
     assert _at(snapshots, _ident("db", "b"), t3) == [(1, "a1")]
     assert _at(snapshots, _ident("db", "b"), t1) == [(9, "b9")] and _at(snapshots, _ident("db", "b"), t2) == []
     assert _at(snapshots, _ident("db", "a"), t3) == [] and _at(snapshots, _ident("db", "a"), t1) == [(1, "a1")]
-    assert third["tables"]["db.b"]["table_uuid"] == first["tables"]["db.b"]["table_uuid"]
+    assert third.tables["db.b"].table_uuid == first.tables["db.b"].table_uuid

@@ -29,9 +29,10 @@ from cdc_assets.defs.metadata import schema_version, table_rows_chart
 from cdc_assets.common.warehouse import qualified_name, table_identifier
 from cdc_assets.snapshot.history import HISTORY_LAYER
 from cdc_assets.common.iceberg_tables import end_tag, table_name
-from cdc_assets.snapshot.manifests import TABLE as SNAPSHOT_WINDOWS
 from cdc_assets.common.names import table_id
-from cdc_assets.snapshot.store import WindowWithheld, read_entry, read_manifest, write_window_snapshot
+from cdc_assets.snapshot.entry_tables import read_entry
+from cdc_assets.snapshot.manifests import TABLE as SNAPSHOT_WINDOWS, DdlRecord, FailedTable, TableEntry, WindowManifest
+from cdc_assets.snapshot.store import WindowWithheld, read_manifest, write_window_snapshot
 from cdc_assets.common.tso import tso_to_datetime
 
 PK_UNIQUE = "primary_key_unique"
@@ -98,13 +99,12 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         checks = context.selected_asset_check_keys
         events: list = []
 
-        def audit(manifest: dict) -> str | None:
+        def audit(manifest: WindowManifest) -> str | None:
             """Write-audit-publish: the checks run on the window's branch; an ERROR check that
             fails withholds the window (never tagged, never on main)."""
-            written = {tid: t for tid, t in manifest["tables"].items() if t["written_window_start_ms"] == start_ms}
-            events[:] = [e for e in _snapshot_results(key, spark, store, events_in, manifest["tables"],
-                                                      manifest["ddl"], written, manifest.get("failed_tables", {}),
-                                                      manifest["tag"])
+            written = {tid: t for tid, t in manifest.tables.items() if t.written_window_start_ms == start_ms}
+            events[:] = [e for e in _snapshot_results(key, spark, store, events_in, manifest.tables,
+                                                      manifest.ddl, written, manifest.failed_tables, manifest.tag)
                          if not isinstance(e, AssetCheckResult) or AssetCheckKey(key, e.check_name) in checks]
             failed = [e.check_name for e in events
                       if isinstance(e, AssetCheckResult) and not e.passed and e.check_name in PUBLISH_GATES]
@@ -123,7 +123,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
             raise Failure(description=str(withheld),
                           metadata={"published": False, "tag": end_tag(end_ms)}) from withheld
         yield from events
-        ended = manifest["ddl"]["history_versions_ended"]
+        ended = manifest.ddl.history_versions_ended
         if history_key in selected:
             yield MaterializeResult(
                 asset_key=history_key,
@@ -133,38 +133,38 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                     # one Iceberg table per source table (snapshot/history)
                     "iceberg_tables": MetadataValue.json(
                         {table_id(*n): qualified_name(table_identifier(b.source.name, table_name(HISTORY_LAYER, *n)))
-                         for n in manifest["ddl"].get("history_tables", [])}),
+                         for n in manifest.ddl.history_tables}),
                 },
             )
 
     return snapshots
 
 
-def _snapshot_results(key, spark: SparkSession, store: tuple, events_in: int, tables: dict, ddl: dict,
-                      written: dict, failed: dict, tag: str):
+def _snapshot_results(key, spark: SparkSession, store: tuple, events_in: int, tables: dict[str, TableEntry],
+                      ddl: DdlRecord, written: dict[str, TableEntry], failed: dict[str, FailedTable], tag: str):
     """The snapshot's materialization and its five checks."""
     yield MaterializeResult(
         asset_key=key,
         metadata={
-            "ddl_statements": ddl["applied"],
-            "ddl_unparsed": len(ddl["unparsed"]),
-            "tables_dropped": MetadataValue.json(ddl["dropped_tables"]),
+            "ddl_statements": ddl.applied,
+            "ddl_unparsed": len(ddl.unparsed),
+            "tables_dropped": MetadataValue.json(ddl.dropped_tables),
             "schema_changes": MetadataValue.json(
-                {tid: t["schema_changes"] for tid, t in tables.items() if t.get("schema_changes")}),
+                {tid: t.schema_changes for tid, t in tables.items() if t.schema_changes}),
             "tables": len(tables),
             "tables_changed": len(written),
-            "rows_total": sum(t["rows"] for t in tables.values()),
+            "rows_total": sum(t.rows for t in tables.values()),
             "events_in": events_in,
             "table_rows": MetadataValue.md(_tables_md(tables)),
-            "table_rows_chart": MetadataValue.md(table_rows_chart(tables)),
+            "table_rows_chart": MetadataValue.md(table_rows_chart({tid: t.rows for tid, t in tables.items()})),
             "schema_versions": MetadataValue.json(
-                {tid: schema_version(t["spark_schema"]) for tid, t in sorted(tables.items())}),
+                {tid: schema_version(t.spark_schema) for tid, t in sorted(tables.items())}),
             # the window's commit point: its row of this table (snapshot/manifests)
             "manifest_table": qualified_name(table_identifier(store[1], SNAPSHOT_WINDOWS)),
             # Any Iceberg engine reads the window's state at this tag of each table.
             "iceberg_tag": tag,
             "iceberg_tables": MetadataValue.json(
-                {tid: {"identifier": qualified_name(t["identifier"]), "snapshot_id": str(t["snapshot_id"])}
+                {tid: {"identifier": qualified_name(t.identifier), "snapshot_id": str(t.snapshot_id)}
                  for tid, t in sorted(tables.items())}),
         }
     )
@@ -175,8 +175,7 @@ def _snapshot_results(key, spark: SparkSession, store: tuple, events_in: int, ta
         metadata={"duplicate_keys": sum(dupes.values()), "by_table": MetadataValue.json(dupes)},
     )
     off = {
-        tid: t["rows"] - (t["previous_rows"] + t["inserted_keys"] - t["deleted_keys"]
-                          - t.get("removed_by_ddl", 0) + t.get("moved_in", 0))
+        tid: t.rows - (t.previous_rows + t.inserted_keys - t.deleted_keys - t.removed_by_ddl + t.moved_in)
         for tid, t in tables.items()
     }
     yield AssetCheckResult(
@@ -184,13 +183,13 @@ def _snapshot_results(key, spark: SparkSession, store: tuple, events_in: int, ta
         metadata={
             "tables_off": sum(1 for v in off.values() if v),
             "by_table": MetadataValue.json({
-                tid: {k: t.get(k, 0) for k in ("previous_rows", "inserted_keys", "deleted_keys", "removed_by_ddl",
-                                               "moved_in", "rows")}
+                tid: {k: getattr(t, k) for k in ("previous_rows", "inserted_keys", "deleted_keys", "removed_by_ddl",
+                                                 "moved_in", "rows")}
                 for tid, t in tables.items()
             }),
         },
     )
-    failures = {tid: t["conversion_failures"] for tid, t in written.items()}
+    failures = {tid: t.conversion_failures for tid, t in written.items()}
     yield AssetCheckResult(
         asset_key=key, check_name=VALUES_CONVERT, passed=not any(failures.values()),
         metadata={"conversion_failures": sum(failures.values()), "by_table": MetadataValue.json(failures)},
@@ -198,9 +197,9 @@ def _snapshot_results(key, spark: SparkSession, store: tuple, events_in: int, ta
     yield AssetCheckResult(
         asset_key=key, check_name=TABLES_BUILT, passed=not failed,
         metadata={"tables_failed": len(failed),
-                  "failed": MetadataValue.json({tid: f["reason"] for tid, f in failed.items()})},
+                  "failed": MetadataValue.json({tid: f.reason for tid, f in failed.items()})},
     )
-    unparsed = ddl["unparsed"]
+    unparsed = ddl.unparsed
     # commit_ts as text, and its UTC time: the UI's JSON viewer rounds integers beyond 2^53
     statements = [{**u, "commit_ts": str(u["commit_ts"]),
                    "commit_time": tso_to_datetime(u["commit_ts"]).isoformat()} for u in unparsed[:50]]
@@ -218,7 +217,7 @@ def _change_table_rows(warehouse: WarehouseResource, asset_path: list[str], star
     return int(commit.get("added-records", 0)) if commit is not None else change_table.count()
 
 
-def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: int) -> dict | None:
+def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: int) -> WindowManifest | None:
     prev_start = start_ms - b.settings.window_ms
     previous = read_manifest(warehouse.iceberg, b.source.name, prev_start)
     if previous is not None:
@@ -234,14 +233,14 @@ def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: i
     return None
 
 
-def _duplicate_keys(spark: SparkSession, store: tuple, table: dict) -> int:
+def _duplicate_keys(spark: SparkSession, store: tuple, table: TableEntry) -> int:
     """Keys twice in the table at the snapshot the window wrote."""
-    pk = table["schema"]["primary_key"]
+    pk = table.schema["primary_key"]
     df = read_entry(spark, *store, table)
     return df.groupBy(*pk).count().where(F.col("count") > 1).count()
 
 
-def _tables_md(tables: dict[str, dict]) -> str:
+def _tables_md(tables: dict[str, TableEntry]) -> str:
     """Per table: rows, key changes, schema version (short hash of column names and types), and
     the Iceberg table and snapshot."""
     lines = ["| table | rows | inserted keys | deleted keys | schema version | columns | written in window "
@@ -249,8 +248,8 @@ def _tables_md(tables: dict[str, dict]) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for tid, t in sorted(tables.items()):
         lines.append(
-            f"| {tid} | {t['rows']} | {t['inserted_keys']} | {t['deleted_keys']} | "
-            f"{schema_version(t['spark_schema'])} | {len(t['schema']['columns'])} | {t['written_window_start_ms']} "
-            f"| {t['identifier']} | {t['snapshot_id']} |"
+            f"| {tid} | {t.rows} | {t.inserted_keys} | {t.deleted_keys} | "
+            f"{schema_version(t.spark_schema)} | {len(t.schema['columns'])} | {t.written_window_start_ms} "
+            f"| {t.identifier} | {t.snapshot_id} |"
         )
     return "\n".join(lines)

@@ -58,7 +58,7 @@ def _replay(argv, capsys):
 def _tables(warehouse, source):
     snapshots = (warehouse, source)
     manifest = read_manifest(*snapshots, list_manifests(*snapshots)[-1])
-    return {f"{t['database']}.{t['table']}": t["rows"] for t in manifest["tables"].values()}
+    return {f"{t.database}.{t.table}": t.rows for t in manifest.tables.values()}
 
 
 def test_storage_sink_replays_to_the_final_table_state(storage_sink, tmp_path, capsys, spark):
