@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.dump import TABLES, Table
-from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
-from cdc_assets.lib.storage import table_id
+from cdc_assets.snapshot.entry_tables import read_entry_arrow
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.common.names import table_id
 
 Fingerprint = dict[str, tuple[int, int]]  # table -> (rows, checksum)
 
@@ -48,7 +49,7 @@ def fingerprint_snapshots(warehouse, source: str) -> Fingerprint:
     con = duckdb.connect()
     out = {}
     for t in TABLES:
-        entry = manifest["tables"].get(table_id(t.database, t.table))
+        entry = manifest.tables.get(table_id(t.database, t.table))
         if entry is None:
             out[t.name] = (0, 0)
             continue

@@ -1,6 +1,6 @@
 """A fast, seeded TiCDC Canal-JSON dump generator for benchmarks (numpy-vectorised).
 
-The project's simulator (`cdc_assets.lib.simulator`) models TiDB transactions, restarts and
+The project's simulator (`cdc_assets.simulator`) models TiDB transactions, restarts and
 every protocol faithfully, but runs at a few thousand events per second: too slow for 10M
 events. This generator writes the same wire format (TiCDC Canal-JSON with `_tidb`, one row
 per message, TIDB_WATERMARK messages, Spark's Kafka Parquet schema) for a simpler workload:

@@ -88,8 +88,8 @@ def duckdb_sql(dump: Path, work: Path) -> dict:
 
 def _spark():
     t0 = time.perf_counter()
-    from cdc_assets.defs.resources import spark_config, start_spark_session
-    from cdc_assets.lib.settings import load_settings
+    from cdc_assets.common.spark_session import spark_config, start_spark_session
+    from cdc_assets.common.settings import load_settings
 
     spark = start_spark_session(spark_config(load_settings({})))
     spark.range(1).count()  # the JVM and the executor are up
@@ -136,7 +136,7 @@ def spark_naive(dump: Path, work: Path) -> dict:
 
 
 def _raw_messages(spark, dump: Path):
-    from cdc_assets.lib.layouts.kafka_parquet import KafkaParquetLayout
+    from cdc_assets.landing.layouts.kafka_parquet import KafkaParquetLayout
 
     layout = KafkaParquetLayout()
     root = dump / "dump"
@@ -145,7 +145,7 @@ def _raw_messages(spark, dump: Path):
 
 def cdc_decode(dump: Path, work: Path) -> dict:
     """cdc_assets' Canal-JSON decoder over every message, nothing written (noop sink)."""
-    from cdc_assets.lib.codecs import get_decoder
+    from cdc_assets.decode import get_decoder
 
     spark, session_s = _spark()
     t0 = time.perf_counter()
@@ -158,8 +158,8 @@ def cdc_decode_protocol(dump: Path, work: Path) -> dict:
     from pyspark.sql import functions as F
 
     from benchmarks.protocols import dump_info
-    from cdc_assets.lib.changelog_schema import REJECT_REASON
-    from cdc_assets.lib.codecs import get_decoder
+    from cdc_assets.contracts.schemas import REJECT_REASON
+    from cdc_assets.decode import get_decoder
 
     decoder, options = dump_info(dump)["decoder"]
     spark, session_s = _spark()
@@ -176,9 +176,9 @@ def cdc_decode_to_parquet(dump: Path, work: Path) -> dict:
     """Decode and keep the change log (input of the align / snapshot steps)."""
     from pyspark.sql import functions as F
 
-    from cdc_assets.lib.changelog_schema import CHANGE_LOG_COLUMNS, REJECT_REASON
-    from cdc_assets.lib.codecs import get_decoder
-    from cdc_assets.lib.parquet_write import parquet_writer
+    from cdc_assets.contracts.schemas import CHANGE_LOG_COLUMNS, REJECT_REASON
+    from cdc_assets.decode import get_decoder
+    from benchmarks.parquet_write import parquet_writer
 
     spark, session_s = _spark()
     t0 = time.perf_counter()
@@ -191,8 +191,8 @@ def cdc_decode_to_parquet(dump: Path, work: Path) -> dict:
 def _align(spark, change_log):
     from pyspark.sql import functions as F
 
-    from cdc_assets.lib.alignment import aligned_events, mark_late_and_duplicates
-    from cdc_assets.lib.changelog_schema import WATERMARK
+    from cdc_assets.align.change_table import aligned_events, mark_late_and_duplicates
+    from cdc_assets.contracts.schemas import WATERMARK
 
     marks = change_log.where(F.col("event_kind") == WATERMARK).select(
         "topic", "kafka_partition", "kafka_offset", "watermark_ts")
@@ -201,7 +201,7 @@ def _align(spark, change_log):
 
 def cdc_align(dump: Path, work: Path) -> dict:
     """Late events and duplicates dropped (change_table), written as Parquet (as the IO manager does)."""
-    from cdc_assets.lib.parquet_write import parquet_writer
+    from benchmarks.parquet_write import parquet_writer
 
     spark, session_s = _spark()
     t0 = time.perf_counter()
@@ -228,7 +228,7 @@ def _fresh_warehouse(spark, work: Path, engine: str) -> None:
 
 
 def _snapshot(spark, change_table, work: Path, engine: str) -> dict:
-    from cdc_assets.lib.snapshot_store import write_window_snapshot
+    from cdc_assets.snapshot.store import write_window_snapshot
 
     return write_window_snapshot(spark, change_table, warehouse_folder(work, engine), BENCH_SOURCE, 0, 1, None)
 
@@ -246,8 +246,8 @@ def cdc_pipeline(dump: Path, work: Path) -> dict:
     """decode + align + snapshot in one Spark session, without Dagster (one window)."""
     from pyspark.sql import functions as F
 
-    from cdc_assets.lib.changelog_schema import CHANGE_LOG_COLUMNS, REJECT_REASON
-    from cdc_assets.lib.codecs import get_decoder
+    from cdc_assets.contracts.schemas import CHANGE_LOG_COLUMNS, REJECT_REASON
+    from cdc_assets.decode import get_decoder
 
     spark, session_s = _spark()
     _fresh_warehouse(spark, work, "cdc_pipeline")
@@ -288,7 +288,7 @@ def cdc_replay_connect(dump: Path, work: Path) -> dict:
     connect-server`), as Dagster runs launched from the UI or a schedule can use it. Not
     timed: the server's start (reported as the session start) and a warm-up replay of a
     20,000-event dump, so the timed run finds the server's JVM and Python workers warm."""
-    from cdc_assets.connect_server import remote_url
+    from cdc_assets.common.spark_connect_server import remote_url
     from cdc_assets_tests.servers import LOOPBACK, free_port, wait_for_port
 
     port = free_port()

@@ -15,8 +15,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from cdc_assets.lib.simulator import generate
-from cdc_assets.lib.simulator.protocols import ENCODERS
+from cdc_assets.simulator import generate
+from cdc_assets.simulator.protocols import ENCODERS
 
 ROW_CHANGES = 100_000
 

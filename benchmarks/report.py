@@ -71,7 +71,7 @@ def machine(load_at_start: tuple[float, float, float] | None = None) -> list[str
 
 
 def _jvm_archive() -> str:
-    from cdc_assets.lib.jvm_archive import archive_in_place, configured_archive
+    from cdc_assets.common.jvm_archive import archive_in_place, configured_archive
 
     # Where the engines' `load_settings({})` looks.
     return "mapped by every session" if archive_in_place(configured_archive({})) else "none (sessions start without it)"
@@ -390,7 +390,7 @@ def render(sections: list[dict], history: dict | None, *, command: str, total_s:
 GAPS = """## Why targets are missed, and what would close the gap
 
 - **Decode.** Canal-JSON is parsed once per message with orjson inside `mapInArrow`
-  (`cdc_assets/lib/codecs/canal_json_events.py`); Spark's `from_json` into per-message maps,
+  (`cdc_assets/decode/canal_json/events.py`); Spark's `from_json` into per-message maps,
   the previous decoder, ran at about 50,000 messages/s on this machine when it was quiet. In one
   Python process the new path measured about 8.5 µs per message when it was built; measured
   again on 2026-11-23 over 170,000 messages of the 1,000,000-event dump it took 12–14 µs:
@@ -529,7 +529,7 @@ GAPS = """## Why targets are missed, and what would close the gap
   (`before`, `after`, `column_types`), where DuckDB works on parsed, typed columns. Measured on 2026-11-21
   at 1,000,000 events, one process per step as above: in `cdc_snapshot` the per-table schema
   job took 19 s when it exploded every cell; it now groups the rows by shape (table, column
-  names, types) first (`cdc_assets/lib/window_schema.py`) and takes about 11 s, most of it
+  names, types) first (`cdc_assets/snapshot/window_schema.py`) and takes about 11 s, most of it
   the JVM's first scan of the maps. The latest-action-per-key window then takes about 8 s,
   and each table's counts about 1 s (skipping them altogether saved 2.6 s, so they were
   kept). Since 2026-11-23 (`a8444ca`) that window-wide sort is gone: each table's actions
@@ -540,7 +540,7 @@ GAPS = """## Why targets are missed, and what would close the gap
   and the sort; since 2026-11-22 it carries their hashes, and a copy is dropped only when its
   images also equal those of the first event of its group, so a collision cannot drop a
   real change. The same day the IO manager and the landing stopped dictionary-encoding the
-  images' values and the raw bytes (`cdc_assets/lib/parquet_write.py`): those values are
+  images' values and the raw bytes (`benchmarks/parquet_write.py`): those values are
   nearly all distinct, so the dictionary overflowed and was discarded in every 4 MB row
   group, and writing the 1M change log took about 8–10 s with it and 5–6 s without. The
   schema job now groups on the images' key arrays and the type entries as they come, and

@@ -11,7 +11,7 @@ def fresh_warehouse(spark, warehouse: Path) -> None:
     the empty one (`iceberg_catalog.use_catalog`). When `cdc` already pointed there, the
     session's loaded catalog is dropped too: it would keep the removed catalog file open and
     still name the removed tables."""
-    from cdc_assets.lib.iceberg_catalog import CATALOG, _catalog_manager, catalog_uri, use_catalog
+    from cdc_assets.common.warehouse import CATALOG, _catalog_manager, catalog_uri, use_catalog
 
     same = spark.conf.get(f"spark.sql.catalog.{CATALOG}.uri", None) == catalog_uri(warehouse)
     shutil.rmtree(warehouse, ignore_errors=True)

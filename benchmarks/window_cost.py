@@ -54,8 +54,8 @@ _T0 = 1767225600000 << 18  # a TiDB TSO (2026-01-01)
 
 def _spark():
     """The project's session settings: the Iceberg jars, extensions and catalogs come with them."""
-    from cdc_assets.defs.resources import spark_config, start_spark_session
-    from cdc_assets.lib.settings import load_settings
+    from cdc_assets.common.spark_session import spark_config, start_spark_session
+    from cdc_assets.common.settings import load_settings
 
     conf = spark_config(load_settings({}))
     conf["spark.app.name"] = "bench-window-cost"
@@ -64,7 +64,7 @@ def _spark():
 
 def _changes(ids, op: str, commit_ts: int):
     """Change-log rows (the unified schema) for a frame of `id`s: table db.t (id, name, v)."""
-    from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA
+    from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
 
     key = F.col("id").cast("string")
     values = {
@@ -95,9 +95,9 @@ def _expected_rows(rows: int, workload: str) -> int:
     return rows + (RECENT_INSERTS if workload == "recent" else 0)
 
 
-def _duplicate_keys(spark, store: tuple, entry: dict) -> int:
+def _duplicate_keys(spark, store: tuple, entry) -> int:
     """What the snapshots asset's uniqueness check reads: the table at the snapshot the window wrote."""
-    from cdc_assets.lib.snapshot_store import read_entry
+    from cdc_assets.snapshot.entry_tables import read_entry
 
     return read_entry(spark, *store, entry).groupBy("id").count().where(F.col("count") > 1).count()
 
@@ -106,7 +106,7 @@ def _data_files(spark, store: tuple, snapshot_id: int) -> dict[str, int]:
     """The data files the snapshot rewrote (deleted from the table), added and holds, and the
     table's files before it; the bytes of the files it holds and held before; from its Iceberg
     summary (metadata, no scan). A summary leaves out a count of zero."""
-    from cdc_assets.lib.snapshot_store import snapshot_table
+    from cdc_assets.snapshot.entry_tables import snapshot_table
 
     table = snapshot_table(spark, *store, "db", "t")
     summary = spark.sql(f"SELECT summary FROM {table.sql}.snapshots WHERE snapshot_id = {int(snapshot_id)}").first()[0]
@@ -124,7 +124,7 @@ def _target_file_size(spark, target_file_bytes: int):
     """Tables created meanwhile in the catalog `cdc` take `write.target-file-size-bytes` =
     `target_file_bytes` (a catalog default: the catalog loads it when `fresh_warehouse`
     points `cdc` at a new warehouse). The session's setting is restored after."""
-    from cdc_assets.lib.iceberg_catalog import CATALOG
+    from cdc_assets.common.warehouse import CATALOG
 
     key = f"spark.sql.catalog.{CATALOG}.table-default.write.target-file-size-bytes"
     before = spark.conf.get(key, None)
@@ -138,18 +138,18 @@ def _target_file_size(spark, target_file_bytes: int):
             spark.conf.set(key, before)
 
 
-def _timed_window(spark, window, store: tuple, base: dict, merge: bool) -> tuple[float, dict, int]:
+def _timed_window(spark, window, store: tuple, base, merge: bool) -> tuple[float, object, int]:
     """One write of the window on `base`, with its uniqueness check: seconds, entry, duplicate keys."""
-    from cdc_assets.lib.snapshot_store import write_window_snapshot
+    from cdc_assets.snapshot.store import write_window_snapshot
 
     t0 = time.perf_counter()
     manifest = write_window_snapshot(spark, window, *store, 2000, 3000, base, merge_touched_keys=merge)
-    entry = manifest["tables"]["db.t"]
+    entry = manifest.tables["db.t"]
     duplicates = _duplicate_keys(spark, store, entry)
     return time.perf_counter() - t0, entry, duplicates
 
 
-def _measure_workload(spark, rows: int, workload: str, layout: str, store: tuple, base: dict,
+def _measure_workload(spark, rows: int, workload: str, layout: str, store: tuple, base,
                       runs: int) -> dict:
     window = _window(spark, rows, workload)
     seconds = []
@@ -158,14 +158,14 @@ def _measure_workload(spark, rows: int, workload: str, layout: str, store: tuple
         if i:
             seconds.append(s)
     expected = _expected_rows(rows, workload)
-    if entry["rows"] != expected or duplicates:
-        raise RuntimeError(f"{layout}/{workload} at {rows:,} rows: {entry['rows']:,} rows, "
+    if entry.rows != expected or duplicates:
+        raise RuntimeError(f"{layout}/{workload} at {rows:,} rows: {entry.rows:,} rows, "
                            f"{duplicates} duplicate keys (want {expected:,}, 0)")
-    files = _data_files(spark, store, entry["snapshot_id"])
+    files = _data_files(spark, store, entry.snapshot_id)
     print(f"[window-cost] {rows:,} rows {layout}/{workload}: {seconds} s, data files {files}",
           file=sys.stderr, flush=True)
     return {f"{layout}_{workload}_s": statistics.median(seconds) if seconds else None,
-            f"{layout}_{workload}_rows": entry["rows"], f"{layout}_{workload}_duplicate_keys": duplicates,
+            f"{layout}_{workload}_rows": entry.rows, f"{layout}_{workload}_duplicate_keys": duplicates,
             f"{layout}_{workload}_files": files}
 
 
@@ -173,7 +173,7 @@ def _measure_layout(spark, rows: int, layout: str, root: Path, runs: int) -> dic
     """Both workloads on one table of `rows` rows, each window cut from the same first window.
     The warehouse (catalog and tables) is this size's and layout's own, removed after."""
     from benchmarks.warehouse import fresh_warehouse
-    from cdc_assets.lib.snapshot_store import write_window_snapshot
+    from cdc_assets.snapshot.store import write_window_snapshot
 
     warehouse = root / f"{layout}-{rows}"
     store = (warehouse, "src")  # (warehouse, source): what the snapshot store takes

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from dagster import BetaWarning, PreviewWarning
 
-from cdc_assets import connect_server
-from cdc_assets.lib.codecs import DECODERS
-from cdc_assets.lib.layouts import LAYOUTS, check_layout_options
-from cdc_assets.lib.s3_dump import is_s3_uri
-from cdc_assets.lib.settings import SourceConfig, load_settings, quarantine_rate, warehouse_location
-from cdc_assets.lib.watermark_state import COMPLETENESS_MODES
+from cdc_assets.common import spark_connect_server
+from cdc_assets.decode import DECODERS
+from cdc_assets.landing.layouts import AUTO_LAYOUT, LAYOUTS, check_layout_options
+from cdc_assets.landing.s3_input import is_s3_uri
+from cdc_assets.common.settings import SourceConfig, load_settings, quarantine_rate, warehouse_location
+from cdc_assets.landing.state import AUTO_COMPLETENESS, CompletenessMode
 
 
 def _options(pairs: list[str], flag: str = "--option") -> dict[str, str]:
@@ -46,10 +46,10 @@ def _s3_client(settings):
 def _resolve_auto(args: argparse.Namespace, root: Path) -> tuple[str, str, dict[str, str]]:
     """(layout, protocol, options) with `auto` resolved by detection; what was detected is
     said on stderr (an ambiguous dump is a ValueError naming the candidates)."""
-    from cdc_assets.lib.inspect_dump import resolve
+    from cdc_assets.landing.inspect_dump import resolve
 
     options = _options(args.option)
-    if args.layout != "auto" and args.protocol != "auto":
+    if args.layout != AUTO_LAYOUT and args.protocol != "auto":
         return args.layout, args.protocol, options
     resolved = resolve(root, args.layout, args.protocol, options, _layout_options(args))
     print(f"cdc-assets: {resolved.describe()}", file=sys.stderr, flush=True)
@@ -57,14 +57,14 @@ def _resolve_auto(args: argparse.Namespace, root: Path) -> tuple[str, str, dict[
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from cdc_assets.lib.input_files import local_dump_root, sync_s3_source
+    from cdc_assets.landing.input_files import local_dump_root, sync_s3_source
     from cdc_assets.replay import default_instance, replay
 
     base = load_settings().with_overrides(warehouse=warehouse_location(args.warehouse))
     layout, protocol, options = args.layout, args.protocol, _options(args.option)
     layout_options = _layout_options(args)
     # `--layout auto` alone on a folder not there yet is left to the landing (which detects it then)
-    if protocol == "auto" or (layout == "auto" and (is_s3_uri(args.input) or Path(args.input).is_dir())):
+    if protocol == "auto" or (layout == AUTO_LAYOUT and (is_s3_uri(args.input) or Path(args.input).is_dir())):
         source = SourceConfig(name=args.source, protocol="canal-json", input_path=args.input)
         warehouse = base.iceberg_warehouse
         if is_s3_uri(args.input):  # detection reads the mirror the landing reads (and reuses)
@@ -89,9 +89,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     import tempfile
 
-    from cdc_assets.lib.inspect_dump import inspect_dump, render_text
-    from cdc_assets.lib.input_files import wanted_object
-    from cdc_assets.lib.s3_dump import mirror_prefix
+    from cdc_assets.landing.inspect_dump import inspect_dump, render_text
+    from cdc_assets.landing.input_files import wanted_object
+    from cdc_assets.landing.s3_input import mirror_prefix
 
     def run(root: Path) -> dict:
         return inspect_dump(root, input_location=args.input, layout=args.layout, protocol=args.protocol,
@@ -111,10 +111,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from cdc_assets.lib.export import export_snapshot
+    from cdc_assets.snapshot.export import export_snapshot
 
     def spark():  # only for an instant inside a window
-        from cdc_assets.defs.resources import spark_config, start_spark_session
+        from cdc_assets.common.spark_session import spark_config, start_spark_session
 
         return start_spark_session(spark_config(load_settings()))
 
@@ -125,7 +125,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from cdc_assets.lib.warehouse_tables import TablesError, render_text, tables_json
+    from cdc_assets.common.warehouse_listing import TablesError, render_text, tables_json
 
 
     try:
@@ -146,7 +146,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from cdc_assets.lib.simulator import generate
+    from cdc_assets.simulator import generate
 
     dump = generate(Path(args.out), seed=args.seed, layout=args.layout, protocol=args.protocol)
     print(json.dumps({"dump": str(dump.dump_dir), "truth": str(dump.truth_path)}))
@@ -160,7 +160,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_jvm_archive(args: argparse.Namespace) -> int:
-    from cdc_assets.jvm_archive import build
+    from cdc_assets.common.jvm_archive_build import build
 
     try:
         print(json.dumps(build(Path(args.out) if args.out else None)))
@@ -172,8 +172,8 @@ def cmd_jvm_archive(args: argparse.Namespace) -> int:
 
 def cmd_connect_server(args: argparse.Namespace) -> int:
     settings = load_settings()
-    master, host, port = connect_server.default_address(settings)
-    connect_server.run(settings, args.master or master, args.host or host, args.port or port)
+    master, host, port = spark_connect_server.default_address(settings)
+    spark_connect_server.run(settings, args.master or master, args.host or host, args.port or port)
     return 0  # not reached: the server replaced this process
 
 
@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--warehouse", required=True,
                    help="a folder or s3://bucket/prefix for every layer's Iceberg tables (the catalog and S3 "
                         "settings come from the environment: docs/deploying.md)")
-    r.add_argument("--layout", default="auto", choices=["auto", *LAYOUTS])
+    r.add_argument("--layout", default=AUTO_LAYOUT, choices=[AUTO_LAYOUT, *LAYOUTS])
     r.add_argument("--source", default="replay", help="source name (asset key prefix)")
     r.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="protocol option, TiCDC names (e.g. enable-tidb-extension=true)")
@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=_LAYOUT_OPTION_HELP)
     r.add_argument("--time-zone", default="UTC", help="the changefeed's time zone (TIMESTAMP columns)")
     r.add_argument("--window-minutes", type=int, default=60)
-    r.add_argument("--completeness", default="auto", choices=["auto", *COMPLETENESS_MODES],
+    r.add_argument("--completeness", default=AUTO_COMPLETENESS, choices=[AUTO_COMPLETENESS, *CompletenessMode],
                    help="how a window is known complete: watermarks (TiCDC), event time minus the "
                         "allowed lateness (sources without watermarks), or batch (the dump is complete)")
     r.add_argument("--allowed-lateness-seconds", type=int, default=0)
@@ -215,14 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--input", required=True, help="dump folder, or s3://bucket/prefix (as replay)")
     i.add_argument("--json", action="store_true", help="print the report as one JSON object")
     i.add_argument("--protocol", default="auto", choices=["auto", *sorted(DECODERS)])
-    i.add_argument("--layout", default="auto", choices=["auto", *LAYOUTS])
+    i.add_argument("--layout", default=AUTO_LAYOUT, choices=[AUTO_LAYOUT, *LAYOUTS])
     i.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="protocol option (overrides a detected one)")
     i.add_argument("--layout-option", action="append", default=[], metavar="KEY=VALUE",
                    help=_LAYOUT_OPTION_HELP)
     i.add_argument("--time-zone", default="UTC")
     i.add_argument("--window-minutes", type=int, default=60)
-    i.add_argument("--completeness", default="auto", choices=["auto", *COMPLETENESS_MODES])
+    i.add_argument("--completeness", default=AUTO_COMPLETENESS, choices=[AUTO_COMPLETENESS, *CompletenessMode])
     i.add_argument("--allowed-lateness-seconds", type=int, default=0)
     i.add_argument("--max-messages", type=int, default=1_000_000,
                    help="read at most this many messages (the report says when it stopped there)")
@@ -248,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.add_argument("--seed", type=int, default=7)
     s.add_argument("--layout", default="kafka-parquet", choices=["kafka-parquet", "kcat-jsonl", "storage-sink", "kafka-connect-s3"])
-    s.add_argument("--protocol", default="canal-json", help="encoder (cdc_assets/lib/simulator/protocols.py)")
+    s.add_argument("--protocol", default="canal-json", help="encoder (cdc_assets/simulator/protocols.py)")
     s.set_defaults(func=cmd_simulate)
 
     d = sub.add_parser("demo", help="simulate the sample dump, replay it, print a summary")

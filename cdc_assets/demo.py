@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 import sys
 
-from cdc_assets.lib.settings import load_settings
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
-from cdc_assets.lib.truth import compare_window, load_truth
+from cdc_assets.common.settings import load_settings
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.simulator.compare import compare_window, load_truth
 from cdc_assets.replay import default_instance, replay
 
 SAMPLE_SEED = 7
 
 
 def run_demo() -> int:
-    from cdc_assets.lib.simulator import generate
+    from cdc_assets.simulator import generate
 
     settings = load_settings()
     source = settings.sources[0]
@@ -34,10 +34,10 @@ def run_demo() -> int:
     verdict = compare_window(settings.iceberg_warehouse, source.name, manifest, truth, windows[-1])
     print(f"\nsnapshots at the end of window starting {windows[-1]} ms ({len(windows)} windows materialized):")
     print(f"{'table':<28} {'rows':>7} {'cols':>5}  {'vs truth':<10} Iceberg table @ tag")
-    for tid, t in sorted(manifest["tables"].items()):
-        name = f"{t['database']}.{t['table']}"
-        print(f"{name:<28} {t['rows']:>7} {len(t['schema']['columns']):>5}  "
-              f"{verdict.get(name, 'n/a'):<10} {t['identifier']} @ {manifest['tag']}")
+    for tid, t in sorted(manifest.tables.items()):
+        name = f"{t.database}.{t.table}"
+        print(f"{name:<28} {t.rows:>7} {len(t.schema['columns']):>5}  "
+              f"{verdict.get(name, 'n/a'):<10} {t.identifier} @ {manifest.tag}")
     matches = all(v == "ok" for v in verdict.values())
     print(f"\nmatches the simulator's truth: {'yes' if matches else 'NO'}")
     print(json.dumps(summary.as_json(), sort_keys=True))

@@ -3,7 +3,7 @@
 Runs go through the same Definitions, jobs, IO manager and checks as the UI and the
 schedules: `execute_in_process` per window with data, in window order (snapshots build on the
 previous window). A window in which nothing landed gets no run: its manifest carries the
-previous snapshot forward (`snapshot_store.carry_forward_window`), so commits years apart
+previous snapshot forward (`snapshot/carry_forward.py`), so commits years apart
 cost one small file per quiet window, not a Spark run.
 """
 
@@ -19,14 +19,15 @@ from dagster import DagsterInstance, Definitions
 
 from cdc_assets.defs.automation import carry_quiet_windows, land_job_name, window_job_name
 from cdc_assets.defs.factory import build_definitions, source_builds
-from cdc_assets.defs.landing.assets import FILES_COMPLETE_CHECK
-from cdc_assets.lib.landing import load_state, unroutable_line
-from cdc_assets.lib.layouts.base import is_hidden_name
-from cdc_assets.lib.settings import Settings
+from cdc_assets.defs.layers.landing import FILES_COMPLETE_CHECK
+from cdc_assets.landing.routing import unroutable_line
+from cdc_assets.landing.tables import load_state
+from cdc_assets.landing.layouts.base import is_hidden_name
+from cdc_assets.common.settings import Settings
 from cdc_assets.defs.partitions import partition_key_for_ms
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
-from cdc_assets.lib.tso import ms_to_tso, tso_to_datetime
-from cdc_assets.lib.watermark_state import WATERMARK_MODE, Completeness, LandingState
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.common.tso import ms_to_tso, tso_to_datetime
+from cdc_assets.landing.state import Completeness, CompletenessMode, LandingState
 
 Progress = Callable[[str], None]
 # Dagster's per-event DEBUG lines would drown the progress lines; warnings still show.
@@ -104,7 +105,7 @@ def replay(
     for name, why in ignored.items():
         progress(f"[{source.name}] skipped {name}: {why}")
     state = load_state(settings.iceberg_warehouse, source.name)
-    summary.messages = sum(p["messages"] for p in state.partitions.values())
+    summary.messages = state.messages()
     summary.unroutable = state.unroutable_messages()
     policy = build.completeness()
     complete = state.complete_windows(settings.window_ms, policy)
@@ -169,9 +170,10 @@ def replay(
             break
     manifests = list_manifests(settings.iceberg_warehouse, source.name)
     if manifests:
-        last = read_manifest(settings.iceberg_warehouse, source.name, manifests[-1]) or {"tables": {}}
-        summary.tables = len(last["tables"])
-        summary.rows = sum(t["rows"] for t in last["tables"].values())
+        last = read_manifest(settings.iceberg_warehouse, source.name, manifests[-1])
+        tables = last.tables if last is not None else {}
+        summary.tables = len(tables)
+        summary.rows = sum(t.rows for t in tables.values())
     summary.ok = summary.ok and not summary.checks_failed
     return summary
 
@@ -207,7 +209,7 @@ def _why_no_window(state: LandingState, policy: Completeness, protocol: str) -> 
     """What holds every window back, in one line: partitions without a watermark (or how far
     the global one got), and the messages with no usable time of the protocol."""
     reasons = []
-    missing = state.partitions_without_watermark() if policy.mode == WATERMARK_MODE else []
+    missing = state.partitions_without_watermark() if policy.mode == CompletenessMode.WATERMARK else []
     if missing:
         reasons.append(f"no watermark in partition(s) {', '.join(missing[:5])}"
                        + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc_assets.defs.resources import spark_config, start_spark_session
-from cdc_assets.lib.settings import load_settings
+from cdc_assets.common.spark_session import spark_config, start_spark_session
+from cdc_assets.common.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 CONFORMANCE = REPO.parent / "shared" / "conformance"
@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def spark() -> SparkSession:
     conf = spark_config(load_settings({}))
-    # 4g: the 20 MiB-message tests (codecs/test_message_size.py) hold several copies of such a
+    # 4g: the 20 MiB-message tests (decode/test_message_size.py) hold several copies of such a
     # message in the JVM; with 2g, the other tests' cached frames beside them could run the one
     # session out of heap, and every later test of that worker failed with it.
     conf.update({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "4g"})

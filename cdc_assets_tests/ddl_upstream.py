@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets.common.tso import ms_to_tso
 
 Name = tuple[str, str]
 

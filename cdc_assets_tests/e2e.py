@@ -10,14 +10,14 @@ from datetime import datetime, timezone
 from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
-from cdc_assets.lib.settings import SourceConfig, load_settings
-from cdc_assets.lib.point_in_time import parse_instant, tables_as_of
-from cdc_assets.lib.simulator import GeneratedDump, generate
-from cdc_assets.lib.simulator.schema import DEMO_TABLES
-from cdc_assets.lib.simulator.truth import states_at
-from cdc_assets.lib.simulator.workload import Workload
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
-from cdc_assets.lib.truth import canonical, compare_window, load_truth, truth_rows
+from cdc_assets.common.settings import SourceConfig, load_settings
+from cdc_assets.snapshot.point_in_time import parse_instant, tables_as_of
+from cdc_assets.simulator import GeneratedDump, generate
+from cdc_assets.simulator.schema import DEMO_TABLES
+from cdc_assets.simulator.truth import states_at
+from cdc_assets.simulator.workload import Workload
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.simulator.compare import canonical, compare_window, load_truth, truth_rows
 from cdc_assets.replay import ReplaySummary, replay
 
 
@@ -69,10 +69,10 @@ def differences_at_instants(spark: SparkSession, settings, truth_path: Path, *, 
     rng = random.Random(seed)
     instants: dict[str, int] = {}
     for m in windows:
-        end = datetime.fromtimestamp(m["window_end_ms"] / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        end = datetime.fromtimestamp(m.window_end_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         instants[end] = parse_instant(end)
         for _ in range(inside):
-            tso = rng.randrange(m["window_start_ms"] << 18, m["window_end_ms"] << 18)
+            tso = rng.randrange(m.window_start_ms << 18, m.window_end_ms << 18)
             instants[str(tso)] = tso
     expected = states_at(Workload(**truth["workload"], tables=tables).events(), tables, instants.values())
     out: dict[str, dict[str, str]] = {}

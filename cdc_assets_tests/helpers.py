@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA, REJECT_REASON
-from cdc_assets.lib.codecs import get_decoder
+from cdc_assets.contracts.schemas import RAW_MESSAGE_SCHEMA, REJECT_REASON
+from cdc_assets.decode import get_decoder
 
 
 def raw_frame(spark: SparkSession, values: list[bytes | None], topic: str = "t", partition: int = 0,
@@ -60,7 +60,7 @@ __all__ = ["raw_frame", "crlf_records", "decode", "reasons", "parquet_encodings"
 
 def layer_rows(warehouse: Path, source: str, layer: str, columns: tuple[str, ...] = ("*",)) -> list[dict]:
     """Every row of a windowed layer's Iceberg table (`<source>.<layer>`), read with pyiceberg."""
-    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+    from cdc_assets.common.warehouse import load_pyiceberg_catalog
 
     table = load_pyiceberg_catalog(warehouse).load_table((source, layer))
     return table.scan(selected_fields=columns).to_arrow().to_pylist()
@@ -70,8 +70,8 @@ def layer_commits(warehouse: Path, source: str, layer: str) -> list[dict]:
     """The newest commit summary of every window of a layer (its output metadata included)."""
     import json
 
-    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
-    from cdc_assets.lib.iceberg_tables import OUTPUT_METADATA_PROPERTY, WINDOW_PROPERTY
+    from cdc_assets.common.warehouse import load_pyiceberg_catalog
+    from cdc_assets.common.iceberg_tables import OUTPUT_METADATA_PROPERTY, WINDOW_PROPERTY
 
     table = load_pyiceberg_catalog(warehouse).load_table((source, layer))
     newest: dict[str, dict] = {}

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from cdc_assets.connect_server import remote_url, spark_home
+from cdc_assets.common.spark_connect_server import remote_url, spark_home
 
 LOOPBACK = "127.0.0.1"
 VENV_BIN = Path(sys.executable).parent

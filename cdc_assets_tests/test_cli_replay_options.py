@@ -51,7 +51,7 @@ def test_a_rate_outside_zero_to_one_is_a_usage_error(tmp_path, replayed, capsys)
 
 
 def test_protocol_auto_detects_and_says_what_it_chose(tmp_path, replayed, capsys):
-    from cdc_assets.lib.simulator import generate
+    from cdc_assets.simulator import generate
 
     dump = generate(tmp_path / "sim", protocol="canal-official", layout="kcat-jsonl", row_changes=20, seed=1)
     assert main(["replay", "--protocol", "auto", "--input", str(dump.dump_dir),
@@ -66,7 +66,7 @@ def test_protocol_auto_detects_and_says_what_it_chose(tmp_path, replayed, capsys
 
 
 def test_an_explicit_option_wins_over_a_detected_one(tmp_path, replayed, capsys):
-    from cdc_assets.lib.simulator import generate
+    from cdc_assets.simulator import generate
 
     dump = generate(tmp_path / "sim", protocol="canal-json", layout="kafka-parquet", row_changes=20, seed=1)
     assert main(["replay", "--protocol", "auto", "--layout", "kafka-parquet", "--input", str(dump.dump_dir),
@@ -101,7 +101,7 @@ def test_layout_options_reach_the_source_as_written_and_an_unknown_one_exits_2(t
 
 
 def test_layout_options_are_used_to_detect_the_protocol(tmp_path, replayed, capsys):
-    from cdc_assets.lib.simulator import generate
+    from cdc_assets.simulator import generate
 
     dump = generate(tmp_path / "sim", protocol="canal-json", layout="kafka-connect-s3", row_changes=20, seed=1,
                     writer_options={"fmt": "bin", "separator": "\u00a6|".encode(), "store_keys": False})

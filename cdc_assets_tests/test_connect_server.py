@@ -10,11 +10,11 @@ import os
 
 import pytest
 
-from cdc_assets import connect_server
+from cdc_assets.common import spark_connect_server
 from cdc_assets.cli import main
-from cdc_assets.connect_server import SERVER_CLASS, listen_address, remote_url, server_command, server_env
-from cdc_assets.lib.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS
-from cdc_assets.lib.settings import load_settings
+from cdc_assets.common.spark_connect_server import SERVER_CLASS, listen_address, remote_url, server_command, server_env
+from cdc_assets.common.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS
+from cdc_assets.common.settings import load_settings
 
 
 def confs(argv: list[str]) -> dict[str, str]:
@@ -82,7 +82,7 @@ def test_the_printed_url_is_one_a_client_can_use():
 
 def test_the_command_line_defaults_follow_the_shell(monkeypatch, tmp_path):
     started = []
-    monkeypatch.setattr(connect_server, "run", lambda settings, *where: started.append(where))
+    monkeypatch.setattr(spark_connect_server, "run", lambda settings, *where: started.append(where))
     monkeypatch.setenv("CDC_ASSETS_HOME", str(tmp_path))
     monkeypatch.setenv("CDC_ASSETS_SPARK_MASTER", "sc://127.0.0.1:15099")
     assert main(["connect-server"]) == 0

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cdc_assets.lib.simulator import generate
-from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
+from cdc_assets.simulator import generate
+from cdc_assets.snapshot.entry_tables import read_entry_arrow
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +46,7 @@ def snapshot_contents(warehouse: Path, source: str = "src") -> dict[int, dict[st
         manifest = read_manifest(warehouse, source, window)
         out[window] = {
             tid: sorted(map(repr, read_entry_arrow(warehouse, source, entry).to_pylist()))
-            for tid, entry in manifest["tables"].items()
+            for tid, entry in manifest.tables.items()
         }
     return out
 
@@ -54,12 +55,12 @@ def _visible_partial_outputs(warehouse: Path) -> list[str]:
     """What an Iceberg reader could see of a window that was not committed: a snapshot table
     whose end tag names a window without a manifest, or whose main is not the newest
     committed window's snapshot."""
-    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+    from cdc_assets.common.warehouse import load_pyiceberg_catalog
 
     snapshots = (warehouse, "src")  # (warehouse, source)
     manifests = [read_manifest(*snapshots, w) for w in list_manifests(*snapshots)]
-    committed = {m["tag"]: m for m in manifests}
-    newest = manifests[-1]["tables"] if manifests else {}
+    committed = {m.tag: m for m in manifests}
+    newest = manifests[-1].tables if manifests else {}
     bad = []
     catalog = load_pyiceberg_catalog(warehouse)
     for identifier in catalog.list_tables(("src",)):
@@ -70,8 +71,8 @@ def _visible_partial_outputs(warehouse: Path) -> list[str]:
         for ref in table.metadata.refs:
             if ref.startswith("end-") and ref not in committed:
                 bad.append(f"{name}: tag {ref} of a window without a manifest")
-        entry = next((e for e in newest.values() if e["identifier"] == name), None)
-        if entry and table.current_snapshot().snapshot_id != entry["snapshot_id"]:
+        entry = next((e for e in newest.values() if e.identifier == name), None)
+        if entry and table.current_snapshot().snapshot_id != entry.snapshot_id:
             bad.append(f"{name}: main is not the newest committed window's snapshot")
     return bad
 
@@ -130,14 +131,14 @@ def test_sigkill_mid_window_then_rerun_equals_an_uninterrupted_run(tmp_path):
 
 
 # A landing whose process group is SIGKILLed once its batch's messages and watermarks are
-# committed, just before the state commit (lib/landing_tables.py, the commit point).
+# committed, just before the state commit (landing/tables.py, the commit point).
 _KILLED_LANDING = """
 import os, signal, sys
 from pathlib import Path
-from cdc_assets.defs.resources import spark_config, start_spark_session
-from cdc_assets.lib import landing
-from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.settings import load_settings
+from cdc_assets.common.spark_session import spark_config, start_spark_session
+from cdc_assets.landing import land as landing
+from cdc_assets.decode import get_decoder
+from cdc_assets.common.settings import load_settings
 
 def killed(*args, **kwargs):
     os.killpg(0, signal.SIGKILL)
@@ -151,9 +152,11 @@ landing.land(start_spark_session(conf), dump_root=Path(sys.argv[1]), layout="kaf
 
 
 def test_sigkill_between_the_batch_and_the_state_commit_leaves_nothing_visible_and_lands_once(spark, tmp_path):
-    from cdc_assets.lib.codecs import get_decoder
-    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
-    from cdc_assets.lib.landing import land, load_state, read_watermark_index, read_window_messages
+    from cdc_assets.decode import get_decoder
+    from cdc_assets.common.warehouse import load_pyiceberg_catalog
+    from cdc_assets.landing.land import land
+    from cdc_assets.landing.tables import load_state
+    from cdc_assets.landing.window_messages import read_watermark_index, read_window_messages
 
     dump = generate(tmp_path / "sim", seed=5, layout="kafka-parquet", row_changes=200,
                     duration_ms=150 * 60_000).dump_dir
@@ -175,7 +178,7 @@ def test_sigkill_between_the_batch_and_the_state_commit_leaves_nothing_visible_a
                   warehouse=warehouse, source="src", window_ms=3_600_000)
     assert result.new_files == len(list(dump.rglob("*.parquet")))
     state = load_state(warehouse, "src")
-    assert [b["batch_id"] for b in state.batches] == [result.batch_id]
+    assert [b.batch_id for b in state.batches] == [result.batch_id]
     for w, n in state.windows.items():  # each message once: no copy of the killed batch
         rows = read_window_messages(spark, warehouse, "src", w)
         assert rows.count() == rows.select("topic", "kafka_partition", "kafka_offset").distinct().count() == n

@@ -24,10 +24,10 @@ import requests
 from dagster import DagsterInstance
 from dagster_graphql import DagsterGraphQLClient
 
-from cdc_assets.lib.landing import land
-from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.simulator import generate
-from cdc_assets.lib.truth import load_truth
+from cdc_assets.landing.land import land
+from cdc_assets.decode import get_decoder
+from cdc_assets.simulator import generate
+from cdc_assets.simulator.compare import load_truth
 
 pytestmark = [pytest.mark.slow, pytest.mark.daemon]
 

@@ -11,17 +11,18 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
-from cdc_assets.lib.export import export_snapshot
-from cdc_assets.lib.history import END_OP, VALID_FROM, VALID_TO
-from cdc_assets.lib.history_read import full_history, read_history
-from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
-from cdc_assets.lib.iceberg_tables import table_name
-from cdc_assets.lib.point_in_time import parse_instant, tables_as_of
-from cdc_assets.lib.simulator.kafka import KafkaMessage
-from cdc_assets.lib.simulator.writers import StorageSinkWriter
-from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN
-from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
-from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets.snapshot.export import export_snapshot
+from cdc_assets.snapshot.history import END_OP, VALID_FROM, VALID_TO
+from cdc_assets.snapshot.history_read import full_history, read_history
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.common.iceberg_tables import table_name
+from cdc_assets.snapshot.point_in_time import parse_instant, tables_as_of
+from cdc_assets.simulator.kafka import KafkaMessage
+from cdc_assets.simulator.writers import StorageSinkWriter
+from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN
+from cdc_assets.snapshot.entry_tables import read_entry_arrow
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.ddl_upstream import Table, Upstream, add_column, drop_column, rename_column
 from cdc_assets_tests.e2e import settings_for
@@ -164,28 +165,28 @@ def test_every_window_snapshot_equals_the_brute_force_replay(run, request):
     for window in list_manifests(*snapshots):
         manifest = read_manifest(*snapshots, window)
         got = {}
-        for entry in manifest["tables"].values():
+        for entry in manifest.tables.values():
             table = read_entry_arrow(*snapshots, entry)
             columns = [c for c in table.column_names if c != COMMIT_TS_COLUMN]
-            got[(entry["database"], entry["table"])] = (columns, _rows(columns, table.to_pylist()))
-        assert got == _expected(u, ms_to_tso(manifest["window_end_ms"]) - 1), window
-        assert manifest["ddl"]["unparsed"] == []
+            got[(entry.database, entry.table)] = (columns, _rows(columns, table.to_pylist()))
+        assert got == _expected(u, ms_to_tso(manifest.window_end_ms) - 1), window
+        assert manifest.ddl.unparsed == []
 
 
 def test_schema_changes_are_recorded_with_their_commit_ts(ddl_run):
     u, settings, _ = ddl_run
     snapshots = (settings.warehouse, "src")  # (warehouse, source)
     first, second, third = (read_manifest(*snapshots, w) for w in list_manifests(*snapshots))
-    items = first["tables"]["shop.items"]
-    assert [c["columns"] for c in items["schema_changes"]] == [
+    items = first.tables["shop.items"]
+    assert [c["columns"] for c in items.schema_changes] == [
         ["id", "name", "qty"], ["id", "name", "qty", "price"], ["id", "name", "stock", "price"]]
-    assert all(c["commit_ts"] in u.commits for c in items["schema_changes"])
-    assert second["tables"]["shop.items"]["schema"]["mysql_types"]["stock"] == "bigint"
-    assert set(second["ddl"]["dropped_tables"]) == {"shop.tmp", "shop.gone"}
-    assert second["ddl"]["dropped_tables"]["shop.tmp"]["by"] == "RENAME TABLE to shop.tmp2"
-    assert second["tables"]["shop.tmp2"]["moved_in"] == 1
-    assert third["ddl"]["dropped_tables"]["other.t"]["by"] == "DROP DATABASE"
-    assert "other.t" not in third["tables"]
+    assert all(c["commit_ts"] in u.commits for c in items.schema_changes)
+    assert second.tables["shop.items"].schema["mysql_types"]["stock"] == "bigint"
+    assert set(second.ddl.dropped_tables) == {"shop.tmp", "shop.gone"}
+    assert second.ddl.dropped_tables["shop.tmp"]["by"] == "RENAME TABLE to shop.tmp2"
+    assert second.tables["shop.tmp2"].moved_in == 1
+    assert third.ddl.dropped_tables["other.t"]["by"] == "DROP DATABASE"
+    assert "other.t" not in third.tables
 
 
 def test_the_rename_renamed_the_iceberg_table_and_its_tags_read_the_rows_before(ddl_run):
@@ -199,21 +200,21 @@ def test_the_rename_renamed_the_iceberg_table_and_its_tags_read_the_rows_before(
     old, new = ("src." + table_name("snapshots", *name) for name in (TMP, TMP2))
     assert not catalog.table_exists(old)
     tmp2 = catalog.load_table(new)
-    assert str(tmp2.metadata.table_uuid) == first["tables"]["shop.tmp"]["table_uuid"]
-    assert second["ddl"]["renamed_tables"] == {"shop.tmp2": {"from": "shop.tmp", "identifier": new,
+    assert str(tmp2.metadata.table_uuid) == first.tables["shop.tmp"].table_uuid
+    assert second.ddl.renamed_tables == {"shop.tmp2": {"from": "shop.tmp", "identifier": new,
                                                              "previous_identifier": old}}
-    at_first = tmp2.scan(snapshot_id=tmp2.snapshot_by_name(first["tag"]).snapshot_id).to_arrow().to_pylist()
-    assert _rows(["k", "v"], at_first) == _expected(u, ms_to_tso(first["window_end_ms"]) - 1)[TMP][1]
-    assert third["tables"]["shop.tmp2"]["table_uuid"] == str(tmp2.metadata.table_uuid)
-    assert third["ddl"]["renamed_tables"] == {}  # gh-ost's copy was created in the window: no Iceberg table moved
+    at_first = tmp2.scan(snapshot_id=tmp2.snapshot_by_name(first.tag).snapshot_id).to_arrow().to_pylist()
+    assert _rows(["k", "v"], at_first) == _expected(u, ms_to_tso(first.window_end_ms) - 1)[TMP][1]
+    assert third.tables["shop.tmp2"].table_uuid == str(tmp2.metadata.table_uuid)
+    assert third.ddl.renamed_tables == {}  # gh-ost's copy was created in the window: no Iceberg table moved
     # every commit says which window made it, and the global watermark that completed it
     for manifest in (first, second, third):
-        entry = manifest["tables"]["shop.items"]
-        summary = catalog.load_table(entry["identifier"]).snapshot_by_id(entry["snapshot_id"]).summary
+        entry = manifest.tables["shop.items"]
+        summary = catalog.load_table(entry.identifier).snapshot_by_id(entry.snapshot_id).summary
         props = summary.additional_properties
-        assert props["cdc.window-start-ms"] == str(manifest["window_start_ms"])
-        assert props["cdc.window-end-tso"] == str(ms_to_tso(manifest["window_end_ms"]))
-        assert int(props["cdc.global-watermark-tso"]) >= ms_to_tso(manifest["window_end_ms"])
+        assert props["cdc.window-start-ms"] == str(manifest.window_start_ms)
+        assert props["cdc.window-end-tso"] == str(ms_to_tso(manifest.window_end_ms))
+        assert int(props["cdc.global-watermark-tso"]) >= ms_to_tso(manifest.window_end_ms)
     # the tables created and dropped inside one window never had an Iceberg table
     assert not catalog.table_exists("src." + table_name("snapshots", *OTHER))
 
@@ -225,7 +226,7 @@ def test_point_in_time_equals_the_brute_force_replay_at_random_instants(ddl_run,
     instants = sorted(set(rng.sample(ddl_and_rows, 8) + [ts - 1 for ts in rng.sample(ddl_and_rows, 4)]
                           + [rng.randrange(u.commits[0], u.commits[-1]) for _ in range(4)]))
     snapshots = (settings.warehouse, "src")  # (warehouse, source)
-    window_ends = [ms_to_tso(read_manifest(*snapshots, w)["window_end_ms"]) - 1 for w in list_manifests(*snapshots)]
+    window_ends = [ms_to_tso(read_manifest(*snapshots, w).window_end_ms) - 1 for w in list_manifests(*snapshots)]
     for tso in instants + window_ends:
         got = {}
         for name, t in tables_as_of(spark, *snapshots, tso).items():
@@ -265,8 +266,8 @@ def test_history_holds_every_ended_version_and_snapshots_the_open_ones(ddl_run, 
         assert got == expected, name
     snapshots = (settings.warehouse, "src")  # (warehouse, source)
     last = read_manifest(*snapshots, list_manifests(*snapshots)[-1])
-    for entry in last["tables"].values():
-        name = (entry["database"], entry["table"])
+    for entry in last.tables.values():
+        name = (entry.database, entry.table)
         pk = u.tables[name].pk
         rows = read_entry_arrow(*snapshots, entry).to_pylist()
         assert {tuple(r[k] for k in pk): r[COMMIT_TS_COLUMN] for r in rows} == u.starts[name], name
@@ -287,8 +288,8 @@ def test_the_history_tables_read_back_with_pyiceberg_across_add_column_and_a_wid
     widened int -> bigint by MODIFY COLUMN in window 2, in place (same Iceberg field)."""
     from pyiceberg.types import DecimalType, IntegerType, LongType
 
-    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
-    from cdc_assets.lib.iceberg_tables import table_name
+    from cdc_assets.common.warehouse import load_pyiceberg_catalog
+    from cdc_assets.common.iceberg_tables import table_name
 
     u, settings, _ = ddl_run
     catalog = load_pyiceberg_catalog(settings.warehouse)

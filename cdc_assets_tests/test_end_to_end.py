@@ -14,11 +14,11 @@ from cdc_assets.cli import main as cli_main
 from cdc_assets.defs.factory import build_definitions, source_builds
 from cdc_assets.defs.automation import window_job_name
 from cdc_assets.defs.partitions import partition_key_for_ms
-from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
-from cdc_assets.lib.landing import load_state
-from cdc_assets.lib.simulator import generate
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
-from cdc_assets.lib.truth import load_truth
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.landing.tables import load_state
+from cdc_assets.simulator import generate
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.simulator.compare import load_truth
 from cdc_assets_tests.e2e import differences_from_truth, settings_for, simulate_and_replay
 from cdc_assets_tests.helpers import layer_commits
 
@@ -135,9 +135,9 @@ def test_export_writes_one_parquet_file_per_table(parquet_run, tmp_path, capsys)
     snapshots = (settings.warehouse, "src")  # (warehouse, source)
     manifest = read_manifest(*snapshots, list_manifests(*snapshots)[-1])
     files = sorted(p.name for p in out.glob("*.parquet"))
-    assert files == sorted(f"{tid}.parquet" for tid in manifest["tables"])
-    for tid, entry in manifest["tables"].items():
-        assert pq.read_table(out / f"{tid}.parquet").num_rows == entry["rows"]
+    assert files == sorted(f"{tid}.parquet" for tid in manifest.tables)
+    for tid, entry in manifest.tables.items():
+        assert pq.read_table(out / f"{tid}.parquet").num_rows == entry.rows
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert {x["table"] for x in lines} == set(load_truth(dump.truth_path)["tables"])
 
@@ -146,14 +146,14 @@ def test_export_as_of_a_window_end_equals_that_windows_snapshot(parquet_run, tmp
     _, _, settings = parquet_run
     snapshots = (settings.warehouse, "src")  # (warehouse, source)
     first = read_manifest(*snapshots, list_manifests(*snapshots)[0])
-    last_tso_of_window = (first["window_end_ms"] << 18) - 1  # commits <= this TSO
-    end_time = datetime.fromtimestamp(first["window_end_ms"] / 1000, tz=timezone.utc).isoformat()
+    last_tso_of_window = (first.window_end_ms << 18) - 1  # commits <= this TSO
+    end_time = datetime.fromtimestamp(first.window_end_ms / 1000, tz=timezone.utc).isoformat()
     for i, as_of in enumerate([str(last_tso_of_window), end_time]):  # a UTC time: commits before it
         out = tmp_path / f"asof{i}"
         assert cli_main(["export", "--warehouse", str(settings.warehouse), "--source", "src",
                          "--out", str(out), "--as-of", as_of]) == 0
-        for tid, entry in first["tables"].items():
-            assert pq.read_table(out / f"{tid}.parquet").num_rows == entry["rows"]
+        for tid, entry in first.tables.items():
+            assert pq.read_table(out / f"{tid}.parquet").num_rows == entry.rows
 
 
 def test_replay_cli_on_kcat_jsonl_equals_the_truth(tmp_path, capsys, spark):
@@ -205,19 +205,19 @@ def test_rematerializing_an_old_window_keeps_newer_snapshots_intact(parquet_run,
     assert result.success
     # Every window's tag is still on the snapshot its manifest names, main is the newest
     # window's (the rerun wrote on its own branch), and every window still equals the truth.
-    from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
+    from cdc_assets.common.warehouse import load_pyiceberg_catalog
 
     catalog = load_pyiceberg_catalog(settings.warehouse)
     newest = read_manifest(*snapshots, list_manifests(*snapshots)[-1])
     for window in list_manifests(*snapshots):
         manifest = read_manifest(*snapshots, window)
-        for entry in manifest["tables"].values():
-            table = catalog.load_table(tuple(entry["identifier"].split(".", 1)))
-            assert table.metadata.refs[manifest["tag"]].snapshot_id == entry["snapshot_id"]
+        for entry in manifest.tables.values():
+            table = catalog.load_table(tuple(entry.identifier.split(".", 1)))
+            assert table.metadata.refs[manifest.tag].snapshot_id == entry.snapshot_id
             assert not [r for r in table.metadata.refs if r.startswith("window-")]  # branches published and dropped
-    for entry in newest["tables"].values():
-        table = catalog.load_table(tuple(entry["identifier"].split(".", 1)))
-        assert table.current_snapshot().snapshot_id == entry["snapshot_id"]
+    for entry in newest.tables.values():
+        table = catalog.load_table(tuple(entry.identifier.split(".", 1)))
+        assert table.current_snapshot().snapshot_id == entry.snapshot_id
     assert differences_from_truth(settings, dump.truth_path) == {}
 
 

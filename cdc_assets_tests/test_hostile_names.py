@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
-from cdc_assets.lib.export import REAL_NAME_KEYS, export_snapshot
-from cdc_assets.lib.history import END_OP, VALID_FROM, VALID_TO
-from cdc_assets.lib.history_read import full_history
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
-from cdc_assets.lib.storage import MAX_PART_BYTES, table_id
-from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets.snapshot.export import REAL_NAME_KEYS, export_snapshot
+from cdc_assets.snapshot.history import END_OP, VALID_FROM, VALID_TO
+from cdc_assets.snapshot.history_read import full_history
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.common.names import MAX_PART_BYTES, table_id
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
 from cdc_assets_tests.helpers import layer_rows
@@ -126,11 +126,11 @@ def test_a_long_legal_name_is_stored_bounded_and_a_name_no_table_can_have_is_qua
     manifest = read_manifest(*snapshots, list_manifests(*snapshots)[-1])
     chinese_id = table_id("shop", CHINESE_40)
     assert chinese_id.startswith("shop.%E5%AE%A2%E6%88%B7") and len(chinese_id) <= 2 * MAX_PART_BYTES + 1
-    assert sorted(manifest["tables"]) == sorted([chinese_id, "shop.orders"])
-    entry = manifest["tables"][chinese_id]
-    assert (entry["database"], entry["table"], entry["rows"]) == ("shop", CHINESE_40, 2)
-    assert entry["identifier"] == f"src.snapshots__shop__{CHINESE_40}"  # CJK letters are kept as they are
-    assert manifest["tables"]["shop.orders"]["rows"] == 1
+    assert sorted(manifest.tables) == sorted([chinese_id, "shop.orders"])
+    entry = manifest.tables[chinese_id]
+    assert (entry.database, entry.table, entry.rows) == ("shop", CHINESE_40, 2)
+    assert entry.identifier == f"src.snapshots__shop__{CHINESE_40}"  # CJK letters are kept as they are
+    assert manifest.tables["shop.orders"].rows == 1
     assert not any("x" * 100 in p.name for p in settings.warehouse.rglob("*"))  # nothing of the bad names
 
     # The history: the version the UPDATE ended, and the open ones.

@@ -18,12 +18,13 @@ import pytest
 from pyiceberg.catalog import load_catalog
 
 from cdc_assets.cli import main as cli_main
-from cdc_assets.lib.iceberg_catalog import CATALOG, CATALOG_FILE, pyiceberg_properties, use_catalog
-from cdc_assets.lib.iceberg_tables import end_tag, table_name
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
-from cdc_assets.lib.storage import table_id
-from cdc_assets.lib.truth import load_truth, snapshot_rows, truth_rows
-from cdc_assets.lib.warehouse_tables import SOURCE_TABLES, tables_json
+from cdc_assets.common.warehouse import CATALOG, CATALOG_FILE, pyiceberg_properties, use_catalog
+from cdc_assets.common.iceberg_tables import end_tag, table_name
+from cdc_assets.snapshot.manifests import WindowManifest
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.common.names import table_id
+from cdc_assets.simulator.compare import load_truth, snapshot_rows, truth_rows
+from cdc_assets.common.warehouse_listing import SOURCE_TABLES, tables_json
 from cdc_assets_tests.e2e import simulate_and_replay
 
 HOUR = 3_600_000
@@ -54,7 +55,7 @@ def listed(capsys, warehouse: Path, *args: str) -> dict:
     return json.loads(out)
 
 
-def manifests(settings) -> list[dict]:
+def manifests(settings) -> list[WindowManifest]:
     return [read_manifest(settings.warehouse, "src", w) for w in list_manifests(settings.warehouse, "src")]
 
 
@@ -76,7 +77,7 @@ def test_tables_json_lists_every_snapshot_table_with_the_tag_of_every_window(run
     history = [t for t in doc["tables"] if t["layer"] == "history"]
     assert history and all(t["tags"] == [] and t["identifier"] == "src." + table_name("history", t["database"],
                                                                                       t["table"]) for t in history)
-    written = {tuple(n) for m in manifests(settings) for n in m["ddl"]["history_tables"]}
+    written = {tuple(n) for m in manifests(settings) for n in m.ddl.history_tables}
     assert {(t["database"], t["table"]) for t in history} == written
     tables = [t for t in doc["tables"] if t["database"] is not None and t["layer"] != "history"]
     for t in tables:
@@ -87,22 +88,22 @@ def test_tables_json_lists_every_snapshot_table_with_the_tag_of_every_window(run
     # Exactly the tables the windows wrote, each tagged with the end of every window it is in.
     windows = manifests(settings)
     by_name = {(t["database"], t["table"]): t for t in tables}
-    in_windows = {(e["database"], e["table"]) for m in windows for e in m["tables"].values()}
+    in_windows = {(e.database, e.table) for m in windows for e in m.tables.values()}
     assert set(by_name) == in_windows
     for name, t in by_name.items():
-        present = [m for m in windows if table_id(*name) in m["tables"]]
-        assert t["tags"] == [end_tag(m["window_end_ms"]) for m in present]
+        present = [m for m in windows if table_id(*name) in m.tables]
+        assert t["tags"] == [end_tag(m.window_end_ms) for m in present]
         assert present == windows[windows.index(present[0]):]  # from its first window on, no gap
 
     # Every complete window is materialized, and its tag is on every table that existed then:
     # each table of its manifest, which holds every table with rows in the truth.
     complete = [w for w in truth["windows"] if w["complete"]]
-    assert [m["window_start_ms"] for m in windows] == [w["start_ms"] for w in complete]
+    assert [m.window_start_ms for m in windows] == [w["start_ms"] for w in complete]
     for w, m in zip(complete, windows):
         tag = end_tag(w["end_ms"])
-        assert m["tag"] == tag
+        assert m.tag == tag
         with_rows = {tuple(name.split(".", 1)) for name, rows in w["tables"].items() if rows}
-        existed = {(e["database"], e["table"]) for e in m["tables"].values()}
+        existed = {(e.database, e.table) for e in m.tables.values()}
         assert with_rows <= existed
         assert all(tag in by_name[name]["tags"] for name in existed)
 
@@ -115,9 +116,9 @@ def test_the_tags_point_at_the_manifests_snapshots(run, capsys):
     doc = listed(capsys, settings.warehouse)
     catalog = load_catalog(doc["catalog"]["name"], **doc["catalog"]["properties"])
     for m in manifests(settings):
-        for entry in m["tables"].values():
-            table = catalog.load_table(entry["identifier"])
-            assert table.snapshot_by_name(m["tag"]).snapshot_id == entry["snapshot_id"]
+        for entry in m.tables.values():
+            table = catalog.load_table(entry.identifier)
+            assert table.snapshot_by_name(m.tag).snapshot_id == entry.snapshot_id
 
 
 def _plain(value):

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from cdc_assets import jvm_archive
-from cdc_assets.jvm_archive import build
+from cdc_assets.common import jvm_archive_build
+from cdc_assets.common.jvm_archive_build import build
 
 pytestmark = pytest.mark.slow
 
@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow
 # class came from.
 _START_A_SESSION = """
 import sys
-from cdc_assets.defs.resources import spark_config, start_spark_session
-from cdc_assets.lib.settings import load_settings
+from cdc_assets.common.spark_session import spark_config, start_spark_session
+from cdc_assets.common.settings import load_settings
 conf = spark_config(load_settings())
 conf["spark.driver.extraJavaOptions"] = (
     conf.get("spark.driver.extraJavaOptions", "") + f" -Xlog:class+load=info:file={sys.argv[1]}")
@@ -43,7 +43,7 @@ def test_the_next_driver_jvm_loads_sparks_classes_from_the_archive(tmp_path, mon
     folder = tmp_path / "a folder"  # a space: the launcher splits java options on spaces
     folder.mkdir()
     archive = folder / "spark-9.9.9-driver.jsa"
-    monkeypatch.setattr(jvm_archive, "default_archive_path", lambda: archive)
+    monkeypatch.setattr(jvm_archive_build, "default_archive_path", lambda: archive)
     # The default archive of an earlier pyspark goes; a file of the user's stays.
     (folder / "spark-9.9.8-driver.jsa").write_bytes(b"old")
     (folder / "mine.jsa").write_bytes(b"mine")
@@ -82,9 +82,9 @@ class _ChildThatWritesTheArchive:
 
 
 def test_an_archive_written_elsewhere_removes_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(jvm_archive.subprocess, "Popen", _ChildThatWritesTheArchive)
-    monkeypatch.setattr(jvm_archive, "_kill_group", lambda pid: None)
-    monkeypatch.setattr(jvm_archive, "default_archive_path", lambda: tmp_path / "spark-9.9.9-driver.jsa")
+    monkeypatch.setattr(jvm_archive_build.subprocess, "Popen", _ChildThatWritesTheArchive)
+    monkeypatch.setattr(jvm_archive_build, "_kill_group", lambda pid: None)
+    monkeypatch.setattr(jvm_archive_build, "default_archive_path", lambda: tmp_path / "spark-9.9.9-driver.jsa")
     (tmp_path / "spark-9.9.8-driver.jsa").write_bytes(b"old")
 
     written = build(tmp_path / "spark-9.9.7-driver.jsa")  # --out

@@ -10,10 +10,11 @@ import json
 
 from dagster import AssetKey, DagsterInstance
 
-from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA, REJECT_DETAIL, REJECT_REASON
-from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.snapshot_store import read_entry_arrow, read_manifest
-from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets.contracts.schemas import RAW_MESSAGE_SCHEMA, REJECT_DETAIL, REJECT_REASON
+from cdc_assets.decode import get_decoder
+from cdc_assets.snapshot.entry_tables import read_entry_arrow
+from cdc_assets.snapshot.store import read_manifest
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
 from cdc_assets_tests.helpers import decode
@@ -97,7 +98,7 @@ def test_a_flink_canal_json_dump_replays_in_kafka_order(tmp_path):
     snapshots = (settings.warehouse, "src")  # (warehouse, source)
 
     def rows(window_ms: int) -> list[tuple]:
-        entry = read_manifest(*snapshots, window_ms)["tables"]["app.users"]
+        entry = read_manifest(*snapshots, window_ms).tables["app.users"]
         table = read_entry_arrow(*snapshots, entry).to_pylist()
         return sorted((r["id"], r["name"]) for r in table)
 

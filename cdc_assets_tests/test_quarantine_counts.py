@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from dagster import AssetKey, DagsterInstance
 
-from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
 from cdc_assets_tests.helpers import layer_rows

@@ -17,10 +17,11 @@ from pathlib import Path
 import boto3
 import pytest
 
-from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
-from cdc_assets.lib.settings import load_settings
-from cdc_assets.lib.simulator import generate
-from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.common.settings import load_settings
+from cdc_assets.simulator import generate
+from cdc_assets.snapshot.entry_tables import read_entry_arrow
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets_tests.e2e import differences_from_truth
 from cdc_assets_tests.servers import moto_s3
 
@@ -63,7 +64,7 @@ def _contents(warehouse) -> dict[int, dict[str, list]]:
     for window in list_manifests(warehouse, "src"):
         manifest = read_manifest(warehouse, "src", window)
         out[window] = {tid: sorted(map(repr, read_entry_arrow(warehouse, "src", entry).to_pylist()))
-                       for tid, entry in manifest["tables"].items()}
+                       for tid, entry in manifest.tables.items()}
     return out
 
 
@@ -137,10 +138,10 @@ def test_sigkill_mid_window_on_s3_then_rerun_equals_the_uninterrupted_run(s3, cl
     assert partial and set(partial) < set(expected), "killed after the last window: nothing was interrupted"
     assert all(partial[w] == expected[w] for w in partial)
     # main of every snapshot table is the newest committed window's snapshot: nothing half-published
-    newest = read_manifest(crashed.iceberg_warehouse, "src", max(partial))["tables"]
+    newest = read_manifest(crashed.iceberg_warehouse, "src", max(partial)).tables
     catalog = load_pyiceberg_catalog(crashed.iceberg_warehouse)
     for entry in newest.values():
-        assert catalog.load_table(entry["identifier"]).current_snapshot().snapshot_id == entry["snapshot_id"]
+        assert catalog.load_table(entry.identifier).current_snapshot().snapshot_id == entry.snapshot_id
 
     again = _replay(dump.dump_dir, location, home, endpoint)
     assert again["ok"]

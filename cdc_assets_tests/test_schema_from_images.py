@@ -11,12 +11,14 @@ import pytest
 from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
-from cdc_assets.lib.history import END_OP, VALID_FROM, VALID_TO
-from cdc_assets.lib.history_read import read_history
-from cdc_assets.lib.metadata import schema_version
-from cdc_assets.lib.snapshot import COMMIT_TS_COLUMN
-from cdc_assets.lib.snapshot_store import list_manifests, read_entry, read_manifest
-from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets.snapshot.history import END_OP, VALID_FROM, VALID_TO
+from cdc_assets.snapshot.history_read import read_history
+from cdc_assets.defs.metadata import schema_version
+from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN
+from cdc_assets.snapshot.entry_tables import read_entry
+from cdc_assets.snapshot.manifests import WindowManifest
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
 
@@ -90,7 +92,7 @@ def run(tmp_path_factory):
     return summary, snapshots, settings.warehouse / "src"
 
 
-def _manifests(snapshots) -> list[dict]:
+def _manifests(snapshots) -> list[WindowManifest]:
     return [read_manifest(*snapshots, w) for w in list_manifests(*snapshots)]
 
 
@@ -107,52 +109,52 @@ def test_every_window_passes_its_checks(run):
 
 def test_a_column_images_start_to_carry_mid_window_is_added_earlier_rows_null(run, spark):
     _, snapshots, _ = run
-    grown = _manifests(snapshots)[0]["tables"]["shop.grown"]
-    assert grown["schema"]["columns"] == ["id", "name", "qty", "coupon"]
+    grown = _manifests(snapshots)[0].tables["shop.grown"]
+    assert grown.schema["columns"] == ["id", "name", "qty", "coupon"]
     assert _rows(spark, snapshots, grown) == [(1, "x", 1, "B1"), (2, "y", 2, "B2"), (3, "z", 3, None)]
-    assert (grown["previous_rows"], grown["inserted_keys"], grown["rows"]) == (0, 3, 3)
+    assert (grown.previous_rows, grown.inserted_keys, grown.rows) == (0, 3, 3)
 
 
 def test_a_column_images_carry_in_a_later_window_changes_the_schema_version(run, spark):
     _, snapshots, _ = run
     w1, w2, w3 = _manifests(snapshots)
-    before, after = w1["tables"]["shop.later"], w2["tables"]["shop.later"]
+    before, after = w1.tables["shop.later"], w2.tables["shop.later"]
     assert _rows(spark, snapshots, before) == [(1, "a", 1), (2, "b", 2)]
     assert _rows(spark, snapshots, after) == [(1, "a", 10, "A1"), (2, "b", 2, None), (3, "c", 3, "A3")]
-    assert schema_version(before["spark_schema"]) != schema_version(after["spark_schema"])
+    assert schema_version(before.spark_schema) != schema_version(after.spark_schema)
     # recorded as a schema change of its own, at the first image that carried the column
-    assert after["schema_changes"] == [{"commit_ts": ms_to_tso(W2 + 1_000), "ddl_type": None, "sql": None,
+    assert after.schema_changes == [{"commit_ts": ms_to_tso(W2 + 1_000), "ddl_type": None, "sql": None,
                                         "added_by_row_images": ["coupon"],
                                         "columns": ["id", "name", "qty", "coupon"]}]
-    assert (after["previous_rows"], after["inserted_keys"], after["deleted_keys"], after["rows"]) == (2, 1, 0, 3)
+    assert (after.previous_rows, after.inserted_keys, after.deleted_keys, after.rows) == (2, 1, 0, 3)
     # carried over unchanged in window 3: same folder, same version
-    assert w3["tables"]["shop.later"]["snapshot_id"] == after["snapshot_id"]
+    assert w3.tables["shop.later"].snapshot_id == after.snapshot_id
 
 
 def test_the_other_tables_are_unaffected(run, spark):
     _, snapshots, _ = run
     w1, w2, w3 = _manifests(snapshots)
-    versions = {schema_version(m["tables"]["shop.other"]["spark_schema"]) for m in (w1, w2, w3)}
-    assert len(versions) == 1 and w3["tables"]["shop.other"]["schema"]["columns"] == ["id", "name", "qty"]
-    assert _rows(spark, snapshots, w3["tables"]["shop.other"]) == [(1, "o", 9), (2, "o2", 2)]
-    assert all(m["tables"]["shop.other"]["schema_changes"] == [] for m in (w1, w2, w3))
+    versions = {schema_version(m.tables["shop.other"].spark_schema) for m in (w1, w2, w3)}
+    assert len(versions) == 1 and w3.tables["shop.other"].schema["columns"] == ["id", "name", "qty"]
+    assert _rows(spark, snapshots, w3.tables["shop.other"]) == [(1, "o", 9), (2, "o2", 2)]
+    assert all(m.tables["shop.other"].schema_changes == [] for m in (w1, w2, w3))
 
 
 def test_an_image_dated_before_its_add_column_the_ddl_places_and_types_it(run, spark):
     _, snapshots, _ = run
-    late = _manifests(snapshots)[2]["tables"]["shop.late"]
+    late = _manifests(snapshots)[2].tables["shop.late"]
     # The DDL's place (AFTER id) and type (BIGINT); the image's value kept; the row that never
     # carried the column stays NULL (no default: it cannot be told from a NULL).
-    assert late["schema"]["columns"] == ["id", "coupon", "name", "qty"]
-    assert late["schema"]["mysql_types"]["coupon"] == "bigint"
-    assert json.loads(late["spark_schema"])["fields"][1] == {"name": "coupon", "type": "long", "nullable": True,
+    assert late.schema["columns"] == ["id", "coupon", "name", "qty"]
+    assert late.schema["mysql_types"]["coupon"] == "bigint"
+    assert json.loads(late.spark_schema)["fields"][1] == {"name": "coupon", "type": "long", "nullable": True,
                                                             "metadata": {}}
     assert _rows(spark, snapshots, late) == [(1, 8, "p", 5), (2, 7, "q", 2)]
-    assert [(c["commit_ts"], c["sql"], c["columns"]) for c in late["schema_changes"]] == [
+    assert [(c["commit_ts"], c["sql"], c["columns"]) for c in late.schema_changes] == [
         (ms_to_tso(W3 + 1_000), None, ["id", "name", "qty", "coupon"]),
         (ms_to_tso(W3 + 2_000), ADD_COUPON, ["id", "coupon", "name", "qty"]),
     ]
-    assert late["conversion_failures"] == 0
+    assert late.conversion_failures == 0
 
 
 def test_the_history_of_rows_from_before_the_column_has_it_null(run, spark):

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from cdc_assets.lib.simulator import generate
-from cdc_assets.lib.snapshot_store import list_manifests, read_entry_arrow, read_manifest
+from cdc_assets.simulator import generate
+from cdc_assets.snapshot.entry_tables import read_entry_arrow
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import differences_from_truth, settings_for
 from cdc_assets_tests.servers import LOOPBACK, VENV_BIN, spark_connect, spark_env, spark_standalone
@@ -46,7 +47,7 @@ def snapshot_contents(warehouse: Path) -> dict[int, dict[str, list]]:
     root = (warehouse, "src")  # (warehouse, source)
     out = {}
     for window in list_manifests(*root):
-        tables = read_manifest(*root, window)["tables"]
+        tables = read_manifest(*root, window).tables
         out[window] = {tid: sorted(map(repr, read_entry_arrow(*root, e).to_pylist())) for tid, e in tables.items()}
     return out
 

@@ -9,10 +9,10 @@ import json
 import pytest
 from dagster import DagsterInstance
 
-from cdc_assets.lib import table_timeline
-from cdc_assets.lib.export import export_snapshot
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
-from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets.snapshot import timeline as table_timeline
+from cdc_assets.snapshot.export import export_snapshot
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
 
@@ -60,11 +60,11 @@ def test_a_failing_table_leaves_the_others_committed_and_is_repaired_by_a_rerun(
     assert sorted(summary.checks_failed) == [f"src/snapshots:tables_built@{k}"
                                              for k in ("2026-01-01-00:00", "2026-01-01-01:00")]
     first, second = (read_manifest(*snapshots, w) for w in list_manifests(*snapshots))
-    assert first["tables"]["db.good"]["rows"] == 1 and second["tables"]["db.good"]["rows"] == 2
-    assert "db.bad" not in first["tables"] and "db.bad" not in second["tables"]
-    assert first["failed_tables"]["db.bad"]["reason"].startswith(
+    assert first.tables["db.good"].rows == 1 and second.tables["db.good"].rows == 2
+    assert "db.bad" not in first.tables and "db.bad" not in second.tables
+    assert first.failed_tables["db.bad"].reason.startswith(
         "table db.bad: applying its rows failed: RuntimeError: a fault no rule foresaw")
-    assert second["failed_tables"]["db.bad"]["reason"].startswith("not built: an earlier window failed to build it")
+    assert second.failed_tables["db.bad"].reason.startswith("not built: an earlier window failed to build it")
     assert calls["bad"] == 1  # window 2 never built it on the stale state
     with pytest.raises(ValueError, match=r"failed to build \(db\.bad: table db\.bad: applying its rows failed"):
         export_snapshot(*snapshots, tmp_path / "out", "2026-01-01T01:00:00Z")
@@ -73,4 +73,4 @@ def test_a_failing_table_leaves_the_others_committed_and_is_repaired_by_a_rerun(
     summary = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
     assert summary.ok, summary.checks_failed
     last = read_manifest(*snapshots, list_manifests(*snapshots)[-1])
-    assert last["failed_tables"] == {} and last["tables"]["db.bad"]["rows"] == 2
+    assert last.failed_tables == {} and last.tables["db.bad"].rows == 2

@@ -8,8 +8,8 @@ import json
 import pytest
 from dagster import AssetCheckKey, AssetKey, DagsterEventType, DagsterInstance
 
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
-from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
 
@@ -57,6 +57,6 @@ def test_unapplied_ddl_warns_with_the_statements(tmp_path):
     snapshots = (settings.warehouse, "src")  # (warehouse, source)
     (window,) = list_manifests(*snapshots)
     manifest = read_manifest(*snapshots, window)
-    assert manifest["tables"]["shop.t"]["rows"] == 2  # kept as they were: the warning says why to look
-    assert [u["sql"] for u in manifest["ddl"]["unparsed"]] == [truncate]
+    assert manifest.tables["shop.t"].rows == 2  # kept as they were: the warning says why to look
+    assert [u["sql"] for u in manifest.ddl.unparsed] == [truncate]
 

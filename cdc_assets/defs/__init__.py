@@ -1,1 +1,1 @@
-"""Dagster wiring: one module per layer; pure logic lives in `cdc_assets.lib`."""
+"""Dagster wiring: one module per layer; pure logic lives in the stage packages (landing, decode, align, snapshot, common)."""

@@ -23,10 +23,11 @@ from dagster_aws.s3 import S3Resource
 
 from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, HISTORY, LANDED, QUARANTINE, RAW, SNAPSHOTS, SourceBuild
-from cdc_assets.lib.input_files import InputFile, files_not_landed, list_input_files, settled
-from cdc_assets.lib.landing import load_state
-from cdc_assets.lib.snapshot_store import carry_forward_windows, list_manifests, read_manifest
-from cdc_assets.lib.window_plan import split_quiet, windows_to_materialize
+from cdc_assets.landing.input_files import InputFile, files_not_landed, list_input_files, settled
+from cdc_assets.landing.tables import load_state
+from cdc_assets.snapshot.carry_forward import carry_forward_windows
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.snapshot.pending_windows import split_quiet, windows_to_materialize
 
 _ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
            DagsterRunStatus.STARTED]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetKey, MetadataValue
 
-from cdc_assets.lib.validation import ValidationOutcome
+from cdc_assets.contracts.checks import ValidationOutcome
 
 
 def contract_check(asset_key: AssetKey, name: str, outcome: ValidationOutcome) -> AssetCheckResult:

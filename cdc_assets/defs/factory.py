@@ -5,25 +5,25 @@ from __future__ import annotations
 from dagster import Definitions, in_process_executor
 
 from cdc_assets.defs.automation import build_hourly_schedules, build_jobs, build_landing_sensor
-from cdc_assets.defs.change_log.assets import build_change_log
-from cdc_assets.defs.change_table.assets import build_change_table
-from cdc_assets.defs.landing.assets import build_landed_dump
+from cdc_assets.defs.layers.change_log import build_change_log
+from cdc_assets.defs.layers.change_table import build_change_table
+from cdc_assets.defs.layers.landing import build_landed_dump
 from cdc_assets.defs.maintenance import build_maintenance
 from cdc_assets.defs.partitions import window_partitions
-from cdc_assets.defs.raw.assets import build_raw_messages
+from cdc_assets.defs.layers.raw import build_raw_messages
 from cdc_assets.defs.resources import (
     IcebergIOManager, make_s3_resource, make_spark_resource, warehouse_resource,
 )
-from cdc_assets.defs.snapshots.assets import build_snapshots
-from cdc_assets.defs.source_build import SourceBuild
-from cdc_assets.lib.settings import Settings
+from cdc_assets.defs.layers.snapshots import build_snapshots
+from cdc_assets.defs.source_build import ICEBERG_IO_MANAGER, SourceBuild
+from cdc_assets.common.settings import Settings
 
 
 def source_builds(settings: Settings) -> list[SourceBuild]:
     partitions_def = window_partitions(settings)
     builds = [SourceBuild(settings, s, partitions_def) for s in settings.sources]
     for b in builds:
-        b.decoder()  # a wrong protocol or option fails when the definitions load, not in a run
+        b.decoder()  # a wrong decoder option fails when the definitions load, not in a run
         b.check_layout_options()  # so does a layout option no layout takes
     return builds
 
@@ -51,7 +51,7 @@ def build_definitions(settings: Settings) -> Definitions:
             "pyspark": pyspark,
             "warehouse": warehouse,
             "s3": make_s3_resource(settings),
-            "iceberg_io_manager": IcebergIOManager(warehouse=warehouse, pyspark=pyspark),
+            ICEBERG_IO_MANAGER: IcebergIOManager(warehouse=warehouse, pyspark=pyspark),
         },
         # One Spark driver per run: steps share its session in one process.
         executor=in_process_executor,

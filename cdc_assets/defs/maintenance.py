@@ -1,6 +1,6 @@
 """Table maintenance as a scheduled Dagster job per source: expire the Iceberg snapshots older
 than the retention (every window-end tag and `main` are kept) and remove unreferenced files
-(lib/iceberg_maintenance.py)."""
+(common/iceberg_maintenance.py)."""
 
 
 from datetime import timedelta
@@ -21,7 +21,7 @@ from dagster_pyspark import PySparkResource
 from cdc_assets.defs.automation import SOURCE_TAG
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import SourceBuild
-from cdc_assets.lib.iceberg_maintenance import maintain_source
+from cdc_assets.common.iceberg_maintenance import maintain_source
 
 
 def maintenance_job_name(b: SourceBuild) -> str:

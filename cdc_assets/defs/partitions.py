@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dagster import TimeWindowPartitionsDefinition
 
-from cdc_assets.lib.settings import Settings
+from cdc_assets.common.settings import Settings
 
 PARTITION_FMT = "%Y-%m-%d-%H:%M"
 

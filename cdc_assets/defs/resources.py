@@ -2,10 +2,8 @@
 Iceberg IO manager."""
 
 
-import atexit
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -25,94 +23,12 @@ from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame
 
-from cdc_assets.lib.iceberg_catalog import (
-    CATALOG, ICEBERG_EXTENSIONS, SECRET_KEY, Warehouse, check_spark_can_open, spark_catalog_conf, spark_jars,
-    use_catalog,
+from cdc_assets.common.iceberg_tables import OUTPUT_METADATA_PROPERTY, IcebergTable, WindowTable, window_commit
+from cdc_assets.common.settings import Settings, env_catalog_properties
+from cdc_assets.common.spark_session import (
+    release_connect_session_on_exit, spark_config, use_this_python_for_workers,
 )
-from cdc_assets.lib.iceberg_tables import OUTPUT_METADATA_PROPERTY, IcebergTable, WindowTable, window_commit
-from cdc_assets.lib.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS, archive_in_place, with_archive
-from cdc_assets.lib.settings import Settings, env_catalog_properties
-
-
-def spark_config(settings: Settings) -> dict[str, str]:
-    """The session's settings. The master URL alone picks where Spark runs: `local[N]`, a
-    standalone cluster (`spark://host:port`), or a Spark Connect server (`sc://host:port`).
-    `settings.spark_conf` (CDC_ASSETS_SPARK_CONF) is applied last, so it wins. A driver JVM
-    started here maps the class-data-sharing archive when there is one (lib/jvm_archive.py)."""
-    conf = {
-        "spark.master": settings.spark_master,
-        "spark.app.name": "cdc_assets",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.shuffle.partitions": "8",
-        "spark.sql.adaptive.enabled": "true",
-        "spark.driver.memory": "4g",
-        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-        # A window is one file per layer. Spark splits a file between tasks only at row-group
-        # boundaries, so Parquet's default 128 MB row group made the decode of a window run
-        # on one core. Row groups of ~4 MB on disk (~25k Kafka messages) and read splits of at
-        # most 32 MB let every core take a share of a window and balance a dump of many files.
-        "spark.hadoop.parquet.block.size": str(4 * 1024 * 1024),
-        "spark.sql.files.maxPartitionBytes": "32m",
-        # Let AQE coalesce the shuffle partitions of cached plans too. Spark keeps a cached
-        # plan's partitioning by default, so every cached frame (a window's marked events,
-        # each table's typed actions) stayed in 8 partitions whatever its size: a 700-row
-        # table was written as 10 files and its history part as 16, with a task per file.
-        "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
-        # Every table of the warehouse is an Iceberg table (lib/iceberg_catalog.py).
-        "spark.jars": ",".join(spark_jars()),
-        "spark.sql.extensions": ICEBERG_EXTENSIONS,
-        **spark_catalog_conf(CATALOG, settings.iceberg_warehouse),
-        **settings.spark_conf,
-    }
-    check_spark_can_open(settings.iceberg_warehouse, conf["spark.jars"] + "," + conf.get("spark.jars.packages", ""))
-    archive = archive_in_place(settings.jvm_archive)
-    if archive and not is_spark_connect(settings.spark_master):
-        conf[DRIVER_DEFAULT_JAVA_OPTIONS] = with_archive(conf.get(DRIVER_DEFAULT_JAVA_OPTIONS), archive)
-    if is_spark_connect(settings.spark_master):
-        # A Connect client only sets session (SQL) settings; the server owns the rest.
-        conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.") and k != "spark.sql.extensions"}
-        conf["spark.remote"] = settings.spark_master
-    return conf
-
-
-def is_spark_connect(master: str) -> bool:
-    return master.startswith("sc://")
-
-
-def use_this_python_for_workers() -> None:
-    """Spark's Python workers (mapInArrow decoders) must run this interpreter, whose
-    environment has pyarrow; PySpark reads PYSPARK_PYTHON when the SparkContext starts."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-
-def start_spark_session(conf: dict[str, str]):
-    """A SparkSession outside Dagster (tests, benchmarks) with the resource's settings."""
-    from pyspark.sql import SparkSession
-
-    use_this_python_for_workers()
-    builder = SparkSession.builder
-    for k, v in conf.items():
-        builder = builder.config(k, v)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
-
-
-def release_connect_session_on_exit(session) -> None:
-    """A Spark Connect client keeps its server-side session (and anything cached in it) until
-    the server's idle timeout unless told to release it when the process exits: every run is
-    a process, so a long-lived server would collect one session per run. (pyspark 4.1 has no
-    setting for it: the release is registered here.)"""
-    atexit.register(_release, session)
-
-
-def _release(session) -> None:
-    try:
-        session.client.release_session()
-    except Exception:  # the server may be gone already: nothing left to release
-        pass
+from cdc_assets.common.warehouse import SECRET_KEY, Warehouse, qualified_name, table_identifier, use_catalog
 
 
 class CdcSparkResource(PySparkResource):
@@ -146,7 +62,7 @@ def make_s3_resource(settings: Settings) -> S3Resource:
 
 class WarehouseResource(ConfigurableResource):
     """Where each source's landing area and layers live (a local folder by default), and the
-    Iceberg catalog of its tables (`iceberg_catalog.Warehouse`, from the settings:
+    Iceberg catalog of its tables (`warehouse.Warehouse`, from the settings:
     `warehouse_resource`). No credential is part of it."""
 
     root: str  # a local folder or s3://bucket/prefix
@@ -175,6 +91,11 @@ class WarehouseResource(ConfigurableResource):
         warehouse = self.iceberg
         return WindowTable(IcebergTable(use_catalog(spark, warehouse), source, layer,
                                         warehouse.table_location(source, layer)))
+
+    def layer_commit(self, asset_path: list[str], window_start_ms: int) -> dict | None:
+        """The summary of the commit that wrote a window of a windowed layer (None: never
+        written, or expired by maintenance)."""
+        return layer_commit(self.iceberg, asset_path, window_start_ms)
 
 
 def warehouse_resource(settings: Settings) -> WarehouseResource:
@@ -211,7 +132,7 @@ class IcebergIOManager(ConfigurableIOManager):
         commit = window_commit(self.warehouse.iceberg, table.table.identifier, start_ms) or {}
         context.add_output_metadata({
             "rows": int(commit.get("added-records", 0)),
-            "dagster/table_name": f"{CATALOG}.{table.table.identifier}",
+            "dagster/table_name": qualified_name(table.table.identifier),
             "iceberg_snapshot_id": str(commit.get("snapshot_id")),
             # from the frame's schema: no Spark job
             "dagster/column_schema": column_schema(obj),
@@ -238,7 +159,11 @@ def column_schema(frame: DataFrame) -> TableSchema:
         for f in frame.schema.fields])
 
 
+def layer_commit(warehouse: Warehouse | str | Path, asset_path: list[str], window_start_ms: int) -> dict | None:
+    return window_commit(warehouse, table_identifier(*asset_path), window_start_ms)
+
+
 def window_output_metadata(warehouse: Warehouse | str | Path, asset_path: list[str], window_start_ms: int) -> dict:
     """The metadata a window's output was written with ({} if none)."""
-    commit = window_commit(warehouse, ".".join(asset_path), window_start_ms)
+    commit = layer_commit(warehouse, asset_path, window_start_ms)
     return json.loads(commit.get(OUTPUT_METADATA_PROPERTY, "{}")) if commit else {}

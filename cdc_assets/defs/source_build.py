@@ -5,18 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dagster import AssetKey, TimeWindowPartitionsDefinition
+from dagster import AssetCheckSpec, AssetKey, TimeWindowPartitionsDefinition
 
-from cdc_assets.lib.codecs import Decoder, get_decoder
-from cdc_assets.lib.input_files import local_dump_root
-from cdc_assets.lib.layouts import DumpLayout, check_layout_options, detect_layout, get_layout
-from cdc_assets.lib.s3_dump import is_s3_uri
-from cdc_assets.lib.settings import Settings, SourceConfig
-from cdc_assets.lib.watermark_state import EVENT_TIME_MODE, WATERMARK_MODE, Completeness
+from cdc_assets.decode import Decoder, get_decoder
+from cdc_assets.landing.input_files import local_dump_root
+from cdc_assets.landing.layouts import AUTO_LAYOUT, DumpLayout, Layout, check_layout_options, detect_layout, get_layout
+from cdc_assets.landing.s3_input import is_s3_uri
+from cdc_assets.landing.source_config import checked_source
+from cdc_assets.common.settings import Settings, SourceConfig
+from cdc_assets.landing.state import AUTO_COMPLETENESS, Completeness, CompletenessMode
 
 LANDED, RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY = (
     "landed_dump", "raw_messages", "change_log", "quarantine", "change_table", "snapshots", "history",
 )
+# The Definitions' key of `resources.IcebergIOManager`: what a layer's output is written with.
+ICEBERG_IO_MANAGER = "iceberg_io_manager"
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,10 @@ class SourceBuild:
     settings: Settings
     source: SourceConfig
     partitions_def: TimeWindowPartitionsDefinition
+
+    def __post_init__(self) -> None:
+        # An unknown protocol, layout or completeness fails here, when the definitions load.
+        object.__setattr__(self, "source", checked_source(self.source))
 
     @property
     def group(self) -> str:
@@ -37,10 +44,10 @@ class SourceBuild:
 
     def completeness(self) -> Completeness:
         mode = self.source.completeness
-        if mode == "auto":
+        if mode == AUTO_COMPLETENESS:
             # The storage sink's checkpoint-ts is a watermark whatever the protocol.
-            has_marks = self.decoder().emits_watermarks() or self._layout_or_none() == "storage-sink"
-            mode = WATERMARK_MODE if has_marks else EVENT_TIME_MODE
+            has_marks = self.decoder().emits_watermarks() or self._layout_or_none() == Layout.STORAGE_SINK
+            mode = CompletenessMode.WATERMARK if has_marks else CompletenessMode.EVENT_TIME
         return Completeness(mode, self.source.allowed_lateness_seconds * 1000)
 
     @property
@@ -52,14 +59,14 @@ class SourceBuild:
         """The local folder landing reads (for an S3 source: the mirror of its prefix)."""
         return local_dump_root(self.source, self.settings.iceberg_warehouse)
 
-    def _layout_or_none(self) -> str | None:
+    def _layout_or_none(self) -> Layout | None:
         try:
             return self.layout()
         except (ValueError, OSError):
             return None  # no dump yet: nothing to detect
 
-    def layout(self) -> str:
-        return detect_layout(self.dump_root) if self.source.layout == "auto" else self.source.layout
+    def layout(self) -> Layout:
+        return detect_layout(self.dump_root) if self.source.layout == AUTO_LAYOUT else self.source.layout
 
     def dump_layout(self) -> DumpLayout:
         """The layout with the source's layout options."""
@@ -70,4 +77,23 @@ class SourceBuild:
 
     @property
     def tags(self) -> dict[str, str]:
-        return {"protocol": self.source.protocol}
+        return {"protocol": str(self.source.protocol)}
+
+    def in_windows(self) -> dict:
+        """Where an asset (or a multi-asset) of a windowed layer belongs: `@asset(**b.in_windows(), ...)`."""
+        return {"partitions_def": self.partitions_def, "group_name": self.group}
+
+    def layer_asset(self, layer: str, description: str) -> dict:
+        """What every asset of an Iceberg layer is declared with, in `@asset`, `AssetOut` and
+        `AssetSpec` alike: its key, its kinds, the source's tags, and `description`."""
+        return {"key": self.key(layer), "kinds": {"spark", "iceberg"}, "tags": self.tags, "description": description}
+
+    def layer_output(self, layer: str, description: str) -> dict:
+        """`layer_asset` for an output the IO manager writes (`@asset` or `AssetOut`): one
+        window's partition of the Iceberg table `<source>.<layer>`."""
+        return {**self.layer_asset(layer, description), "io_manager_key": ICEBERG_IO_MANAGER}
+
+    def window_check(self, name: str, layer: str, description: str, blocking: bool = False) -> AssetCheckSpec:
+        """A check of a windowed layer, partitioned like it: the UI shows pass/fail per window."""
+        return AssetCheckSpec(name, asset=self.key(layer), partitions_def=self.partitions_def, blocking=blocking,
+                              description=description)

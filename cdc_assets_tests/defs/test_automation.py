@@ -21,14 +21,16 @@ from dagster import (
 )
 
 from cdc_assets.defs.factory import build_definitions
-from cdc_assets.lib.settings import load_settings
-from cdc_assets.lib.landing_tables import load_state, save_state
-from cdc_assets.lib.tso import ms_to_tso
-from cdc_assets.lib.watermark_state import Completeness, LandingState
-from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
-from cdc_assets.lib import snapshot_windows
-from cdc_assets.lib.snapshot_store import read_manifest
-from cdc_assets.lib.window_plan import split_quiet, windows_to_materialize
+from cdc_assets.common.settings import load_settings
+from cdc_assets.landing.tables import load_state, save_state
+from cdc_assets.common.tso import ms_to_tso
+from cdc_assets.landing.state import Completeness, LandingState, PartitionProgress
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.common.iceberg_tables import end_tag
+from cdc_assets.snapshot import manifests
+from cdc_assets.snapshot.manifests import TableEntry, WindowManifest
+from cdc_assets.snapshot.store import read_manifest
+from cdc_assets.snapshot.pending_windows import split_quiet, windows_to_materialize
 
 REPO = Path(__file__).resolve().parents[2]
 H = 3_600_000
@@ -39,8 +41,8 @@ def _state(watermark_ms: int) -> LandingState:
     state = LandingState()
     state.windows = {W0: 10, W0 + 2 * H: 5}  # the hour in between is quiet
     state.partitions = {
-        f"t/{p}": {"topic": "t", "kafka_partition": p, "messages": 5, "max_offset": 9,
-                   "max_watermark_ts": ms_to_tso(watermark_ms), "max_routing_ms": watermark_ms}
+        f"t/{p}": PartitionProgress("t", p, messages=5, max_offset=9, max_watermark_ts=ms_to_tso(watermark_ms),
+                                    max_routing_ms=watermark_ms)
         for p in (0, 1)
     }
     return state
@@ -71,11 +73,11 @@ def test_schedule_requests_pending_windows_oldest_first(tmp_path):
     settings = load_settings({"CDC_ASSETS_HOME": str(tmp_path)})
     save_state(settings.warehouse, "sample", _state(W0 + 3 * H))
     snapshots = (settings.warehouse, "sample")  # (warehouse, source)
-    since = snapshot_windows.begin(*snapshots)  # the windows table first, as a window's run makes it
-    table = {"rows": 3, "identifier": "sample.snapshots__db__t", "spark_schema": "{}",
-             "snapshot_id": _iceberg_snapshot(settings.warehouse, ("sample", "snapshots__db__t"))}
-    snapshot_windows.commit(*snapshots, since,
-                            [{"window_start_ms": W0, "window_end_ms": W0 + H, "tables": {"db.t": table}}])
+    since = manifests.begin(*snapshots)  # the windows table first, as a window's run makes it
+    table = TableEntry("db", "t", "sample.snapshots__db__t",
+                       _iceberg_snapshot(settings.warehouse, ("sample", "snapshots__db__t")), rows=3,
+                       written_window_start_ms=W0, schema={}, spark_schema="{}")
+    manifests.commit(*snapshots, since, [WindowManifest(W0, W0 + H, end_tag(W0 + H), {"db.t": table})])
     defs = build_definitions(settings)
     schedule = next(s for s in defs.schedules if s.name.endswith("complete_windows_hourly"))
     with instance_for_test() as instance:
@@ -86,10 +88,10 @@ def test_schedule_requests_pending_windows_oldest_first(tmp_path):
     # the quiet hour is carried forward by its manifest, without a run; the hour with data runs
     assert [r.partition_key for r in requests] == ["2026-01-01-02:00"]
     carried = read_manifest(*snapshots, W0 + H)
-    assert carried["carried_forward"] and carried["tables"]["db.t"]["snapshot_id"] == table["snapshot_id"]
-    assert (carried["tables"]["db.t"]["rows"], carried["tables"]["db.t"]["inserted_keys"]) == (3, 0)
+    assert carried.carried_forward and carried.tables["db.t"].snapshot_id == table.snapshot_id
+    assert (carried.tables["db.t"].rows, carried.tables["db.t"].inserted_keys) == (3, 0)
     tagged = load_pyiceberg_catalog(settings.warehouse).load_table(("sample", "snapshots__db__t"))
-    assert tagged.metadata.refs["end-20260101T0200Z"].snapshot_id == table["snapshot_id"]
+    assert tagged.metadata.refs["end-20260101T0200Z"].snapshot_id == table.snapshot_id
 
 
 def test_quiet_windows_wait_for_the_run_before_them():
@@ -168,8 +170,8 @@ def test_sensor_asks_once_more_when_the_new_files_have_settled(tmp_path):
 def test_sensor_requests_windows_the_watermark_completed_except_done_or_running(tmp_path):
     settings, defs, sensor, dump = _sensor_setup(tmp_path, W0 + 3 * H)
     # window 00:00 is committed (its row of the windows table)
-    snapshot_windows.commit(settings.warehouse, "sample", snapshot_windows.begin(settings.warehouse, "sample"),
-                            [{"window_start_ms": W0, "window_end_ms": W0 + H, "tables": {}}])
+    manifests.commit(settings.warehouse, "sample", manifests.begin(settings.warehouse, "sample"),
+                     [WindowManifest(W0, W0 + H, end_tag(W0 + H))])
     with instance_for_test() as instance:
         # Window 01:00 already has a running run: only 02:00 is requested (after the landing).
         instance.add_run(DagsterRun(job_name="sample__windows", run_id=str(uuid.uuid4()),

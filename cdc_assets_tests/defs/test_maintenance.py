@@ -10,8 +10,8 @@ from cdc_assets.defs.factory import build_definitions, source_builds
 from cdc_assets.defs.maintenance import maintenance_job_name
 from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.automation import window_job_name
-from cdc_assets.lib.iceberg_catalog import load_pyiceberg_catalog
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets_tests.e2e import differences_from_truth, simulate_and_replay
 
 pytestmark = pytest.mark.slow
@@ -46,9 +46,9 @@ def test_maintenance_expires_untagged_snapshots_and_keeps_every_window_end(tmp_p
     catalog = load_pyiceberg_catalog(warehouse)
     for window in list_manifests(*snapshots):
         manifest = read_manifest(*snapshots, window)
-        for entry in manifest["tables"].values():
-            table = catalog.load_table(tuple(entry["identifier"].split(".", 1)))
-            assert table.metadata.refs[manifest["tag"]].snapshot_id == entry["snapshot_id"]
+        for entry in manifest.tables.values():
+            table = catalog.load_table(tuple(entry.identifier.split(".", 1)))
+            assert table.metadata.refs[manifest.tag].snapshot_id == entry.snapshot_id
     assert differences_from_truth(settings, dump.truth_path) == {}
 
     # The window commits that named old windows expired: materializing the last window again

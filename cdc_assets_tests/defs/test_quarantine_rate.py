@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from dagster import DagsterInstance
 
-from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.canal_messages import row, values, watermark
 from cdc_assets_tests.e2e import settings_for

@@ -1,28 +1,11 @@
-"""Which Spark and which S3 the resources connect to, from the settings alone."""
+"""Which S3 the resources connect to, from the settings alone."""
 
 from __future__ import annotations
 
 from dagster import EnvVar
 
-from cdc_assets.defs.resources import make_s3_resource, spark_config
-from cdc_assets.lib.settings import load_settings
-
-
-def test_the_master_url_alone_picks_local_standalone_or_spark_connect():
-    local = spark_config(load_settings({}))
-    assert local["spark.master"] == "local[2]" and "spark.remote" not in local
-
-    standalone = spark_config(load_settings({"CDC_ASSETS_SPARK_MASTER": "spark://10.0.0.5:7077",
-                                             "CDC_ASSETS_SPARK_CONF": "spark.executor.memory=8g"}))
-    assert standalone["spark.master"] == "spark://10.0.0.5:7077"
-    assert standalone["spark.executor.memory"] == "8g" and standalone["spark.driver.memory"] == "4g"
-
-    # Spark Connect: no master, only session (SQL) settings; the server owns the rest.
-    connect = spark_config(load_settings({"CDC_ASSETS_SPARK_MASTER": "sc://connect:15002",
-                                          "CDC_ASSETS_SPARK_CONF": "spark.sql.shuffle.partitions=32"}))
-    assert connect["spark.remote"] == "sc://connect:15002" and "spark.master" not in connect
-    assert connect["spark.sql.shuffle.partitions"] == "32"
-    assert all(k.startswith("spark.sql.") for k in connect if k != "spark.remote")
+from cdc_assets.defs.resources import make_s3_resource
+from cdc_assets.common.settings import load_settings
 
 
 def test_s3_credentials_are_environment_variable_references(monkeypatch):
@@ -40,37 +23,3 @@ def test_s3_credentials_are_environment_variable_references(monkeypatch):
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     bare = make_s3_resource(load_settings({}))  # instance profile / IRSA: nothing to reference
     assert (bare.aws_access_key_id, bare.aws_secret_access_key, bare.endpoint_url) == (None, None, None)
-
-
-def test_one_window_file_is_read_by_several_tasks(spark, tmp_path):
-    """Layers write one file per window; Spark splits a file only at row groups, so the
-    session's small row groups are what let both cores decode one window."""
-    from pyspark.sql import functions as F
-
-    incompressible = F.unhex(F.sha2(F.col("id").cast("string"), 512))  # 64 bytes each
-    spark.range(200_000).select(incompressible.alias("value")).coalesce(1).write.parquet(str(tmp_path / "w"))
-    [written] = list((tmp_path / "w").glob("*.parquet"))
-    rows_per_task = spark.read.parquet(str(written)).rdd.glom().map(len).collect()
-    assert sum(rows_per_task) == 200_000
-    assert len([n for n in rows_per_task if n]) >= 2
-
-
-def test_a_local_driver_jvm_maps_the_class_archive_only_when_the_file_exists(tmp_path):
-    archive = tmp_path / "driver.jsa"
-    mine = "spark.driver.extraJavaOptions=-Dmine=1"
-    env = {"CDC_ASSETS_JVM_ARCHIVE": str(archive), "CDC_ASSETS_SPARK_CONF": mine}
-    assert "spark.driver.defaultJavaOptions" not in spark_config(load_settings(env))
-
-    archive.write_bytes(b"written by `cdc-assets jvm-archive`")
-    # In the default options, which Spark puts before the extra ones: the user's stay as they are.
-    conf = spark_config(load_settings(env))
-    assert conf["spark.driver.defaultJavaOptions"] == f"-XX:SharedArchiveFile={archive}"
-    assert conf["spark.driver.extraJavaOptions"] == "-Dmine=1"
-    standalone = spark_config(load_settings({**env, "CDC_ASSETS_SPARK_MASTER": "spark://10.0.0.5:7077"}))
-    assert standalone["spark.driver.defaultJavaOptions"] == f"-XX:SharedArchiveFile={archive}"
-
-    # A Connect client starts no driver JVM; `none` turns the archive off.
-    connect = spark_config(load_settings({**env, "CDC_ASSETS_SPARK_MASTER": "sc://connect:15002"}))
-    assert "spark.driver.defaultJavaOptions" not in connect
-    off = spark_config(load_settings({"CDC_ASSETS_JVM_ARCHIVE": "none"}))
-    assert "spark.driver.defaultJavaOptions" not in off

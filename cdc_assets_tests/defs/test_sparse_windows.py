@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dagster import DagsterInstance
 
-from cdc_assets.lib.point_in_time import plan
-from cdc_assets.lib.snapshot_store import list_manifests, read_manifest
-from cdc_assets.lib.tso import ms_to_tso
+from cdc_assets.snapshot.point_in_time import plan
+from cdc_assets.snapshot.store import list_manifests, read_manifest
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.replay import replay
 from cdc_assets_tests.canal_messages import row, values, watermark
 from cdc_assets_tests.e2e import settings_for
@@ -43,11 +43,11 @@ def test_quiet_windows_cost_no_run(tmp_path):
     assert len(list_manifests(*snapshots)) == windows
     quiet = read_manifest(*snapshots, T0 + 5 * HOUR)
     first = read_manifest(*snapshots, T0)
-    [(tid, entry)] = quiet["tables"].items()
-    assert quiet["carried_forward"] and entry["snapshot_id"] == first["tables"][tid]["snapshot_id"]
-    assert (entry["rows"], entry["inserted_keys"], quiet["window_end_ms"]) == (1, 0, T0 + 6 * HOUR)
+    [(tid, entry)] = quiet.tables.items()
+    assert quiet.carried_forward and entry.snapshot_id == first.tables[tid].snapshot_id
+    assert (entry.rows, entry.inserted_keys, quiet.window_end_ms) == (1, 0, T0 + 6 * HOUR)
     last = read_manifest(*snapshots, LATER)
-    assert (last["tables"][tid]["rows"], last["tables"][tid]["previous_rows"], summary.rows) == (2, 1, 2)
+    assert (last.tables[tid].rows, last.tables[tid].previous_rows, summary.rows) == (2, 1, 2)
     # an instant inside a quiet window reads the snapshot before it, with no change table
     inside = ms_to_tso(T0 + 100 * HOUR + 1234)
     p = plan(*snapshots, inside)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_assets.lib.changelog_schema import RAW_MESSAGE_SCHEMA
-from cdc_assets.lib.layouts import read_dump
-from cdc_assets.lib.simulator import generate
-from cdc_assets.lib.simulator.protocols import ENCODERS
+from cdc_assets.contracts.schemas import RAW_MESSAGE_SCHEMA
+from cdc_assets.landing.layouts import read_dump
+from cdc_assets.simulator import generate
+from cdc_assets.simulator.protocols import ENCODERS
 
 Message = tuple[bytes | None, bytes | None]
 JSON_DECODERS = ("canal-json", "debezium", "debezium-json", "cloudcanal-json")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, functions as F
 
-from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA, REJECT_DETAIL, REJECT_REASON, conform
-from cdc_assets.lib.codecs import Decoder
-from cdc_assets.lib.table_names import quarantine_invalid_table_names
-from cdc_assets.lib.validation import ChangeLogModel, validate
-from cdc_assets.lib.value_conversion import quarantine_unconvertible_values
-from cdc_assets.lib.window_events import reject_implausible_commit_ts
+from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA, REJECT_DETAIL, REJECT_REASON, conform
+from cdc_assets.decode import Decoder
+from cdc_assets.decode.table_names import quarantine_invalid_table_names
+from cdc_assets.contracts.checks import ChangeLogModel, validate
+from cdc_assets.decode.value_conversion import quarantine_unconvertible_values
+from cdc_assets.decode.window_events import reject_implausible_commit_ts
 
 REASON_CODE = r"^[a-z][a-z0-9_]*$"
 VERSION_ONLY_KEY = (1).to_bytes(8, "big")

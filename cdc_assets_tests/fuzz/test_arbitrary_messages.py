@@ -10,7 +10,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from cdc_assets.lib.codecs import DECODERS, get_decoder
+from cdc_assets.decode import DECODERS, get_decoder
 from cdc_assets_tests.fuzz.corpus import raw_messages
 from cdc_assets_tests.fuzz.properties import VERSION_ONLY_KEY, assert_decoder_properties, decode_like_the_asset
 

@@ -16,9 +16,9 @@ from collections import Counter
 import pytest
 from pyspark.sql import DataFrame, functions as F
 
-from cdc_assets.lib.changelog_schema import CHANGE_LOG_SCHEMA, REJECT_REASON, conform
-from cdc_assets.lib.codecs import get_decoder
-from cdc_assets.lib.simulator.protocols import ENCODERS
+from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA, REJECT_REASON, conform
+from cdc_assets.decode import get_decoder
+from cdc_assets.simulator.protocols import ENCODERS
 from cdc_assets_tests.fuzz.corpus import (
     JSON_DECODERS,
     Corpus,

@@ -1,0 +1,154 @@
+"""Layer 3: at-least-once duplicates removed, late events dropped, watermark-aligned.
+
+Rules (docs/architecture.md, "Ordering, dedup and watermarks"):
+- late: a row event whose commit_ts is below the highest watermark that appeared earlier
+  (at the same or a lower offset) in the same Kafka partition. TiCDC guarantees everything
+  below a watermark was sent before it, so such an event is a re-sent copy: dropped, counted.
+- duplicate: among the rest, events with identical content (table, commit_ts, source
+  position, kind, op, key, before, after, DDL text) are copies from a changefeed restart; the first one in
+  (partition, offset, index) order is kept, the others dropped and counted.
+- outside the window: a row or DDL event whose commit_ts is not in the window is a routing
+  bug (`decode/window_events.py` gives each window its own events), never something to apply:
+  dropped and counted, and the `events_inside_window` check fails.
+Watermark events are not part of the output (they live in the landing state).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window, functions as F
+
+from cdc_assets.contracts.schemas import CHANGE_LOG_COLUMNS, ROW, WATERMARK
+
+
+@dataclass(frozen=True)
+class AlignmentCounts:
+    events_in: int
+    late: int
+    duplicates: int
+    events_out: int
+    rows_out: int
+    ddl_out: int
+    outside_window: int = 0
+
+
+def _sorted_entries(m: Column) -> Column:
+    # Maps cannot be compared or grouped on; a sorted entry array is a stable identity.
+    return F.array_sort(F.map_entries(m))
+
+
+def _image_hash(m: str) -> Column:
+    """A hash of an image's entries, in any column order. Spark's hashes skip nulls, so
+    {a: "b", b: null} and {a: null, b: "b"} would hash alike, and so would a null image and
+    an empty one: the values are also hashed as one text with nulls marked."""
+    entries = _sorted_entries(F.col(m))
+    values = F.array_join(entries.getField("value"), "\u001f", "\u001e")
+    return F.xxhash64(entries, values)
+
+
+# The offsets of a partition are cut into about this many buckets, so that an event is
+# compared with the few watermark intervals of its own bucket, not with every watermark.
+_OFFSET_BUCKETS = 4096
+_PARTITION = ["topic", "kafka_partition"]
+
+
+def _prior_watermark(events: DataFrame, watermarks: DataFrame) -> DataFrame:
+    """Adds `_prior_watermark`: the highest watermark at or before each event's offset in its
+    partition (null: none). An as-of lookup through two broadcast joins: the events are not
+    shuffled, and a topic with one partition is not one task (a window over the partition was)."""
+    # Only watermarks up to the last event of a partition can precede one of its events.
+    reach = events.groupBy(*_PARTITION).agg(F.max("kafka_offset").alias("_reach"))
+    by_offset = Window.partitionBy(*_PARTITION).orderBy("kafka_offset", "watermark_ts")
+    steps = (
+        watermarks.join(reach, on=_PARTITION, how="inner")
+        .where(F.col("kafka_offset") <= F.col("_reach"))
+        .select(
+            *_PARTITION,
+            F.col("kafka_offset").alias("_from"),
+            # [_from, _to]: the offsets whose latest watermark at or before them is this one
+            # (inclusive, so that an offset at the top of the long range does not overflow)
+            F.coalesce(F.lead("kafka_offset").over(by_offset) - 1, F.col("_reach")).alias("_to"),
+            F.max("watermark_ts").over(by_offset.rowsBetween(Window.unboundedPreceding, 0)).alias("_run"),
+            (F.col("_reach").cast("double") + 1
+             - F.min("kafka_offset").over(Window.partitionBy(*_PARTITION)).cast("double")).alias("_span"),
+        )
+        .withColumn("_shift", F.greatest(F.lit(0), F.ceil(F.log2(F.col("_span") / _OFFSET_BUCKETS))).cast("int"))
+    )
+    shifts = steps.groupBy(*_PARTITION).agg(F.max("_shift").alias("_shift"))
+    intervals = steps.where(F.col("_from") <= F.col("_to")).select(
+        F.col("topic").alias("_m_topic"),
+        F.col("kafka_partition").alias("_m_partition"),
+        F.explode(F.sequence(F.call_function("shiftright", "_from", "_shift"),
+                             F.call_function("shiftright", "_to", "_shift"))).alias("_m_bucket"),
+        "_from", "_to", "_run",
+    )
+    located = events.join(F.broadcast(shifts), on=_PARTITION, how="left").withColumn(
+        "_bucket", F.call_function("shiftright", "kafka_offset", "_shift"))
+    within = (
+        (located["topic"] == intervals["_m_topic"])
+        & (located["kafka_partition"] == intervals["_m_partition"])
+        & (located["_bucket"] == intervals["_m_bucket"])
+        & (located["kafka_offset"] >= intervals["_from"])
+        & (located["kafka_offset"] <= intervals["_to"])
+    )
+    # The intervals of a partition do not overlap: an event matches at most one.
+    return located.join(F.broadcast(intervals), on=within, how="left").select(
+        *events.columns, F.col("_run").alias("_prior_watermark"))
+
+
+def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_start_tso: int,
+                             window_end_tso: int | None = None) -> DataFrame:
+    """Add `_late`, `_duplicate` and `_outside` flags to every non-watermark event
+    (`_outside`: its commit_ts is not in [window_start_tso, window_end_tso); never, without an end)."""
+    events = changes.where(F.col("event_kind") != WATERMARK).select(*CHANGE_LOG_COLUMNS)
+    # Only watermarks above the window start can make an event of this window late; one
+    # without an offset has no place in its partition's order and is not used.
+    marks = watermarks.where(
+        (F.col("watermark_ts") > F.lit(window_start_tso)) & F.col("kafka_offset").isNotNull()
+    ).select(*_PARTITION, "kafka_offset", "watermark_ts")
+    with_prior = _prior_watermark(events, marks)
+    late = (F.col("event_kind") == ROW) & F.coalesce(
+        F.col("commit_ts") < F.col("_prior_watermark"), F.lit(False)
+    )
+    flagged = with_prior.withColumn("_late", late)
+    # The images enter the partition key as hashes: the shuffle and the sort then carry
+    # two longs instead of a second copy of both images. A hash match alone never drops an
+    # event: a copy must also equal, image for image, the first event of its partition.
+    identity = Window.partitionBy(
+        # source_position: coarse clocks (official Canal, DTS) can repeat a change in the same
+        # second; only the source's position tells a real repeat from an at-least-once copy.
+        "_late", "database", "table", "commit_ts", "source_position", "event_kind", "op",
+        "pk_values", "ddl_sql",
+        _image_hash("before"), _image_hash("after"),
+    ).orderBy("kafka_partition", "kafka_offset", "event_index")
+
+    def same_as_first(m: str) -> Column:
+        return _sorted_entries(F.col(m)).eqNullSafe(_sorted_entries(F.first(m).over(identity)))
+
+    copy = (F.row_number().over(identity) > 1) & same_as_first("before") & same_as_first("after")
+    outside = F.lit(False) if window_end_tso is None else F.coalesce(
+        (F.col("commit_ts") < F.lit(window_start_tso)) | (F.col("commit_ts") >= F.lit(window_end_tso)), F.lit(True))
+    return flagged.withColumns({"_duplicate": ~F.col("_late") & copy, "_outside": outside})
+
+
+def _kept() -> Column:
+    return ~F.col("_late") & ~F.col("_duplicate") & ~F.col("_outside")
+
+
+def aligned_events(marked: DataFrame) -> DataFrame:
+    return marked.where(_kept()).select(*CHANGE_LOG_COLUMNS)
+
+
+def count_alignment(marked: DataFrame) -> AlignmentCounts:
+    kept = _kept()
+    r = marked.agg(
+        F.count(F.lit(1)).alias("events_in"),
+        F.count_if(F.col("_late")).alias("late"),
+        F.count_if(F.col("_duplicate")).alias("duplicates"),
+        F.count_if(kept).alias("events_out"),
+        F.count_if(kept & (F.col("event_kind") == ROW)).alias("rows_out"),
+        F.count_if(kept & (F.col("event_kind") != ROW)).alias("ddl_out"),
+        F.count_if(F.col("_outside")).alias("outside_window"),
+    ).first()
+    return AlignmentCounts(**{k: int(v or 0) for k, v in r.asDict().items()})

@@ -1,0 +1,1 @@
+"""What every stage shares: settings, TSO and window arithmetic, types, the Iceberg warehouse, Spark helpers."""

@@ -1,0 +1,425 @@
+"""One Iceberg table of the warehouse: its name, creation, schema evolution, a window's write on
+a branch, the tag of a window end, and reads at a snapshot.
+
+A window writes each table it changed on the branch `window-<start ms>`, cut from the
+snapshot the previous window ended on (never from `main`, which may hold a later window
+when an old window is materialized again). Once every table of the window is written, the
+window is published: each table's snapshot is tagged `end-<UTC end>` and, when the window
+is the newest one, becomes `main` (`publish`). Tags and refs are set with pyiceberg: catalog
+operations, no Spark job.
+
+DDL as Iceberg operations: TRUNCATE, DROP TABLE and DROP DATABASE are emptying commits on the
+window's branch (`empty_window`), so `main` and the window's tag read empty while earlier tags
+keep the rows; the table stays in the catalog. RENAME TABLE renames the Iceberg table
+(`rename`): history, snapshots and tags follow it. A manifest entry names the table by its
+identifier when written and its Iceberg UUID; `resolve_identifier` finds it after a rename.
+Every snapshot commit of a window carries the window in its summary (`window_properties`).
+"""
+
+from __future__ import annotations
+
+import re
+import json
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from urllib.parse import unquote_to_bytes
+
+from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
+
+from cdc_assets.common.warehouse import identifier_parts, table_identifier
+
+# A snapshot table is written sorted by its key (Iceberg's sort order; Spark range-distributes
+# the rows), so each data file holds one range of keys. A MERGE rewrites only the files whose
+# key range holds a touched key (the files' key bounds prune the rest), so a window of new,
+# increasing keys rewrites the last file, not the table. Hash buckets would not: thousands of
+# changed keys fall into every bucket.
+TABLE_PROPERTIES = {
+    "format-version": "2",
+    # Copy-on-write: readers (any engine) get plain data files, no delete files to merge.
+    "write.delete.mode": "copy-on-write",
+    "write.update.mode": "copy-on-write",
+    "write.merge.mode": "copy-on-write",
+}
+SORT_COLUMNS = "cdc.sort-columns"  # the key the table is ordered by, as JSON
+_KEEP = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_LAYER = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")  # snapshots, change_table, …
+
+
+def name_part(name: str) -> str:
+    """A database or table name inside an Iceberg table name: letters (any script) and digits
+    kept, one `_` between them kept, anything else percent-encoded (UTF-8). Reversible, and
+    `__` never occurs in a part, so it separates parts unambiguously."""
+    out = []
+    for i, ch in enumerate(name):
+        lone_underscore = (ch == "_" and 0 < i < len(name) - 1 and name[i - 1] != "_" and name[i + 1] != "_")
+        if ch in _KEEP or (ch.isalnum() and ch.isprintable()) or lone_underscore:
+            out.append(ch)
+        else:
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass")))
+    return "".join(out) or "%"  # an empty name still has a part
+
+
+def table_name(layer: str, database: str, table: str) -> str:
+    """`<layer>__<database>__<table>`, e.g. `snapshots__shop__orders`."""
+    return f"{layer}__{name_part(database)}__{name_part(table)}"
+
+
+def parse_name_part(part: str) -> str:
+    """The name `name_part` encoded as `part`; a ValueError unless `part` is exactly what
+    `name_part` writes (so two parts never decode to one name)."""
+    if part == "%":
+        return ""
+    try:
+        name = unquote_to_bytes(part).decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{part!r} is not an encoded name part: {exc}") from None
+    if name_part(name) != part:
+        raise ValueError(f"{part!r} is not an encoded name part")
+    return name
+
+
+def parse_table_name(name: str) -> tuple[str, str, str]:
+    """`table_name` inverted: `snapshots__shop__orders` -> ('snapshots', 'shop', 'orders').
+    A ValueError for a name `table_name` cannot have written (another tool's table)."""
+    parts = name.split("__")
+    if len(parts) != 3 or not _LAYER.fullmatch(parts[0]):
+        raise ValueError(f"{name!r} is not a <layer>__<database>__<table> name")
+    return parts[0], parse_name_part(parts[1]), parse_name_part(parts[2])
+
+
+def end_tag(window_end_ms: int) -> str:
+    """The tag of a window end: `end-20240501T0500Z` (UTC, ISO 8601 basic)."""
+    return "end-" + datetime.fromtimestamp(window_end_ms / 1000, tz=timezone.utc).strftime("%Y%m%dT%H%MZ")
+
+
+def branch_name(window_start_ms: int) -> str:
+    return f"window-{window_start_ms}"
+
+
+def sql_text(text: str) -> str:
+    """`text` inside a single-quoted SQL string."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _quote(part: str) -> str:
+    return "`" + part.replace("`", "``") + "`"
+
+
+def iceberg_type(dtype: T.DataType) -> T.DataType:
+    """The type Iceberg stores a Spark type as (it has no 8- or 16-bit integers)."""
+    return T.IntegerType() if isinstance(dtype, (T.ByteType, T.ShortType)) else dtype
+
+
+def as_stored(frame: DataFrame) -> DataFrame:
+    return frame.select([F.col(_quote(f.name)).cast(iceberg_type(f.dataType)).alias(f.name)
+                         for f in frame.schema.fields])
+
+
+@dataclass(frozen=True)
+class IcebergTable:
+    catalog: str  # Spark's name of the warehouse catalog (warehouse.use_catalog)
+    namespace: str
+    name: str
+    location: str  # "" : the catalog's default location
+
+    @property
+    def identifier(self) -> str:
+        """Catalog-independent: `<namespace>.<name>` (what pyiceberg and the manifest use)."""
+        return table_identifier(self.namespace, self.name)
+
+    @property
+    def in_catalog(self) -> str:
+        """The table's name inside its catalog, as a procedure's `table =>` text takes it."""
+        return sql_text(f"{_quote(self.namespace)}.{_quote(self.name)}")
+
+    @property
+    def sql(self) -> str:
+        return f"{self.catalog}.{_quote(self.namespace)}.{_quote(self.name)}"
+
+    def on_branch(self, branch: str) -> str:
+        return f"{self.sql}.{_quote('branch_' + branch)}"
+
+    # structure -------------------------------------------------------------------------------
+    def exists(self, spark: SparkSession) -> bool:
+        return spark.catalog.tableExists(self.sql)
+
+    def ensure_namespace(self, spark: SparkSession) -> None:
+        """Once per window, before its tables are written side by side (two threads creating
+        the namespace together would collide in the catalog)."""
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self.catalog}.{_quote(self.namespace)}")
+
+    def ensure(self, spark: SparkSession, schema: T.StructType, partition: str | tuple[str, ...] | None = None) -> None:
+        """Create the table (all columns nullable), partitioned by the column(s) `partition` if
+        given; its namespace exists (`ensure_namespace`)."""
+        if self.exists(spark):
+            return
+        columns = ", ".join(f"{_quote(f.name)} {iceberg_type(f.dataType).simpleString()}" for f in schema.fields)
+        partitions = (partition,) if isinstance(partition, str) else tuple(partition or ())
+        partitioned = f" PARTITIONED BY ({', '.join(_quote(p) for p in partitions)})" if partitions else ""
+        properties = ", ".join(f"'{k}'='{sql_text(v)}'" for k, v in TABLE_PROPERTIES.items())
+        # no location: the catalog's default one for the table (its warehouse, any scheme)
+        located = f" LOCATION '{sql_text(self.location)}'" if self.location else ""
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {self.sql} ({columns}) USING iceberg{partitioned}{located} "
+                  f"TBLPROPERTIES ({properties})")
+
+    def evolve(self, spark: SparkSession, target: T.StructType, key: list[str] | None = None) -> None:
+        """Make the table's current schema `target` (names, types, order) with Iceberg's own
+        evolution: add, drop, widen (int→bigint, float→double, decimal precision); a type
+        Iceberg cannot widen to is a drop and an add (the old snapshots keep the old column).
+        `key`: the columns the table is ordered by (none: unordered)."""
+        properties = dict(spark.sql(f"SHOW TBLPROPERTIES {self.sql}").collect())
+        ordered_by = json.loads(properties.get(SORT_COLUMNS, "[]"))
+        current = {f.name: f.dataType for f in spark.table(self.sql).schema.fields}
+        wanted = [(f.name, iceberg_type(f.dataType)) for f in target.fields]
+        key = [k for k in (key or []) if k in dict(wanted)]
+        if ordered_by and ordered_by != key:  # a sort column cannot be dropped or retyped
+            spark.sql(f"ALTER TABLE {self.sql} WRITE UNORDERED")
+            spark.sql(f"ALTER TABLE {self.sql} UNSET TBLPROPERTIES ('{SORT_COLUMNS}')")
+            ordered_by = []
+        names = {n for n, _ in wanted}
+        for gone in [n for n in current if n not in names]:
+            spark.sql(f"ALTER TABLE {self.sql} DROP COLUMN {_quote(gone)}")
+        for name, dtype in wanted:
+            have = current.get(name)
+            if have is None:
+                spark.sql(f"ALTER TABLE {self.sql} ADD COLUMN {_quote(name)} {dtype.simpleString()}")
+            elif have != dtype:
+                if widens(have, dtype):
+                    spark.sql(f"ALTER TABLE {self.sql} ALTER COLUMN {_quote(name)} TYPE {dtype.simpleString()}")
+                else:
+                    spark.sql(f"ALTER TABLE {self.sql} DROP COLUMN {_quote(name)}")
+                    spark.sql(f"ALTER TABLE {self.sql} ADD COLUMN {_quote(name)} {dtype.simpleString()}")
+        order = [f.name for f in spark.table(self.sql).schema.fields]
+        if order != [n for n, _ in wanted]:
+            for previous, (name, _) in zip([None] + [n for n, _ in wanted], wanted):
+                where = "FIRST" if previous is None else f"AFTER {_quote(previous)}"
+                spark.sql(f"ALTER TABLE {self.sql} ALTER COLUMN {_quote(name)} {where}")
+        if key and ordered_by != key:
+            spark.sql(f"ALTER TABLE {self.sql} WRITE ORDERED BY {', '.join(_quote(k) for k in key)}")
+            spark.sql(f"ALTER TABLE {self.sql} SET TBLPROPERTIES ('{SORT_COLUMNS}'='{sql_text(json.dumps(key))}')")
+
+    # writes ----------------------------------------------------------------------------------
+    def write_window(self, spark: SparkSession, branch: str, base_snapshot_id: int | None, frame: DataFrame,
+                     key: list[str], keys: DataFrame | None = None) -> int:
+        """Write the table's state at the window end on `branch` (cut from `base_snapshot_id`)
+        and return the branch's snapshot. `keys` given: `frame` holds only the rows of those
+        keys (the others are unchanged since the base), merged in one commit; else `frame` is
+        the whole table, one overwrite."""
+        stored = as_stored(frame)
+        base = base_snapshot_id if base_snapshot_id is not None else self.ref_snapshot(spark, "main")
+        if base is None:  # a table with no snapshot yet: its first commit is on main
+            stored.writeTo(self.sql).append()
+            return self.ref_snapshot(spark, "main")
+        spark.sql(f"ALTER TABLE {self.sql} CREATE OR REPLACE BRANCH {_quote(branch)} AS OF VERSION {base}")
+        if keys is None:
+            stored.writeTo(self.on_branch(branch)).overwrite(F.lit(True))
+        else:
+            self._merge(spark, branch, stored, key, keys)
+        return self.ref_snapshot(spark, branch)
+
+    def _merge(self, spark: SparkSession, branch: str, rows: DataFrame, key: list[str], keys: DataFrame) -> None:
+        """Keys with a row: upserted; keys without: deleted."""
+        present = "_cdc_present"
+        # Materialized first: a SQL MERGE whose source reads an Iceberg table (the change
+        # table, the previous snapshot) fails to plan in Spark 4.1 ("No plan for
+        # TableReference"); the source is the touched keys only, small.
+        source = keys.select(*[_quote(k) for k in key]).distinct().join(
+            rows.withColumn(present, F.lit(True)), on=key, how="left").localCheckpoint()
+        view = f"cdc_merge_{uuid.uuid4().hex}"
+        source.createOrReplaceTempView(view)
+        on = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key)
+        columns = [_quote(c) for c in rows.columns]
+        sets = ", ".join(f"t.{c} = s.{c}" for c in columns)
+        try:
+            spark.sql(
+                f"MERGE INTO {self.on_branch(branch)} t USING {view} s ON {on} "
+                f"WHEN MATCHED AND s.{present} IS NULL THEN DELETE "
+                f"WHEN MATCHED THEN UPDATE SET {sets} "
+                f"WHEN NOT MATCHED AND s.{present} IS NOT NULL THEN INSERT ({', '.join(columns)}) "
+                f"VALUES ({', '.join('s.' + c for c in columns)})")
+        finally:
+            spark.catalog.dropTempView(view)
+
+    def empty_window(self, spark: SparkSession, branch: str, base_snapshot_id: int) -> int:
+        """An emptying commit (every row deleted) on `branch`, cut from `base_snapshot_id`: what a
+        DROP TABLE, DROP DATABASE or a rename to no Iceberg table leaves (the table stays in
+        the catalog, so the tags before still read its rows). Returns the branch's snapshot."""
+        empty = spark.createDataFrame([], spark.table(self.sql).schema)
+        return self.write_window(spark, branch, base_snapshot_id, empty, key=[])
+
+    def rename(self, spark: SparkSession, name: str) -> "IcebergTable":
+        """The table under `name` in its namespace: a catalog operation that keeps its UUID,
+        snapshots, branches and tags (its files stay where they are)."""
+        spark.sql(f"ALTER TABLE {self.sql} RENAME TO {_quote(self.namespace)}.{_quote(name)}")
+        return replace(self, name=name)
+
+    def ref_snapshot(self, spark: SparkSession, ref: str) -> int | None:
+        row = spark.sql(f"SELECT snapshot_id FROM {self.sql}.refs").where(F.col("name") == ref).first()
+        return None if row is None else int(row[0])
+
+    def total_records(self, spark: SparkSession, snapshot_id: int) -> int:
+        """The rows of a snapshot, from its summary (metadata, no scan)."""
+        row = spark.sql(f"SELECT summary FROM {self.sql}.snapshots").where(F.col("snapshot_id") == snapshot_id).first()
+        return int(row[0]["total-records"])
+
+    # reads -----------------------------------------------------------------------------------
+    def read(self, spark: SparkSession, snapshot_id: int, schema: T.StructType) -> DataFrame:
+        """The table at a snapshot, in the Spark types the manifest recorded."""
+        frame = spark.read.option("versionAsOf", str(snapshot_id)).table(self.sql)
+        return frame.select([F.col(_quote(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+WINDOW_COLUMN = "window_start_ms"
+WINDOW_PROPERTY = "cdc.window-start-ms"
+OUTPUT_METADATA_PROPERTY = "cdc.output-metadata"
+
+
+@dataclass(frozen=True)
+class WindowTable:
+    """A layer stored as one Iceberg table partitioned by window (`raw_messages`,
+    `change_log`, `quarantine`, `change_table`): a window's write replaces its partition in
+    one commit, and that commit's summary says which window it wrote (`cdc.window-start-ms`)
+    and carries the output's metadata, so an empty window is a commit too."""
+
+    table: IcebergTable
+
+    def write(self, spark: SparkSession, frame: DataFrame, window_start_ms: int, metadata: dict[str, str]) -> None:
+        stored = as_stored(frame).withColumn(WINDOW_COLUMN, F.lit(window_start_ms).cast("long"))
+        if not self.table.exists(spark):
+            self.table.ensure_namespace(spark)
+            self.table.ensure(spark, stored.schema, partition=WINDOW_COLUMN)
+        self.table.evolve(spark, stored.schema)
+        writer = stored.writeTo(self.table.sql).option(f"snapshot-property.{WINDOW_PROPERTY}", str(window_start_ms))
+        for key, value in metadata.items():
+            writer = writer.option(f"snapshot-property.{key}", value)
+        writer.overwrite(F.col(WINDOW_COLUMN) == F.lit(window_start_ms))
+
+    def read(self, spark: SparkSession, window_start_ms: int) -> DataFrame:
+        return spark.table(self.table.sql).where(F.col(WINDOW_COLUMN) == F.lit(window_start_ms)).drop(WINDOW_COLUMN)
+
+
+def load_table(catalog, identifier: str):
+    """A pyiceberg table by the manifest's identifier `<namespace>.<name>` (a name may hold dots)."""
+    return catalog.load_table(identifier_parts(identifier))
+
+
+def table_uuids(catalog, identifiers) -> dict[str, str]:
+    """Each table's Iceberg UUID (kept by a rename): what a manifest entry records to find
+    its table again (`resolve_identifier`)."""
+    return {i: str(load_table(catalog, i).metadata.table_uuid) for i in identifiers}
+
+
+def resolve_identifier(catalog, identifier: str, table_uuid: str | None, snapshot_id: int) -> str:
+    """The identifier the table of a manifest entry has now. An entry names the table as it
+    was when the window was written; a later RENAME TABLE renamed the Iceberg table (same
+    UUID, same snapshots), and a later CREATE may have made another table under the old
+    name. The entry's table is the one with its UUID (entries written before UUIDs were
+    recorded: the one holding its snapshot, snapshot ids being random 63-bit numbers).
+    Looks at the entry's own identifier first, then the namespace's other tables."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    def is_it(table) -> bool:
+        if table_uuid is not None:
+            return str(table.metadata.table_uuid) == table_uuid
+        return table.metadata.snapshot_by_id(snapshot_id) is not None
+
+    namespace, _ = identifier_parts(identifier)
+    try:
+        if is_it(load_table(catalog, identifier)):
+            return identifier
+    except NoSuchTableError:
+        pass
+    for candidate in catalog.list_tables((namespace,)):
+        name = table_identifier(namespace, candidate[-1])
+        if name != identifier and is_it(catalog.load_table(candidate)):
+            return name
+    raise LookupError(f"the Iceberg table of {identifier} (uuid {table_uuid}, snapshot {snapshot_id}) is not "
+                      f"in the catalog's namespace {namespace!r}: it was dropped outside cdc_assets")
+
+
+# Snapshot summary properties every commit of a window's snapshot tables carries, whatever
+# wrote it (overwrite, MERGE, emptying commit): Spark's session-wide snapshot properties,
+# because a SQL MERGE takes no write options.
+WINDOW_END_PROPERTY = "cdc.window-end-ms"
+WINDOW_END_TSO_PROPERTY = "cdc.window-end-tso"
+WATERMARK_PROPERTY = "cdc.global-watermark-tso"
+_SESSION_SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
+
+
+@contextmanager
+def window_properties(spark: SparkSession, properties: dict[str, str]):
+    """`properties` in the summary of every Iceberg commit `spark` makes meanwhile. The tables
+    of a window commit from a few threads of one session: the values must be the window's,
+    the same for every table, set before the threads start and unset after they end."""
+    keys = [_SESSION_SNAPSHOT_PROPERTY + k for k in properties]
+    for key, value in zip(keys, properties.values()):
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in keys:
+            spark.conf.unset(key)
+
+
+def window_commit(warehouse, identifier: str, window_start_ms: int) -> dict | None:
+    """The summary of the newest commit that wrote the window (pyiceberg, no Spark); None when
+    no commit did (or the table does not exist)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from cdc_assets.common.warehouse import load_pyiceberg_catalog
+
+    try:
+        table = load_table(load_pyiceberg_catalog(warehouse), identifier)
+    except NoSuchTableError:
+        return None
+    wanted = str(window_start_ms)
+    for snapshot in sorted(table.metadata.snapshots, key=lambda s: s.sequence_number, reverse=True):
+        summary = snapshot.summary
+        if summary is not None and summary.additional_properties.get(WINDOW_PROPERTY) == wanted:
+            return {"snapshot_id": snapshot.snapshot_id, **summary.additional_properties,
+                    "operation": summary.operation.value}
+    return None
+
+
+def widens(have: T.DataType, want: T.DataType) -> bool:
+    if isinstance(have, T.IntegerType) and isinstance(want, T.LongType):
+        return True
+    if isinstance(have, T.FloatType) and isinstance(want, T.DoubleType):
+        return True
+    return (isinstance(have, T.DecimalType) and isinstance(want, T.DecimalType) and have.scale == want.scale
+            and want.precision > have.precision)
+
+
+def publish(warehouse, written: dict[str, int], carried: dict[str, int], tag: str, branch: str,
+            newest: bool) -> None:
+    """Make a window visible: every table of it (`identifier -> snapshot id`) gets the tag of
+    its end; the tables it wrote drop their window branch and, when it is the newest window,
+    move `main` to that snapshot. pyiceberg: catalog commits only, no Spark job."""
+    from cdc_assets.common.warehouse import load_pyiceberg_catalog
+
+    catalog = load_pyiceberg_catalog(warehouse)
+    for identifier, snapshot_id in {**carried, **written}.items():
+        table = load_table(catalog, identifier)
+        with table.manage_snapshots() as refs:
+            refs.create_tag(snapshot_id, tag)
+            if identifier in written:
+                if newest and (table.current_snapshot() is None
+                               or table.current_snapshot().snapshot_id != snapshot_id):
+                    refs.set_current_snapshot(snapshot_id=snapshot_id)
+                if branch in table.metadata.refs:
+                    refs.remove_branch(branch)
+
+
+def tag_snapshots(warehouse, snapshots: dict[str, int], tags: list[str]) -> None:
+    """Every tag in `tags` on each table's snapshot (`identifier -> snapshot id`): one catalog
+    commit per table, however many tags (a run of quiet windows)."""
+    from cdc_assets.common.warehouse import load_pyiceberg_catalog
+
+    catalog = load_pyiceberg_catalog(warehouse)
+    for identifier, snapshot_id in snapshots.items():
+        table = load_table(catalog, identifier)
+        with table.manage_snapshots() as refs:
+            for tag in tags:
+                refs.create_tag(snapshot_id, tag)

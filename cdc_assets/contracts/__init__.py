@@ -1,0 +1,1 @@
+"""The Spark schemas every layer writes, and the pandera checks of them."""

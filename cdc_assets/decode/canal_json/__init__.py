@@ -1,0 +1,1 @@
+"""TiCDC Canal-JSON (`_tidb` extension, watermarks) and official Canal's flat messages."""

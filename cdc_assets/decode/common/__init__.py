@@ -1,0 +1,1 @@
+"""Decoding code several protocols share."""

@@ -1,0 +1,30 @@
+"""Column helpers shared by the decoders' Spark side (routing, lineage, event times)."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, functions as F
+
+from cdc_assets.contracts.schemas import LINEAGE_FIELDS
+
+
+def lineage_columns() -> list[str]:
+    return [f.name for f in LINEAGE_FIELDS]
+
+
+# Up to 9999-12-31: beyond that Spark's timestamp functions raise instead of returning null.
+_MAX_EVENT_MS = 253_402_300_799_999
+
+
+def event_time_from_ms(ms: Column) -> Column:
+    """A producer's event time in ms -> timestamp; non-positive or absurd values -> null."""
+    return F.timestamp_millis(F.when((ms > 0) & (ms <= _MAX_EVENT_MS), ms))
+
+
+def blank_to_null(c: Column) -> Column:
+    """Protocols write "" for "no database/table"; the change log says null."""
+    return F.when(F.length(c) > 0, c)
+
+
+def value_text() -> Column:
+    """The Kafka value as text (invalid UTF-8 is caught separately by `is_valid_utf8`)."""
+    return F.col("value").cast("string")

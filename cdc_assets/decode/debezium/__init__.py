@@ -1,0 +1,1 @@
+"""TiCDC's Debezium protocol and Debezium's own JSON envelope."""

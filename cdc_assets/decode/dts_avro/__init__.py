@@ -1,0 +1,1 @@
+"""Aliyun DTS Avro."""

@@ -1,0 +1,1 @@
+"""TiCDC Open Protocol (binary batched key/value)."""

@@ -1,0 +1,1 @@
+"""One module per layer of the asset graph."""

@@ -1,1 +1,0 @@
-"""Pure, testable building blocks: no Dagster wiring in here (see `cdc_assets.defs`)."""

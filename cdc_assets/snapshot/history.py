@@ -1,0 +1,172 @@
+"""SCD type 2 history: every version of every row, with the commit_ts range it was valid in.
+
+A window's history holds the versions that *ended* in that window:
+- a version from before the window ends at the first change to its key in the window;
+- a version that starts in the window ends at the next change to its key in the window;
+- TRUNCATE, DROP TABLE, DROP DATABASE and RENAME TABLE end every row of the table.
+Versions still open at the window end are the window's snapshot rows (valid from
+`_cdc_commit_ts`). So history(as of window N) = the history rows of windows <= N + snapshot N,
+and the cost of a window grows with its changes only.
+
+Columns: the table's columns as they were when the version ended (a RENAME COLUMN before the end
+shows the new name), then `_cdc_valid_from` and `_cdc_valid_to` (commit TSOs; valid_from <= ts <
+valid_to) and `_cdc_end_op` (UPDATE, DELETE, INSERT, TRUNCATE, DROP_TABLE, DROP_DATABASE,
+RENAME_TABLE). A version that lived zero time (two changes in one transaction) is left out. Each row also
+has `window_start_ms`, the window that wrote it.
+
+Storage: one Iceberg table per source table, `<source>.history__<db>__<table>`
+(`iceberg_tables.table_name("history", …)`), partitioned by `window_start_ms` (the window
+whose run wrote the versions). A window's versions of a table are one overwrite of that
+window's rows (one commit per table), so a rerun of the window replaces them.
+
+Schemas: a window may hold versions under several schemas of a table (DDL inside it). They
+are unioned by name into the Iceberg table's schema, which only grows:
+- a new column is added (older versions read it as null);
+- a type Iceberg widens in place (int→bigint, float→double, decimal precision) is widened;
+  a value of the narrower type is written as the wider one;
+- any other type change (say int→varchar) keeps the column as it was, and the versions of
+  the new type go to a column `<name>__<type>` (e.g. `price__string`), added the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from pyspark.sql import DataFrame, SparkSession, functions as F
+
+from cdc_assets.common.concurrent_jobs import run_concurrently
+from cdc_assets.common.warehouse import use_catalog
+from cdc_assets.common.iceberg_tables import WINDOW_COLUMN, IcebergTable, widens, as_stored, table_name
+from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN, key_column, value_column
+from cdc_assets.common.names import table_id
+from cdc_assets.snapshot.table_errors import naming_table
+from cdc_assets.snapshot.window_state import Closure, Flush, Name, WindowResult
+
+VALID_FROM, VALID_TO, END_OP = "_cdc_valid_from", "_cdc_valid_to", "_cdc_end_op"
+HISTORY_LAYER = "history"
+
+
+def history_table(spark: SparkSession | None, warehouse, source: str, database: str, table: str) -> IcebergTable:
+    """The history table of one source table (`spark` None: no Spark catalog name needed)."""
+    catalog = use_catalog(spark, warehouse) if spark is not None else ""
+    return IcebergTable(catalog, source, table_name(HISTORY_LAYER, database, table), "")
+
+
+def write_window_history(spark: SparkSession, result: WindowResult, warehouse, source: str, window_start_ms: int,
+                         stale: list[Name] = ()) -> tuple[dict[str, int], list[Name]]:
+    """Write the versions that ended in the window, one commit per table; `stale`: tables an
+    earlier run of the window wrote versions of (their window rows are replaced even when
+    none ends now). Returns the count per table (`names.table_id`) and the tables' names."""
+    parts: dict[Name, list[DataFrame]] = {}
+    for f in result.flushes:
+        with naming_table(table_id(*f.name), "building its history"):
+            parts.setdefault(f.name, []).append(_ended_by_rows(f))
+    for c in result.closures:
+        with naming_table(table_id(*c.name), "building its history"):
+            parts.setdefault(c.name, []).append(_ended_by_ddl(c))
+    names = sorted(set(parts) | {tuple(n) for n in stale})
+    if names:
+        history_table(spark, warehouse, source, *names[0]).ensure_namespace(spark)
+    # Independent small writes: submitted concurrently (see concurrent_jobs).
+    written = run_concurrently([functools.partial(_write_table, spark, warehouse, source, name, parts.get(name, []),
+                                                  window_start_ms, tuple(name) in {tuple(n) for n in stale})
+                                for name in names])
+    counts = {table_id(*name): rows for name, rows in zip(names, written) if name in parts}
+    return counts, [n for n in names if counts.get(table_id(*n))]
+
+
+def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frames: list[DataFrame],
+                 window_start_ms: int, clear: bool) -> int:
+    with naming_table(table_id(*name), "writing its history"):
+        table = history_table(spark, warehouse, source, *name)
+        # computed once: counted, then written (the versions of one window are few)
+        frame = _union_widened([as_stored(f) for f in frames]).localCheckpoint() if frames else None
+        rows = frame.count() if frame is not None else 0
+        if rows == 0 and not (clear and table.exists(spark)):
+            return 0
+        if frame is None:  # a rerun that ends no version of this table: its window rows go
+            spark.sql(f"DELETE FROM {table.sql} WHERE {WINDOW_COLUMN} = {int(window_start_ms)}")
+            return 0
+        frame = frame.withColumn(WINDOW_COLUMN, F.lit(window_start_ms).cast("long"))
+        if not table.exists(spark):
+            table.ensure(spark, frame.schema, partition=WINDOW_COLUMN)
+        frame = _fit(spark, table, frame)
+        frame.writeTo(table.sql).overwrite(F.col(WINDOW_COLUMN) == F.lit(window_start_ms))
+        return rows
+
+
+def _fit(spark: SparkSession, table: IcebergTable, frame: DataFrame) -> DataFrame:
+    """`frame` in the table's schema, which grows to hold it (module docstring: new columns
+    added, types widened, another type in a `<name>__<type>` column)."""
+    have = {f.name: f.dataType for f in spark.table(table.sql).schema.fields}
+    columns = {}
+    for field in frame.schema.fields:
+        name, dtype = field.name, field.dataType
+        if name in have and have[name] != dtype and not widens(have[name], dtype) \
+                and not widens(dtype, have[name]):
+            name = f"{field.name}__{dtype.simpleString()}"  # e.g. price__string
+        if name not in have:
+            spark.sql(f"ALTER TABLE {table.sql} ADD COLUMN {_quote(name)} {dtype.simpleString()}")
+            have[name] = dtype
+        elif have[name] != dtype and widens(have[name], dtype):
+            spark.sql(f"ALTER TABLE {table.sql} ALTER COLUMN {_quote(name)} TYPE {dtype.simpleString()}")
+            have[name] = dtype
+        columns[name] = F.col(_quote(field.name)).cast(have[name])
+    order = [f.name for f in spark.table(table.sql).schema.fields]
+    return frame.select([columns.get(c, F.lit(None)).cast(have[c]).alias(c) for c in order])
+
+
+def _union_widened(frames: list[DataFrame]) -> DataFrame:
+    """Frames of the window's schemas as one: by name, a column in a type the other widens
+    to cast to the wider one; two types neither widens (int→varchar): both kept, the later
+    as `<name>__<type>` (the table then keeps them apart, `_fit`)."""
+    out = frames[0]
+    for f in frames[1:]:
+        have = {x.name: x.dataType for x in out.schema.fields}
+        renamed = {}
+        for x in f.schema.fields:
+            old = have.get(x.name)
+            if old is None or old == x.dataType:
+                continue
+            if widens(old, x.dataType):
+                out = out.withColumn(x.name, F.col(_quote(x.name)).cast(x.dataType))
+            elif widens(x.dataType, old):
+                renamed[x.name] = F.col(_quote(x.name)).cast(old)
+            else:
+                f = f.withColumnRenamed(x.name, f"{x.name}__{x.dataType.simpleString()}")
+        if renamed:
+            f = f.withColumns({k: v for k, v in renamed.items()})
+        out = out.unionByName(f, allowMissingColumns=True)
+    return out
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _ended_by_ddl(c: Closure) -> DataFrame:
+    return c.frame.select(*c.schema.columns, F.col(COMMIT_TS_COLUMN).alias(VALID_FROM),
+                          F.lit(c.commit_ts).cast("long").alias(VALID_TO), F.lit(c.end_op).alias(END_OP))
+
+
+def _ended_by_rows(f: Flush) -> DataFrame:
+    """From the typed actions the snapshot was built from: each upsert ends at its key's next
+    action, and a row from before the window at its key's first one."""
+    schema = f.schema
+    pk = schema.primary_key
+    acts = f.actions.where("_cdc_key_ok")  # a table without a primary key has no versions
+    values = [F.col(key_column(pk.index(c))).alias(c) if c in pk else F.col(value_column(i)).alias(c)
+              for i, c in enumerate(schema.columns)]
+    inside = acts.where((F.col("_cdc_kind") == "upsert") & (F.col("_cdc_next_ts") > F.col("commit_ts"))).select(
+        *values, F.col("commit_ts").alias(VALID_FROM), F.col("_cdc_next_ts").alias(VALID_TO),
+        F.col("_cdc_next_op").alias(END_OP))
+    if f.before is None or not pk:
+        return inside
+    first = acts.where("_cdc_first").select(*[F.col(key_column(i)).alias(c) for i, c in enumerate(pk)],
+                                            F.col("commit_ts").alias("_cdc_first_ts"),
+                                            F.col("op").alias("_cdc_first_op"))
+    ended = F.col("_cdc_first_ts") > F.col(COMMIT_TS_COLUMN)
+    before = f.before.join(first, on=pk, how="inner").where(ended).select(
+        *schema.columns, F.col(COMMIT_TS_COLUMN).alias(VALID_FROM), F.col("_cdc_first_ts").alias(VALID_TO),
+        F.col("_cdc_first_op").alias(END_OP))
+    return before.unionByName(inside)

@@ -1,0 +1,411 @@
+"""A window's changes applied in commit order: row events, with the DDL as barriers between them.
+
+Every table's state (schema + rows) starts as the previous window's snapshot. Rows between two
+barriers are applied together (`reconstruct.reconstruct_table`: latest action per key wins); a
+barrier then changes schemas and rows as its DDL says:
+
+| DDL | effect |
+|---|---|
+| CREATE TABLE | the declared columns, types and primary key; an existing table keeps its rows, conformed |
+| CREATE TABLE … LIKE | the source table's columns, types and primary key, no rows (gh-ost, pt-osc) |
+| ADD COLUMN | existing rows get the declared default (MySQL's implicit one for NOT NULL), else null |
+| ADD COLUMN of a column the images added first | the DDL's place and type; its values kept, no default |
+| DROP COLUMN | the column disappears |
+| MODIFY / CHANGE COLUMN | new type (values `try_cast`, failures counted); CHANGE also renames |
+| RENAME COLUMN | the values carry over under the new name |
+| RENAME TABLE | rows and schema move to the new name; the old name has no snapshot after; the Iceberg table is renamed (`origin`) |
+| TRUNCATE TABLE | no rows (an emptying commit of the Iceberg table) |
+| DROP TABLE / DROP DATABASE | no snapshot after the drop (the Iceberg table gets an emptying commit and stays in the catalog for time travel); a later CREATE starts empty, on the same Iceberg table |
+
+Without DDL the schema follows the row images: a column they start to carry is added (the rows
+before it have it null) and recorded in `schema_changes` with no DDL (`added_by_row_images`).
+A window without DDL takes the fast path: every table's rows in one pass, with no DDL to split them at.
+Each state's `origin` names the table of the previous snapshot whose rows it continues (itself,
+or the table a RENAME moved here; None for a table created in the window): the store renames
+that Iceberg table, so its history and tags follow the rows (snapshot/table_moves.py).
+`Flush` and `Closure` records let the history layer see each version that ended (the states
+and records: snapshot/window_state.py; ALTER TABLE's column changes: snapshot/column_changes.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import replace
+
+from pyspark.sql import DataFrame, SparkSession, functions as F
+
+from cdc_assets.snapshot.ddl import parse as D
+from cdc_assets.contracts.schemas import ROW
+from cdc_assets.common.concurrent_jobs import run_concurrently
+from cdc_assets.snapshot.ddl.barriers import (
+    SEGMENT, Barrier, is_single_rename, order_unknown, rename_order, window_barriers, with_segments,
+)
+from cdc_assets.snapshot.ddl.rewrite import changes_rows_or_names
+from cdc_assets.snapshot.column_changes import alter_columns
+from cdc_assets.snapshot.reconstruct import (
+    COMMIT_TS_COLUMN, TableResult, TableSchema, action_keys, conform_frame, conformed, key_actions,
+    reconstruct_table, typed_actions,
+)
+from cdc_assets.common.names import table_id
+from cdc_assets.snapshot.table_errors import TableFailed, caught, naming_table
+from cdc_assets.snapshot.window_schema import window_table_schemas
+from cdc_assets.snapshot.window_state import Closure, Flush, Name, TableState, WindowResult
+
+
+def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, TableState],
+                 keep_history: bool = False, touched_keys_only: bool = False,
+                 failed: dict[Name, str] | None = None) -> WindowResult:
+    """`previous`: every table of the previous snapshot (frames lazy). Returns the state at the window
+    end; call `release()` on it after writing its frames. With `touched_keys_only`, a table whose
+    rows alone changed (no DDL, same schema) and that has a key gets a frame of only the rows
+    of the keys its changes touch (`touched_keys`); the writer merges them into the previous
+    snapshot.
+    `failed`: tables not to build (an earlier window failed to): their rows and DDL are skipped."""
+    run = _Run(spark, changes, previous, keep_history, touched_keys_only, failed)
+    try:
+        run.apply()
+    except BaseException:
+        for df in run.persisted:  # nobody will call release() on a result that never came
+            df.unpersist()
+        raise
+    return WindowResult(run.states, run.dropped, run.barriers, run.unparsed, run.flushes, run.closures,
+                        run.persisted, run.failed)
+
+
+class _Run:
+    def __init__(self, spark: SparkSession, changes: DataFrame, previous: dict[Name, TableState], keep_history: bool,
+                 touched_keys_only: bool = False, failed: dict[Name, str] | None = None):
+        self.spark = spark
+        self.failed: dict[Name, str] = dict(failed or {})
+        self.touched_keys_only = touched_keys_only
+        self.states = dict(previous)
+        self.keep_history = keep_history
+        self.barriers = window_barriers(changes)
+        self.rows = with_segments(changes.where(F.col("event_kind") == ROW), self.barriers)
+        self.dropped: dict[Name, dict] = {}
+        self.unparsed: list[dict] = []
+        self.flushes: list[Flush] = []
+        self.closures: list[Closure] = []
+        self.persisted: list[DataFrame] = []
+        self.progress: dict[Name, int] = {}  # per table: rows of segments below this are applied
+        self._gone: dict[Name, TableState] = {}  # dropped or renamed away in this window
+
+    def apply(self) -> None:
+        # Cached: the schema job and every table's actions read it (otherwise each table
+        # re-reads the whole window's Parquet, maps included), and every DDL segment.
+        self.rows = self.rows.persist()
+        self.persisted.append(self.rows)
+        schemas = None
+        if self.barriers:
+            self._pending = {
+                (r.database, r.table): sorted(r.segments)
+                for r in self.rows.groupBy("database", "table").agg(F.collect_set(SEGMENT).alias("segments")).collect()
+            }
+        else:  # one segment: the tables with rows are the ones the schema job sees (one job less)
+            schemas = window_table_schemas(self.rows)
+            self._pending = {name: [0] for name in schemas}
+        for barrier in self._in_applicable_order():
+            if (barrier.database, barrier.table or "") in self.failed:
+                self._unparsed(barrier, "not applied: its table failed to build", structure_covers=False)
+                continue
+            with naming_table(table_id(barrier.database, barrier.table or ""),
+                              f"its DDL at commit_ts {barrier.commit_ts} ({(barrier.sql or '')[:200]!r})"):
+                for change in barrier.changes:
+                    self._apply_ddl(barrier, change)
+                if barrier.declared_columns:
+                    self._apply_structure(barrier)
+        self._flush_remaining(schemas)
+
+    def _in_applicable_order(self) -> Iterator[Barrier]:
+        """The barriers in commit order; single-table renames that share a commit_ts and whose
+        order nothing tells (TiCDC's storage sink writes each to its own file) in `rename_order`,
+        given the tables that exist when the first of them is reached (lazily: the barriers
+        before are applied by then). An order that is a guess is listed with the unapplied DDL."""
+        i = 0
+        while i < len(self.barriers):
+            group = [self.barriers[i]]
+            while (is_single_rename(group[0]) and i + len(group) < len(self.barriers)
+                   and is_single_rename(nxt := self.barriers[i + len(group)]) and nxt.commit_ts == group[0].commit_ts):
+                group.append(nxt)
+            if len(group) > 1 and order_unknown(group):
+                # a table exists if the snapshot has it, or it has rows before these renames and
+                # was not dropped or renamed away since
+                existing = set(self.states) | {n for n, segments in self._pending.items()
+                                               if segments[0] <= group[0].index and n not in self._gone}
+                group, guessed = rename_order(group, existing)
+                for b in group if guessed else ():
+                    self._unparsed(b, "applied, in a guessed order: renames at one commit ts move a table "
+                                      "the snapshot does not know, which may have existed", structure_covers=False)
+            yield from group
+            i += len(group)
+
+    # rows -------------------------------------------------------------------------------------
+    def _flush(self, name: Name, upto: int) -> None:
+        """Apply this table's rows of segments [next_segment, upto]."""
+        start = self.progress.get(name, 0)
+        self.progress[name] = max(start, upto + 1)
+        if not any(start <= s <= upto for s in self._pending.get(name, [])):
+            return
+        rows = self.rows.where(_is(name) & F.col(SEGMENT).between(start, upto))
+        self._apply_rows([name], rows, checkpoint=True)
+
+    def _flush_remaining(self, schemas: dict[Name, TableSchema] | None = None) -> None:
+        """`schemas`: the window's table schemas when already known (a window without DDL)."""
+        last = len(self.barriers)
+        untouched = [n for n in self._pending if n not in self.progress]
+        partial = [n for n in self._pending if n in self.progress]
+        if untouched:  # the fast path: every such table's rows in one pass
+            rows = self.rows
+            for name in partial:
+                rows = rows.where(~_is(name))
+            self._apply_rows(untouched, rows, checkpoint=False, schemas=schemas if not partial else None)
+        for name in partial:
+            self._flush(name, last)
+
+    def _apply_rows(self, names: list[Name], rows: DataFrame, checkpoint: bool,
+                    schemas: dict[Name, TableSchema] | None = None) -> None:
+        actions = key_actions(rows)
+        if schemas is None:
+            schemas = window_table_schemas(rows)
+        plans = [(name, self.states.get(name), schemas[name]) for name in names
+                 if name in schemas and name not in self.failed]
+        plans = [(name, state, state.schema.merged_with(s) if state else s) for name, state, s in plans]
+        # The tables' counting jobs are independent: submitted together (see concurrent_jobs).
+        # One table's failure is its own: the others are built (`WindowResult.failed`).
+        rebuilt = run_concurrently([functools.partial(caught, functools.partial(
+            self._rebuild, actions, state, schema, checkpoint)) for _, state, schema in plans])
+        for (name, state, schema), outcome in zip(plans, rebuilt):
+            if isinstance(outcome, TableFailed):
+                self.failed[name] = str(outcome)
+                continue
+            typed, touched, before, result = outcome
+            if self.keep_history:  # the rows before, in the schema the images grew to (new columns null)
+                self.flushes.append(Flush(name, typed, None if before is None else conformed(before, schema), schema))
+            if state is None:
+                state = self._new_state(name, schema)
+            elif added := state.schema.added_by(schema):
+                _record_image_columns(state, schema, added)
+            state.schema, state.frame, state.changed = schema, result.frame, True
+            state.touched_keys = touched
+            state.inserted_keys += result.inserted_keys
+            state.deleted_keys += result.deleted_keys
+            state.conversion_failures += result.conversion_failures
+
+    def _rebuild(self, actions: DataFrame, state: TableState | None, schema: TableSchema,
+                 checkpoint: bool) -> tuple[DataFrame, DataFrame | None, DataFrame | None, TableResult]:
+        """One table's rows after `actions`: (its typed actions, cached; keys touched; the
+        rows it started from; result). Reads `state` only; the caller applies the result."""
+        with naming_table(schema.id, "applying its rows"):
+            return self._rebuild_table(actions, state, schema, checkpoint)
+
+    def _rebuild_table(self, actions: DataFrame, state: TableState | None, schema: TableSchema,
+                       checkpoint: bool) -> tuple[DataFrame, DataFrame | None, DataFrame | None, TableResult]:
+        # Typed and sorted once per table: the touched keys, the snapshot and the history read them.
+        typed = typed_actions(actions, schema).persist()
+        self.persisted.append(typed)  # list.append is atomic: safe from the pool's threads
+        before = state.frame if state else None
+        touched = self._touched_keys(typed, state, schema) if not checkpoint else None
+        if touched is not None:  # the previous rows of the keys the window touched
+            before = state.frame.join(touched, on=schema.primary_key, how="left_semi")
+        # Untouched by this window so far, the frame is the previous snapshot's: the manifest
+        # knows its rows.
+        known_rows = None
+        if state is not None and not state.changed and before is not None and touched is None:
+            known_rows = state.previous_rows
+        result = reconstruct_table(actions, schema, before, previous_rows=known_rows, typed=typed)
+        if checkpoint:
+            result = replace(result, frame=result.frame.localCheckpoint())
+            if not self.keep_history:  # the checkpoint holds the rows: nothing reads the actions again
+                typed.unpersist()
+        return typed, touched, before, result
+
+    def _touched_keys(self, typed: DataFrame, state: TableState | None, schema: TableSchema) -> DataFrame | None:
+        """The keys this window's actions touch, when only their rows need writing: rows alone
+        changed the table (no DDL before in this window, same schema). The writer merges
+        them into the previous snapshot (iceberg_tables.IcebergTable.write_window)."""
+        if not (self.touched_keys_only and state is not None and state.frame is not None and not state.changed
+                and schema == state.schema and schema.primary_key):
+            return None
+        return action_keys(typed, schema).distinct()
+
+    # DDL --------------------------------------------------------------------------------------
+    def _apply_ddl(self, b: Barrier, change: D.SchemaChange) -> None:
+        if isinstance(change, D.Unparsed):
+            self._unparsed(b, change.error)
+            return
+        if isinstance(change, D.CreateDatabase):
+            return
+        if isinstance(change, D.DropDatabase):
+            for name in {n for n in [*self.states, *self._pending] if n[0] == change.database}:
+                self._flush(name, b.index)
+                if name in self.states:
+                    self._remove(name, b, "DROP DATABASE")
+            return
+        name = change.table
+        self._flush(name, b.index)
+        if isinstance(change, D.RenameTable):
+            self._flush(change.new_table, b.index)
+        state = self.states.get(name)
+        if isinstance(change, D.CreateTable):
+            self._create(b, change, state)
+            return
+        if isinstance(change, D.CreateTableLike):
+            self._create_like(b, change, state)
+            return
+        if state is None:  # ALTER / TRUNCATE / DROP of a table this snapshot never had: nothing to change
+            return
+        if isinstance(change, D.DropTable):
+            self._remove(name, b, "DROP TABLE")
+        elif isinstance(change, D.TruncateTable):
+            self._record_closure(name, state, b.commit_ts, "TRUNCATE")
+            state.removed_by_ddl += self._count(state.frame)
+            state.frame = None
+            self._changed(state, b)
+        elif isinstance(change, D.RenameTable):
+            self._rename(b, state, change.new_table)
+        else:
+            self._alter(b, state, change)
+
+    def _unparsed(self, b: Barrier, error: str, structure_covers: bool = True) -> None:
+        """A statement not applied: listed in the manifest, and the `ddl_applied` check warns;
+        unless the protocol's structure (`declared_columns`) says what the statement did: the
+        columns after it, never rows it removed or a table it renamed or dropped."""
+        if b.declared_columns and structure_covers and not changes_rows_or_names(b.sql or ""):
+            return
+        self.unparsed.append({"commit_ts": b.commit_ts, "table": f"{b.database}.{b.table}", "sql": b.sql[:500],
+                              "error": error})
+
+    def _apply_structure(self, b: Barrier) -> None:
+        """The protocol's own description of the table after the DDL wins over what the SQL said
+        (the SQL still tells a rename from a drop + add, so values carry over)."""
+        name = (b.database, b.table)
+        if b.ddl_type and b.ddl_type.upper() in ("DROP", "ERASE") or name in self.dropped and name not in self.states:
+            return
+        self._flush(name, b.index)
+        state = self.states.get(name)
+        declared = b.declared_columns
+        pk = list(b.declared_primary_key) or (state.schema.primary_key if state else [])
+        if state is None:
+            state = self._new_state(name, TableSchema(name[0], name[1], list(declared), dict(declared), pk))
+        s = state.schema
+        keep = lambda d: {k: v for k, v in d.items() if k in declared and declared[k] == s.mysql_types.get(k)}  # noqa: E731
+        # Column order: the table's own, then new columns (a map's order is not to be relied on).
+        columns = [c for c in s.columns if c in declared] + [c for c in declared if c not in s.columns]
+        state.schema = replace(s, columns=columns, mysql_types=dict(declared), primary_key=pk,
+                               decimal_scales=keep(s.decimal_scales),
+                               decimal_integer_digits=keep(s.decimal_integer_digits))
+        if state.frame is not None:
+            missing = [c for c in declared if c not in state.frame.columns]
+            state.frame = state.frame.withColumns({c: F.lit(None) for c in missing}) if missing else state.frame
+        self._conform(state)
+        last = state.schema_changes[-1] if state.schema_changes else None
+        if last is None or last["commit_ts"] != b.commit_ts or "added_by_row_images" in last:
+            self._changed(state, b)
+        else:
+            state.schema_changes[-1]["columns"] = list(state.schema.columns)
+
+    def _create(self, b: Barrier, change: D.CreateTable, state: TableState | None) -> None:
+        if state is not None and change.if_not_exists:
+            return
+        db, table = change.table
+        schema = TableSchema(db, table, [c.name for c in change.columns],
+                             {c.name: c.mysql_type for c in change.columns}, list(change.primary_key))
+        if state is None:
+            state = self._new_state(change.table, schema)
+        state.schema = schema
+        self._conform(state)
+        self._changed(state, b)
+
+    def _create_like(self, b: Barrier, change: D.CreateTableLike, state: TableState | None) -> None:
+        if state is not None and change.if_not_exists:
+            return
+        self._flush(change.source, b.index)  # the source's rows before the DDL may add columns
+        source = self.states.get(change.source)
+        if source is None:  # columns unknown here: the table's rows will tell, as without DDL
+            self._unparsed(b, f"CREATE TABLE ... LIKE {'.'.join(change.source)}: no such table in the snapshot")
+            return
+        s = source.schema
+        schema = replace(s, database=change.table[0], table=change.table[1], columns=list(s.columns),
+                         mysql_types=dict(s.mysql_types), primary_key=list(s.primary_key),
+                         decimal_scales=dict(s.decimal_scales), decimal_integer_digits=dict(s.decimal_integer_digits))
+        if state is None:
+            state = self._new_state(change.table, schema)
+        state.schema = schema
+        self._conform(state)
+        self._changed(state, b)
+
+    def _new_state(self, name: Name, schema: TableSchema) -> TableState:
+        """A table that starts in this window; one dropped earlier in it keeps its counts, so that
+        previous + inserted - deleted - removed by DDL + moved in = rows still holds."""
+        gone = self._gone.pop(name, None)
+        state = TableState(schema, None)
+        if gone is not None:
+            state.previous_rows, state.inserted_keys, state.deleted_keys = \
+                gone.previous_rows, gone.inserted_keys, gone.deleted_keys
+            state.removed_by_ddl, state.moved_in = gone.removed_by_ddl, gone.moved_in
+            state.conversion_failures = gone.conversion_failures
+        self.states[name] = state
+        return state
+
+    def _remove(self, name: Name, b: Barrier, how: str, end_op: str | None = None) -> None:
+        state = self.states.pop(name)
+        self._record_closure(name, state, b.commit_ts, end_op or how.replace(" ", "_"))
+        rows = self._count(state.frame)
+        self.dropped[name] = {"commit_ts": b.commit_ts, "by": how, "sql": b.sql[:500], "rows": rows}
+        state.removed_by_ddl += rows
+        state.frame = None
+        self._gone[name] = state
+
+    def _rename(self, b: Barrier, state: TableState, new: Name) -> None:
+        old = (state.schema.database, state.schema.table)
+        if new in self.states:  # MySQL refuses this: the snapshot missed a DROP, or the order is wrong
+            self._unparsed(b, f"RENAME TABLE to {new[0]}.{new[1]}: that table exists in the snapshot",
+                           structure_covers=False)
+            return
+        frame, schema = state.frame, state.schema
+        self._remove(old, b, f"RENAME TABLE to {new[0]}.{new[1]}", "RENAME_TABLE")
+        # The rows start a version under the new name (history: valid from the rename).
+        moved = self._new_state(new, replace(schema, database=new[0], table=new[1]))
+        moved.origin = state.origin
+        if frame is not None:
+            moved.frame = frame.withColumn(COMMIT_TS_COLUMN, F.lit(b.commit_ts).cast("long"))
+            moved.moved_in += self.dropped[old]["rows"]
+        self._changed(moved, b)
+
+    def _alter(self, b: Barrier, state: TableState, change: D.SchemaChange) -> None:
+        if alter_columns(state, change, b.commit_ts):
+            self._conform(state)
+            self._changed(state, b)
+
+    # helpers ----------------------------------------------------------------------------------
+    def _conform(self, state: TableState) -> None:
+        if state.frame is None:
+            return
+        frame, failures = conform_frame(state.frame, state.schema)
+        state.frame = frame.localCheckpoint()
+        state.conversion_failures += failures
+
+    def _changed(self, state: TableState, b: Barrier) -> None:
+        state.changed = True
+        state.schema_changes.append({"commit_ts": b.commit_ts, "ddl_type": b.ddl_type, "sql": b.sql[:500],
+                                     "columns": list(state.schema.columns)})
+
+    def _record_closure(self, name: Name, state: TableState, commit_ts: int, end_op: str) -> None:
+        if self.keep_history and state.frame is not None:
+            self.closures.append(Closure(name, state.frame, state.schema, commit_ts, end_op))
+
+    @staticmethod
+    def _count(frame: DataFrame | None) -> int:
+        return 0 if frame is None else frame.count()
+
+
+def _record_image_columns(state: TableState, schema: TableSchema, added: list[str]) -> None:
+    """Columns the row images carry and no DDL added (without DDL the schema follows the images):
+    a schema change of its own, at the first event that carried one, with no DDL type or SQL."""
+    state.schema_changes.append({"commit_ts": min(schema.first_commit_ts[c] for c in added), "ddl_type": None,
+                                 "sql": None, "added_by_row_images": added, "columns": list(schema.columns)})
+
+
+def _is(name: Name):
+    return (F.col("database") == name[0]) & (F.col("table") == name[1])

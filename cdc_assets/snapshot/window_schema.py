@@ -1,0 +1,110 @@
+"""The schema of every table a window touched, inferred from its row events.
+
+Columns: the union of the row events' image columns, by first appearance in commit order
+(`TableSchema.first_commit_ts`: the commit_ts of that appearance).
+Types: each column's newest non-null type. Primary key: the newest event's. For decimals
+declared without parameters, the largest scale and integer part seen in `after` values
+(see `mysql_types`).
+
+Cost. The rows of one table nearly always share their column names and types, so the rows
+are first grouped into shapes (table, column names, column types): the per-column work
+then runs over a handful of shapes instead of every cell of the window. Values are read
+only for the columns that some row types as a decimal without parameters.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window, functions as F
+
+from cdc_assets.contracts.schemas import ROW
+from cdc_assets.common.mysql_types import is_decimal_without_params, parse_mysql_type
+from cdc_assets.snapshot.reconstruct import TableSchema
+
+_PARAMLESS_DECIMAL = r"^\s*(decimal|numeric|dec|fixed)(\s+(signed|unsigned|zerofill))*\s*$"
+
+Name = tuple[str, str]
+
+
+def _is_paramless_decimal(mtype: Column) -> Column:
+    return mtype.isNotNull() & F.lower(mtype).rlike(_PARAMLESS_DECIMAL)
+
+
+def _commit_order() -> Column:
+    return F.struct("commit_ts", "source_position", "kafka_partition", "kafka_offset", "event_index")
+
+
+def _shapes(rows: DataFrame) -> DataFrame:
+    """One row per (table, column names, column types): first and last event, newest key.
+
+    Rows are grouped on the images' key arrays and the types' entries as they come (maps
+    cannot be grouped on; their key and entry arrays can): merging and sorting them per
+    row cost more than the grouping. The few groups are merged afterwards; a shape that
+    lists the same columns in another order is just one more group."""
+    no_keys = F.array().cast("array<string>")
+    order = _commit_order()
+    return rows.groupBy(
+        "database", "table", F.map_keys("after").alias("after_names"), F.map_keys("before").alias("before_names"),
+        F.map_entries("column_types").alias("types"),
+    ).agg(F.min(order).alias("first_o"), F.max(order).alias("last_o"), F.max_by("pk_names", order).alias("pk")
+          ).select(
+        "database", "table", "types", "first_o", "last_o", "pk",
+        F.array_union(F.coalesce("after_names", no_keys), F.coalesce("before_names", no_keys)).alias("names"),
+    )
+
+
+def _columns(shapes: DataFrame) -> list:
+    cells = shapes.select(
+        "database", "table", "first_o", "last_o", "pk", F.map_from_entries("types").alias("types"),
+        F.posexplode("names").alias("_pos", "col"),
+    )
+    mtype = F.try_element_at("types", F.col("col"))
+    per_table = Window.partitionBy("database", "table")
+    return cells.groupBy("database", "table", "col").agg(
+        F.min(F.struct("first_o", "_pos")).alias("first_seen"),
+        F.max("last_o").alias("last_seen"),
+        F.max_by("pk", "last_o").alias("pk"),
+        F.max_by(mtype, F.when(mtype.isNotNull(), F.col("last_o"))).alias("mysql_type"),
+        F.max(_is_paramless_decimal(mtype)).alias("paramless_decimal"),
+    ).select(
+        "*",
+        F.row_number().over(per_table.orderBy("first_seen")).alias("position"),
+        (F.col("last_seen") == F.max("last_seen").over(per_table)).alias("newest"),
+    ).drop("last_seen").collect()
+
+
+def _decimal_digits(rows: DataFrame, columns: list[str]) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """(database, table, column) -> (largest scale, largest integer part) of the values of
+    rows that type the column as a decimal without parameters."""
+    cells = rows.select(
+        "database", "table", "after", "column_types", F.explode(F.array(*[F.lit(c) for c in columns])).alias("col")
+    )
+    value = F.try_element_at("after", F.col("col"))
+    inferred = _is_paramless_decimal(F.try_element_at("column_types", F.col("col"))) & value.isNotNull()
+    scale = F.when(value.contains("."), F.length(F.regexp_extract(value, r"\.(\d*)", 1))).otherwise(0)
+    integer_digits = F.length(F.regexp_extract(value, r"^\s*[+-]?0*(\d*)", 1))
+    found = cells.where(inferred).groupBy("database", "table", "col").agg(
+        F.max(scale).alias("scale"), F.max(integer_digits).alias("integer_digits")
+    ).collect()
+    return {(r.database, r.table, r.col): (int(r.scale), int(r.integer_digits)) for r in found}
+
+
+def window_table_schemas(changes: DataFrame) -> dict[Name, TableSchema]:
+    """Schema of every table touched in the window (one Spark action, two with such decimals)."""
+    rows = changes.where(F.col("event_kind") == ROW)
+    per_column = _columns(_shapes(rows))
+    paramless = sorted({r.col for r in per_column if r.paramless_decimal})
+    digits = _decimal_digits(rows, paramless) if paramless else {}
+
+    schemas: dict[Name, TableSchema] = {}
+    for r in sorted(per_column, key=lambda r: (r.database, r.table, r.position)):
+        s = schemas.setdefault((r.database, r.table), TableSchema(r.database, r.table, [], {}, []))
+        s.columns.append(r.col)
+        s.first_commit_ts[r.col] = r.first_seen.first_o.commit_ts
+        if r.mysql_type is not None:
+            s.mysql_types[r.col] = r.mysql_type
+        found = digits.get((r.database, r.table, r.col))
+        if found is not None and is_decimal_without_params(parse_mysql_type(r.mysql_type)):
+            s.decimal_scales[r.col], s.decimal_integer_digits[r.col] = found
+        if r.newest:
+            s.primary_key = list(r.pk or [])
+    return schemas

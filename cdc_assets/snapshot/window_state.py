@@ -1,0 +1,89 @@
+"""A window's tables as it applies them (`TableState`), and what applying it yields
+(`WindowResult`, with the `Flush` and `Closure` records the history layer reads)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pyspark.sql import DataFrame
+
+from cdc_assets.common.names import table_id
+from cdc_assets.snapshot.ddl.barriers import Barrier
+from cdc_assets.snapshot.manifests import TableEntry
+from cdc_assets.snapshot.reconstruct import TableSchema
+
+Name = tuple[str, str]
+
+
+@dataclass
+class TableState:
+    schema: TableSchema
+    frame: DataFrame | None  # None: no rows
+    previous_rows: int = 0
+    inserted_keys: int = 0
+    deleted_keys: int = 0
+    removed_by_ddl: int = 0
+    moved_in: int = 0
+    conversion_failures: int = 0
+    changed: bool = False
+    schema_changes: list[dict] = field(default_factory=list)
+    # Set when `frame` holds only the rows of these keys (a frame of the key columns; a key
+    # without a row is deleted): every other row is the previous snapshot's, unchanged.
+    touched_keys: DataFrame | None = None
+    # The previous snapshot's table whose rows this state continues (itself; the old name after
+    # RENAME TABLE; None: created in this window). A swap gives each name the other's origin.
+    origin: Name | None = None
+
+
+@dataclass(frozen=True)
+class Flush:
+    """Rows of one table applied together, on top of `before` (history: versions they ended).
+    `actions`: their `reconstruct.typed_actions` (cached; the snapshot was built from them too).
+    `before` is in `schema`: columns the rows' images added are null in it."""
+
+    name: Name
+    actions: DataFrame
+    before: DataFrame | None
+    schema: TableSchema
+
+
+@dataclass(frozen=True)
+class Closure:
+    """Every row of `frame` stopped existing under this name at `commit_ts` (TRUNCATE, DROP, RENAME)."""
+
+    name: Name
+    frame: DataFrame
+    schema: TableSchema
+    commit_ts: int
+    end_op: str
+
+
+@dataclass
+class WindowResult:
+    tables: dict[Name, TableState]
+    dropped: dict[Name, dict]
+    barriers: list[Barrier]
+    unparsed_ddl: list[dict]
+    flushes: list[Flush]
+    closures: list[Closure]
+    persisted: list[DataFrame]
+    # Tables that could not be built (`TableFailed`), with the reason: the others are built
+    # regardless, and these keep their previous snapshot, marked failed (snapshot/store.py).
+    failed: dict[Name, str] = field(default_factory=dict)
+
+    def release(self) -> None:
+        """Free the cached inputs once every frame has been written."""
+        for df in self.persisted:
+            df.unpersist()
+
+
+def previous_states(prev_tables: dict[str, TableEntry], read: Callable[[TableEntry], DataFrame]) -> dict[Name, TableState]:
+    """The previous manifest's tables as starting states (frames read lazily)."""
+    return {(e.database, e.table): TableState(TableSchema.from_json(e.schema), read(e),
+                                              previous_rows=e.rows, origin=(e.database, e.table))
+            for e in prev_tables.values()}
+
+
+def state_id(name: Name) -> str:
+    return table_id(*name)

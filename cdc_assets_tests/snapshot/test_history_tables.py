@@ -1,0 +1,74 @@
+"""The history of a source table as one Iceberg table: a window's versions replace that
+window's rows (a rerun), and the schemas of the windows are unioned by name (new columns
+added, types widened in place, an incompatible type in a column of its own)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from pyiceberg.types import DecimalType, DoubleType, LongType, StringType
+
+from cdc_assets.snapshot.history import _write_table
+from cdc_assets.snapshot.history_read import read_history
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+
+W1, W2 = 1_767_225_600_000, 1_767_229_200_000
+NAME = ("db", "t")
+
+
+@pytest.fixture
+def store(tmp_path):
+    (tmp_path / "warehouse").mkdir()  # a window's run makes it (its windows table comes first)
+    return tmp_path / "warehouse", "src"
+
+
+def _write(spark, store, frames: list[tuple[str, list[tuple]]], window: int, clear: bool = False) -> int:
+    return _write_table(spark, *store, NAME, [spark.createDataFrame(rows, schema) for schema, rows in frames],
+                        window, clear)
+
+
+def _read(store):
+    table = load_pyiceberg_catalog(store[0]).load_table(("src", "history__db__t"))
+    rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: (r["window_start_ms"], r["id"]))
+    return table.schema(), rows
+
+
+def test_windows_union_their_schemas_into_the_history_table(spark, store):
+    v = "_cdc_valid_from long, _cdc_valid_to long, _cdc_end_op string"
+    assert _write(spark, store, [(f"id int, qty int, amount float, price decimal(10,2), {v}",
+                                  [(1, 5, 1.5, Decimal("1.10"), 10, 20, "UPDATE")])], W1) == 1
+    # window 2: a DDL inside it, so two schemas: qty int -> bigint and a new column; then qty
+    # becomes text (no Iceberg widening): those versions keep it in `qty__string`
+    assert _write(spark, store, [
+        (f"id int, qty bigint, amount double, price decimal(12,2), note string, {v}",
+         [(2, 2 ** 40, 2.25, Decimal("12345678.12"), "n", 30, 40, "DELETE")]),
+        (f"id int, qty string, {v}", [(3, "three", 50, 60, "UPDATE")]),
+    ], W2) == 2
+    schema, rows = _read(store)
+    assert schema.find_field("qty").field_type == LongType()
+    assert schema.find_field("amount").field_type == DoubleType()
+    assert schema.find_field("price").field_type == DecimalType(12, 2)
+    assert schema.find_field("note").field_type == StringType()
+    assert schema.find_field("qty__string").field_type == StringType()
+    assert [(r["window_start_ms"], r["id"], r["qty"], r["qty__string"], r["amount"], r["price"], r["note"])
+            for r in rows] == [
+        (W1, 1, 5, None, 1.5, Decimal("1.10"), None),
+        (W2, 2, 2 ** 40, None, 2.25, Decimal("12345678.12"), "n"),
+        (W2, 3, None, "three", None, None, None),
+    ]
+    # Spark reads the same through the catalog, without the window column
+    frame = read_history(spark, *store, *NAME)
+    assert "window_start_ms" not in frame.columns
+    assert sorted((r["id"], r["qty"], r["qty__string"]) for r in frame.collect()) == [
+        (1, 5, None), (2, 2 ** 40, None), (3, None, "three")]
+
+    # A rerun of window 2 replaces its rows, in one commit, and leaves window 1's.
+    snapshots = len(load_pyiceberg_catalog(store[0]).load_table(("src", "history__db__t")).metadata.snapshots)
+    assert _write(spark, store, [(f"id int, qty int, {v}", [(4, 7, 70, 80, "UPDATE")])], W2) == 1
+    table = load_pyiceberg_catalog(store[0]).load_table(("src", "history__db__t"))
+    assert len(table.metadata.snapshots) == snapshots + 1
+    assert [(r["window_start_ms"], r["id"], r["qty"]) for r in _read(store)[1]] == [(W1, 1, 5), (W2, 4, 7)]
+    # ... and a rerun that ends no version of the table clears the window's rows.
+    assert _write_table(spark, *store, NAME, [], W2, True) == 0
+    assert [(r["window_start_ms"], r["id"]) for r in _read(store)[1]] == [(W1, 1)]
