@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.dump import TABLES, Table
+from cdc_assets.common.names import table_id
 from cdc_assets.snapshot.entry_tables import read_entry_arrow
 from cdc_assets.snapshot.store import list_manifests, read_manifest
-from cdc_assets.common.names import table_id
 
 Fingerprint = dict[str, tuple[int, int]]  # table -> (rows, checksum)
 

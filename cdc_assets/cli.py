@@ -15,10 +15,10 @@ from pathlib import Path
 from dagster import BetaWarning, PreviewWarning
 
 from cdc_assets.common import spark_connect_server
+from cdc_assets.common.settings import SourceConfig, load_settings, quarantine_rate, warehouse_location
 from cdc_assets.decode import DECODERS
 from cdc_assets.landing.layouts import AUTO_LAYOUT, LAYOUTS, check_layout_options
 from cdc_assets.landing.s3_input import is_s3_uri
-from cdc_assets.common.settings import SourceConfig, load_settings, quarantine_rate, warehouse_location
 from cdc_assets.landing.state import AUTO_COMPLETENESS, CompletenessMode
 
 

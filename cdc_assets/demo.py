@@ -6,9 +6,9 @@ import json
 import sys
 
 from cdc_assets.common.settings import load_settings
-from cdc_assets.snapshot.store import list_manifests, read_manifest
-from cdc_assets.simulator.compare import compare_window, load_truth
 from cdc_assets.replay import default_instance, replay
+from cdc_assets.simulator.compare import compare_window, load_truth
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 
 SAMPLE_SEED = 7
 

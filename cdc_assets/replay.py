@@ -17,17 +17,17 @@ from typing import Callable
 
 from dagster import DagsterInstance, Definitions
 
+from cdc_assets.common.settings import Settings
+from cdc_assets.common.tso import ms_to_tso, tso_to_datetime
 from cdc_assets.defs.automation import carry_quiet_windows, land_job_name, window_job_name
 from cdc_assets.defs.factory import build_definitions, source_builds
 from cdc_assets.defs.layers.landing import FILES_COMPLETE_CHECK
-from cdc_assets.landing.routing import unroutable_line
-from cdc_assets.landing.tables import load_state
-from cdc_assets.landing.layouts.base import is_hidden_name
-from cdc_assets.common.settings import Settings
 from cdc_assets.defs.partitions import partition_key_for_ms
-from cdc_assets.snapshot.store import list_manifests, read_manifest
-from cdc_assets.common.tso import ms_to_tso, tso_to_datetime
+from cdc_assets.landing.layouts.base import is_hidden_name
+from cdc_assets.landing.routing import unroutable_line
 from cdc_assets.landing.state import Completeness, CompletenessMode, LandingState
+from cdc_assets.landing.tables import load_state
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 
 Progress = Callable[[str], None]
 # Dagster's per-event DEBUG lines would drown the progress lines; warnings still show.

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc_assets.common.spark_session import spark_config, start_spark_session
 from cdc_assets.common.settings import load_settings
+from cdc_assets.common.spark_session import spark_config, start_spark_session
 
 REPO = Path(__file__).resolve().parents[1]
 CONFORMANCE = REPO.parent / "shared" / "conformance"

@@ -11,14 +11,14 @@ from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
 from cdc_assets.common.settings import SourceConfig, load_settings
-from cdc_assets.snapshot.point_in_time import parse_instant, tables_as_of
+from cdc_assets.replay import ReplaySummary, replay
 from cdc_assets.simulator import GeneratedDump, generate
+from cdc_assets.simulator.compare import canonical, compare_window, load_truth, truth_rows
 from cdc_assets.simulator.schema import DEMO_TABLES
 from cdc_assets.simulator.truth import states_at
 from cdc_assets.simulator.workload import Workload
+from cdc_assets.snapshot.point_in_time import parse_instant, tables_as_of
 from cdc_assets.snapshot.store import list_manifests, read_manifest
-from cdc_assets.simulator.compare import canonical, compare_window, load_truth, truth_rows
-from cdc_assets.replay import ReplaySummary, replay
 
 
 def settings_for(home: Path, dump: Path, protocol: str = "canal-json", layout: str = "auto", name: str = "src",

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-import cdc_assets.replay
 from cdc_assets.cli import main
+import cdc_assets.replay
 
 
 class _Summary:

@@ -10,11 +10,11 @@ import os
 
 import pytest
 
-from cdc_assets.common import spark_connect_server
 from cdc_assets.cli import main
-from cdc_assets.common.spark_connect_server import SERVER_CLASS, listen_address, remote_url, server_command, server_env
+from cdc_assets.common import spark_connect_server
 from cdc_assets.common.jvm_archive import DRIVER_DEFAULT_JAVA_OPTIONS
 from cdc_assets.common.settings import load_settings
+from cdc_assets.common.spark_connect_server import SERVER_CLASS, listen_address, remote_url, server_command, server_env
 
 
 def confs(argv: list[str]) -> dict[str, str]:

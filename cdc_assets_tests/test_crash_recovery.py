@@ -135,10 +135,10 @@ def test_sigkill_mid_window_then_rerun_equals_an_uninterrupted_run(tmp_path):
 _KILLED_LANDING = """
 import os, signal, sys
 from pathlib import Path
-from cdc_assets.common.spark_session import spark_config, start_spark_session
-from cdc_assets.landing import land as landing
-from cdc_assets.decode import get_decoder
 from cdc_assets.common.settings import load_settings
+from cdc_assets.common.spark_session import spark_config, start_spark_session
+from cdc_assets.decode import get_decoder
+from cdc_assets.landing import land as landing
 
 def killed(*args, **kwargs):
     os.killpg(0, signal.SIGKILL)

@@ -15,8 +15,8 @@ from pyspark.sql import functions as F
 
 from cdc_assets.common.windows import ROUTED_WINDOWS
 from cdc_assets.landing.tables import LANDED_MESSAGES, read_landed
-from cdc_assets.simulator.protocols import ENCODERS
 from cdc_assets.simulator.compare import load_truth
+from cdc_assets.simulator.protocols import ENCODERS
 from cdc_assets_tests.e2e import differences_at_instants, differences_from_truth, simulate_and_replay
 
 HOUR = 3_600_000

@@ -24,8 +24,8 @@ import requests
 from dagster import DagsterInstance
 from dagster_graphql import DagsterGraphQLClient
 
-from cdc_assets.landing.land import land
 from cdc_assets.decode import get_decoder
+from cdc_assets.landing.land import land
 from cdc_assets.simulator import generate
 from cdc_assets.simulator.compare import load_truth
 

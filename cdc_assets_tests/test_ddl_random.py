@@ -9,11 +9,11 @@ import random
 import pytest
 from dagster import DagsterInstance
 
+from cdc_assets.replay import replay
 from cdc_assets.snapshot.history import END_OP, VALID_FROM, VALID_TO
 from cdc_assets.snapshot.history_read import read_history
 from cdc_assets.snapshot.point_in_time import tables_as_of
 from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN
-from cdc_assets.replay import replay
 from cdc_assets_tests.ddl_upstream import Table, Upstream, add_column, drop_column, rename_column
 from cdc_assets_tests.e2e import settings_for
 

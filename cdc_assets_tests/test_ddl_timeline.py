@@ -11,19 +11,19 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
+from cdc_assets.common.iceberg_tables import table_name
+from cdc_assets.common.tso import ms_to_tso
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.replay import replay
+from cdc_assets.simulator.kafka import KafkaMessage
+from cdc_assets.simulator.writers import StorageSinkWriter
+from cdc_assets.snapshot.entry_tables import read_entry_arrow
 from cdc_assets.snapshot.export import export_snapshot
 from cdc_assets.snapshot.history import END_OP, VALID_FROM, VALID_TO
 from cdc_assets.snapshot.history_read import full_history, read_history
-from cdc_assets.common.warehouse import load_pyiceberg_catalog
-from cdc_assets.common.iceberg_tables import table_name
 from cdc_assets.snapshot.point_in_time import parse_instant, tables_as_of
-from cdc_assets.simulator.kafka import KafkaMessage
-from cdc_assets.simulator.writers import StorageSinkWriter
 from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN
-from cdc_assets.snapshot.entry_tables import read_entry_arrow
 from cdc_assets.snapshot.store import list_manifests, read_manifest
-from cdc_assets.common.tso import ms_to_tso
-from cdc_assets.replay import replay
 from cdc_assets_tests.ddl_upstream import Table, Upstream, add_column, drop_column, rename_column
 from cdc_assets_tests.e2e import settings_for
 

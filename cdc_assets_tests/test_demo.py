@@ -11,8 +11,8 @@ import json
 import pytest
 
 from cdc_assets.demo import run_demo
-from cdc_assets.snapshot.store import list_manifests
 from cdc_assets.simulator.compare import load_truth
+from cdc_assets.snapshot.store import list_manifests
 
 pytestmark = pytest.mark.slow
 

@@ -11,14 +11,14 @@ import pytest
 from dagster import AssetKey, DagsterInstance
 
 from cdc_assets.cli import main as cli_main
-from cdc_assets.defs.factory import build_definitions, source_builds
-from cdc_assets.defs.automation import window_job_name
-from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.defs.automation import window_job_name
+from cdc_assets.defs.factory import build_definitions, source_builds
+from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.landing.tables import load_state
 from cdc_assets.simulator import generate
-from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets.simulator.compare import load_truth
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets_tests.e2e import differences_from_truth, settings_for, simulate_and_replay
 from cdc_assets_tests.helpers import layer_commits
 

@@ -13,13 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
+from cdc_assets.common.names import MAX_PART_BYTES, table_id
+from cdc_assets.common.tso import ms_to_tso
+from cdc_assets.replay import replay
 from cdc_assets.snapshot.export import REAL_NAME_KEYS, export_snapshot
 from cdc_assets.snapshot.history import END_OP, VALID_FROM, VALID_TO
 from cdc_assets.snapshot.history_read import full_history
 from cdc_assets.snapshot.store import list_manifests, read_manifest
-from cdc_assets.common.names import MAX_PART_BYTES, table_id
-from cdc_assets.common.tso import ms_to_tso
-from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
 from cdc_assets_tests.helpers import layer_rows
 

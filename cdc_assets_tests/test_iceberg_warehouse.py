@@ -18,13 +18,13 @@ import pytest
 from pyiceberg.catalog import load_catalog
 
 from cdc_assets.cli import main as cli_main
-from cdc_assets.common.warehouse import CATALOG, CATALOG_FILE, pyiceberg_properties, use_catalog
 from cdc_assets.common.iceberg_tables import end_tag, table_name
+from cdc_assets.common.names import table_id
+from cdc_assets.common.warehouse import CATALOG, CATALOG_FILE, pyiceberg_properties, use_catalog
+from cdc_assets.common.warehouse_listing import SOURCE_TABLES, tables_json
+from cdc_assets.simulator.compare import load_truth, snapshot_rows, truth_rows
 from cdc_assets.snapshot.manifests import WindowManifest
 from cdc_assets.snapshot.store import list_manifests, read_manifest
-from cdc_assets.common.names import table_id
-from cdc_assets.simulator.compare import load_truth, snapshot_rows, truth_rows
-from cdc_assets.common.warehouse_listing import SOURCE_TABLES, tables_json
 from cdc_assets_tests.e2e import simulate_and_replay
 
 HOUR = 3_600_000

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow
 # class came from.
 _START_A_SESSION = """
 import sys
-from cdc_assets.common.spark_session import spark_config, start_spark_session
 from cdc_assets.common.settings import load_settings
+from cdc_assets.common.spark_session import spark_config, start_spark_session
 conf = spark_config(load_settings())
 conf["spark.driver.extraJavaOptions"] = (
     conf.get("spark.driver.extraJavaOptions", "") + f" -Xlog:class+load=info:file={sys.argv[1]}")

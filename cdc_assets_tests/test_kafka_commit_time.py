@@ -10,12 +10,12 @@ import json
 
 from dagster import AssetKey, DagsterInstance
 
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.contracts.schemas import RAW_MESSAGE_SCHEMA, REJECT_DETAIL, REJECT_REASON
 from cdc_assets.decode import get_decoder
+from cdc_assets.replay import replay
 from cdc_assets.snapshot.entry_tables import read_entry_arrow
 from cdc_assets.snapshot.store import read_manifest
-from cdc_assets.common.tso import ms_to_tso
-from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
 from cdc_assets_tests.helpers import decode
 

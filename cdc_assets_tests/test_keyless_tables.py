@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
-from cdc_assets.snapshot.export import export_snapshot
 from cdc_assets.replay import replay
+from cdc_assets.snapshot.export import export_snapshot
 from cdc_assets_tests.e2e import settings_for
 
 pytestmark = pytest.mark.slow

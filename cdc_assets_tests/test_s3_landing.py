@@ -11,9 +11,9 @@ from dagster import AssetKey, DagsterInstance
 from cdc_assets.defs.automation import land_job_name
 from cdc_assets.defs.factory import build_definitions, source_builds
 from cdc_assets.landing.input_files import files_not_landed
+from cdc_assets.replay import replay
 from cdc_assets.simulator import generate
 from cdc_assets.simulator.compare import load_truth
-from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import differences_from_truth, settings_for
 from cdc_assets_tests.servers import moto_s3
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from cdc_assets.common.warehouse import load_pyiceberg_catalog
 from cdc_assets.common.settings import load_settings
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
 from cdc_assets.simulator import generate
 from cdc_assets.snapshot.entry_tables import read_entry_arrow
 from cdc_assets.snapshot.store import list_manifests, read_manifest

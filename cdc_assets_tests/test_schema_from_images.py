@@ -11,15 +11,15 @@ import pytest
 from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
+from cdc_assets.common.tso import ms_to_tso
+from cdc_assets.defs.metadata import schema_version
+from cdc_assets.replay import replay
+from cdc_assets.snapshot.entry_tables import read_entry
 from cdc_assets.snapshot.history import END_OP, VALID_FROM, VALID_TO
 from cdc_assets.snapshot.history_read import read_history
-from cdc_assets.defs.metadata import schema_version
-from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN
-from cdc_assets.snapshot.entry_tables import read_entry
 from cdc_assets.snapshot.manifests import WindowManifest
+from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN
 from cdc_assets.snapshot.store import list_manifests, read_manifest
-from cdc_assets.common.tso import ms_to_tso
-from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
 
 pytestmark = pytest.mark.slow

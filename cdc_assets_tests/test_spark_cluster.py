@@ -12,16 +12,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance
 
+from cdc_assets.replay import replay
 from cdc_assets.simulator import generate
 from cdc_assets.snapshot.entry_tables import read_entry_arrow
 from cdc_assets.snapshot.store import list_manifests, read_manifest
-from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import differences_from_truth, settings_for
 from cdc_assets_tests.servers import LOOPBACK, VENV_BIN, spark_connect, spark_env, spark_standalone
 

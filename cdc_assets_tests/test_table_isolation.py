@@ -9,11 +9,11 @@ import json
 import pytest
 from dagster import DagsterInstance
 
+from cdc_assets.common.tso import ms_to_tso
+from cdc_assets.replay import replay
 from cdc_assets.snapshot import timeline as table_timeline
 from cdc_assets.snapshot.export import export_snapshot
 from cdc_assets.snapshot.store import list_manifests, read_manifest
-from cdc_assets.common.tso import ms_to_tso
-from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
 
 pytestmark = pytest.mark.slow

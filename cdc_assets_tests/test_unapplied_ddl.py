@@ -8,9 +8,9 @@ import json
 import pytest
 from dagster import AssetCheckKey, AssetKey, DagsterEventType, DagsterInstance
 
-from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.replay import replay
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets_tests.e2e import settings_for
 
 pytestmark = pytest.mark.slow

@@ -17,8 +17,8 @@ from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import SparkSession
 
-from cdc_assets.common.warehouse import as_warehouse, load_pyiceberg_catalog, use_catalog
 from cdc_assets.common.iceberg_tables import IcebergTable
+from cdc_assets.common.warehouse import as_warehouse, load_pyiceberg_catalog, use_catalog
 
 # No compaction (rewrite_data_files): it would commit to `main`, but the next window cuts its
 # branch from the previous window's tagged snapshot and publishing moves `main` there, so the

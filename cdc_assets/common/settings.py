@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from cdc_assets.common.warehouse import CATALOG_FILE, SECRET_KEY, Warehouse
 from cdc_assets.common.jvm_archive import configured_archive
+from cdc_assets.common.warehouse import CATALOG_FILE, SECRET_KEY, Warehouse
 
 DEFAULT_START = "2026-01-01T00:00"
 

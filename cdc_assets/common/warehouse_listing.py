@@ -20,11 +20,11 @@ import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cdc_assets.common.iceberg_tables import parse_table_name
 from cdc_assets.common.warehouse import (
     CATALOG, CATALOG_FILE, Warehouse, as_warehouse, printable_properties, pyiceberg_properties, sqlite_file,
     table_identifier,
 )
-from cdc_assets.common.iceberg_tables import parse_table_name
 
 END_TAG = re.compile(r"end-\d{8}T\d{4}Z")  # iceberg_tables.end_tag
 

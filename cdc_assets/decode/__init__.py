@@ -7,8 +7,8 @@ from enum import StrEnum
 
 from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.canal_json.decoder import CanalJsonDecoder
-from cdc_assets.decode.debezium.decoder import DebeziumDecoder, DebeziumJsonDecoder
 from cdc_assets.decode.cloudcanal_json.decoder import CloudCanalJsonDecoder
+from cdc_assets.decode.debezium.decoder import DebeziumDecoder, DebeziumJsonDecoder
 from cdc_assets.decode.dts_avro.decoder import DtsAvroDecoder
 from cdc_assets.decode.open_protocol.decoder import OpenProtocolDecoder
 

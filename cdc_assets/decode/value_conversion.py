@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, functions as F, types as T
 
-from cdc_assets.contracts.schemas import REJECT_DETAIL, REJECT_REASON, ROW
 from cdc_assets.common.mysql_types import is_decimal_without_params, parse_mysql_type, spark_type, typed_value
+from cdc_assets.contracts.schemas import REJECT_DETAIL, REJECT_REASON, ROW
 
 INVALID_VALUE = "invalid_value"
 

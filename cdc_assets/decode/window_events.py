@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, functions as F
 
-from cdc_assets.contracts.schemas import DDL, REJECT_DETAIL, REJECT_REASON, ROW
-from cdc_assets.common.windows import ROUTED_WINDOWS, window_start
-from cdc_assets.decode.common.raw_bytes import MESSAGE_KEY
 from cdc_assets.common.tso import plausible_ms, tso_ms_col
+from cdc_assets.common.windows import ROUTED_WINDOWS, window_start
+from cdc_assets.contracts.schemas import DDL, REJECT_DETAIL, REJECT_REASON, ROW
+from cdc_assets.decode.common.raw_bytes import MESSAGE_KEY
 
 IMPLAUSIBLE_COMMIT_TS = "implausible_commit_ts"
 

@@ -26,8 +26,8 @@ from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, HISTORY, LAND
 from cdc_assets.landing.input_files import InputFile, files_not_landed, list_input_files, settled
 from cdc_assets.landing.tables import load_state
 from cdc_assets.snapshot.carry_forward import carry_forward_windows
-from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets.snapshot.pending_windows import split_quiet, windows_to_materialize
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 
 _ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
            DagsterRunStatus.STARTED]

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from dagster import Definitions, in_process_executor
 
+from cdc_assets.common.settings import Settings
 from cdc_assets.defs.automation import build_hourly_schedules, build_jobs, build_landing_sensor
 from cdc_assets.defs.layers.change_log import build_change_log
 from cdc_assets.defs.layers.change_table import build_change_table
 from cdc_assets.defs.layers.landing import build_landed_dump
+from cdc_assets.defs.layers.raw import build_raw_messages
+from cdc_assets.defs.layers.snapshots import build_snapshots
 from cdc_assets.defs.maintenance import build_maintenance
 from cdc_assets.defs.partitions import window_partitions
-from cdc_assets.defs.layers.raw import build_raw_messages
 from cdc_assets.defs.resources import (
     IcebergIOManager, make_s3_resource, make_spark_resource, warehouse_resource,
 )
-from cdc_assets.defs.layers.snapshots import build_snapshots
 from cdc_assets.defs.source_build import ICEBERG_IO_MANAGER, SourceBuild
-from cdc_assets.common.settings import Settings
 
 
 def source_builds(settings: Settings) -> list[SourceBuild]:

@@ -18,10 +18,10 @@ from dagster import (
 )
 from dagster_pyspark import PySparkResource
 
+from cdc_assets.common.iceberg_maintenance import maintain_source
 from cdc_assets.defs.automation import SOURCE_TAG
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import SourceBuild
-from cdc_assets.common.iceberg_maintenance import maintain_source
 
 
 def maintenance_job_name(b: SourceBuild) -> str:

@@ -7,8 +7,8 @@ import json
 import math
 import time
 
-from cdc_assets.defs.plots import bar_chart_svg, svg_markdown
 from cdc_assets.common.tso import tso_to_datetime
+from cdc_assets.defs.plots import bar_chart_svg, svg_markdown
 from cdc_assets.landing.state import LandingState
 
 # Charts get at most this many bars: wider windows are binned (a daily window -> 24-min bars).

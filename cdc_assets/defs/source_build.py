@@ -7,12 +7,12 @@ from pathlib import Path
 
 from dagster import AssetCheckSpec, AssetKey, TimeWindowPartitionsDefinition
 
+from cdc_assets.common.settings import Settings, SourceConfig
 from cdc_assets.decode import Decoder, get_decoder
 from cdc_assets.landing.input_files import local_dump_root
 from cdc_assets.landing.layouts import AUTO_LAYOUT, DumpLayout, Layout, check_layout_options, detect_layout, get_layout
 from cdc_assets.landing.s3_input import is_s3_uri
 from cdc_assets.landing.source_config import checked_source
-from cdc_assets.common.settings import Settings, SourceConfig
 from cdc_assets.landing.state import AUTO_COMPLETENESS, Completeness, CompletenessMode
 
 LANDED, RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY = (

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, Callable
 
+from cdc_assets.common.settings import SourceConfig
 from cdc_assets.common.warehouse import as_warehouse
 from cdc_assets.landing.land import changed_within
-from cdc_assets.landing.tables import load_state
 from cdc_assets.landing.layouts import AUTO_LAYOUT, LAYOUT_CLASSES, detect_layout, get_layout
 from cdc_assets.landing.layouts.base import is_hidden_name
 from cdc_assets.landing.s3_input import MirrorResult, is_s3_uri, list_objects, mirror_prefix, not_mirrored
-from cdc_assets.common.settings import SourceConfig
+from cdc_assets.landing.tables import load_state
 
 MIRROR_DIR = "s3_mirror"  # below `<warehouse>/<source>/landing`
 CHECKPOINT_FILE = "metadata"  # the storage sink's checkpoint-ts: needed to move its watermark

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from cdc_assets.common.tso import PHYSICAL_SHIFT, ms_to_tso, tso_to_ms
 from cdc_assets.contracts.schemas import DDL, REJECT_DETAIL, REJECT_REASON, ROW, WATERMARK
 from cdc_assets.decode import get_decoder
 from cdc_assets.landing.detect import Detection, detect_protocol, where
-from cdc_assets.landing.layouts import UNPARSED_TOPIC, DumpLayout, SampledMessage, get_layout, sniff_layouts
 from cdc_assets.landing.layouts import AUTO_LAYOUT, detect_layout
-from cdc_assets.common.tso import PHYSICAL_SHIFT, ms_to_tso, tso_to_ms
+from cdc_assets.landing.layouts import UNPARSED_TOPIC, DumpLayout, SampledMessage, get_layout, sniff_layouts
 from cdc_assets.landing.state import AUTO_COMPLETENESS, Completeness, CompletenessMode, LandingState, PartitionProgress
 
 SAMPLE_PER_FILE = 200  # detection reads the first messages of each file ...

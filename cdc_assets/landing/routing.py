@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, functions as F
 
+from cdc_assets.common.tso import plausible_ms
 from cdc_assets.common.windows import ROUTED_WINDOWS, routed_windows, window_start
 from cdc_assets.decode import Decoder
 from cdc_assets.decode.base import EVENT_ROUTING_MS
@@ -14,7 +15,6 @@ from cdc_assets.landing.layouts.base import unparsed_place
 from cdc_assets.landing.state import LandingState
 from cdc_assets.landing.tables import LANDED_SCHEMA, WINDOW_COLUMN
 from cdc_assets.landing.watermark_audit import plausible_watermark
-from cdc_assets.common.tso import plausible_ms
 
 
 # Why a message has no usable time of its protocol (null: it has one). Such a message is

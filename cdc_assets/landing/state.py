@@ -20,8 +20,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from cdc_assets.landing.layouts import UNPARSED_TOPIC
 from cdc_assets.common.tso import ms_to_tso, tso_to_ms
+from cdc_assets.landing.layouts import UNPARSED_TOPIC
 
 
 # A source's completeness setting may also be `auto`: watermarks when the source has them,

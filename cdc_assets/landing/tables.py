@@ -36,8 +36,8 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
-from cdc_assets.common.warehouse import as_warehouse, load_pyiceberg_catalog, use_catalog
 from cdc_assets.common.iceberg_tables import IcebergTable, as_stored
+from cdc_assets.common.warehouse import as_warehouse, load_pyiceberg_catalog, use_catalog
 from cdc_assets.common.windows import ROUTED_WINDOWS
 from cdc_assets.contracts.schemas import RAW_MESSAGE_SCHEMA
 from cdc_assets.landing.state import LandingState

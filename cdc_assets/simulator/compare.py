@@ -9,10 +9,10 @@ from decimal import Decimal
 from pathlib import Path
 
 from cdc_assets.common.mysql_types import BINARY_BASES, parse_mysql_type
-from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN
+from cdc_assets.common.names import table_id
 from cdc_assets.snapshot.entry_tables import read_entry_arrow
 from cdc_assets.snapshot.manifests import WindowManifest
-from cdc_assets.common.names import table_id
+from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN
 
 
 def canonical(value, mysql_type: str):

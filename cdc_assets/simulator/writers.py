@@ -26,9 +26,9 @@ from typing import ClassVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cdc_assets.common.tidb_ddl_actions import DDL_ACTIONS
 from cdc_assets.simulator.canal_json import DDL_EVENT_TYPES
 from cdc_assets.simulator.kafka import KafkaMessage
-from cdc_assets.common.tidb_ddl_actions import DDL_ACTIONS
 
 LAYOUTS = ("kafka-parquet", "kcat-jsonl", "storage-sink", "kafka-connect-s3")
 DEFAULT_FILE_SPAN_MS = 30 * 60_000

@@ -22,10 +22,10 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from cdc_assets.snapshot.point_in_time import parse_instant, plan, tables_as_of
-from cdc_assets.snapshot.entry_tables import read_entry_arrow
-from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets.common.names import table_id, temp_sibling
+from cdc_assets.snapshot.entry_tables import read_entry_arrow
+from cdc_assets.snapshot.point_in_time import parse_instant, plan, tables_as_of
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 
 # Parquet key-value metadata of an exported file: its table's real names (UTF-8).
 REAL_NAME_KEYS = (b"cdc_assets.database", b"cdc_assets.table")

@@ -35,10 +35,10 @@ import functools
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.common.concurrent_jobs import run_concurrently
-from cdc_assets.common.warehouse import use_catalog
 from cdc_assets.common.iceberg_tables import WINDOW_COLUMN, IcebergTable, widens, as_stored, table_name
-from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN, key_column, value_column
 from cdc_assets.common.names import table_id
+from cdc_assets.common.warehouse import use_catalog
+from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN, key_column, value_column
 from cdc_assets.snapshot.table_errors import naming_table
 from cdc_assets.snapshot.window_state import Closure, Flush, Name, WindowResult
 

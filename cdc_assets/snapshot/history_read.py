@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
-from cdc_assets.snapshot.history import END_OP, VALID_FROM, VALID_TO, history_table
 from cdc_assets.common.iceberg_tables import WINDOW_COLUMN
-from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN
-from cdc_assets.snapshot.entry_tables import read_entry
-from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets.common.names import table_id
+from cdc_assets.snapshot.entry_tables import read_entry
+from cdc_assets.snapshot.history import END_OP, VALID_FROM, VALID_TO, history_table
+from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 
 
 def read_history(spark: SparkSession, warehouse, source: str, database: str, table: str) -> DataFrame | None:

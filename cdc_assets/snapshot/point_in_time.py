@@ -19,14 +19,14 @@ from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from cdc_assets.snapshot.reconstruct import TableSchema
-from cdc_assets.snapshot.entry_tables import read_entry
-from cdc_assets.snapshot.store import read_manifest, read_manifests
-from cdc_assets.common.warehouse import use_catalog
 from cdc_assets.common.iceberg_tables import IcebergTable, WindowTable, window_commit
+from cdc_assets.common.tso import ms_to_tso
+from cdc_assets.common.warehouse import use_catalog
+from cdc_assets.snapshot.entry_tables import read_entry
+from cdc_assets.snapshot.reconstruct import TableSchema
+from cdc_assets.snapshot.store import read_manifest, read_manifests
 from cdc_assets.snapshot.timeline import apply_window
 from cdc_assets.snapshot.window_state import Name, previous_states
-from cdc_assets.common.tso import ms_to_tso
 
 CHANGE_TABLE_LAYER = "change_table"
 

@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, Window, functions as F, types as T
 
-from cdc_assets.contracts.schemas import DELETE, ROW, UPDATE
 from cdc_assets.common.mysql_types import (
     parse_mysql_type,
     spark_type,
     typed_value,
 )
 from cdc_assets.common.names import table_id
+from cdc_assets.contracts.schemas import DELETE, ROW, UPDATE
 
 COMMIT_TS_COLUMN = "_cdc_commit_ts"
 _UPSERT, _DELETE = "upsert", "delete"

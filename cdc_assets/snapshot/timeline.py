@@ -35,19 +35,19 @@ from dataclasses import replace
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from cdc_assets.snapshot.ddl import parse as D
-from cdc_assets.contracts.schemas import ROW
 from cdc_assets.common.concurrent_jobs import run_concurrently
+from cdc_assets.common.names import table_id
+from cdc_assets.contracts.schemas import ROW
+from cdc_assets.snapshot.column_changes import alter_columns
+from cdc_assets.snapshot.ddl import parse as D
 from cdc_assets.snapshot.ddl.barriers import (
     SEGMENT, Barrier, is_single_rename, order_unknown, rename_order, window_barriers, with_segments,
 )
 from cdc_assets.snapshot.ddl.rewrite import changes_rows_or_names
-from cdc_assets.snapshot.column_changes import alter_columns
 from cdc_assets.snapshot.reconstruct import (
     COMMIT_TS_COLUMN, TableResult, TableSchema, action_keys, conform_frame, conformed, key_actions,
     reconstruct_table, typed_actions,
 )
-from cdc_assets.common.names import table_id
 from cdc_assets.snapshot.table_errors import TableFailed, caught, naming_table
 from cdc_assets.snapshot.window_schema import window_table_schemas
 from cdc_assets.snapshot.window_state import Closure, Flush, Name, TableState, WindowResult

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window, functions as F
 
-from cdc_assets.contracts.schemas import ROW
 from cdc_assets.common.mysql_types import is_decimal_without_params, parse_mysql_type
+from cdc_assets.contracts.schemas import ROW
 from cdc_assets.snapshot.reconstruct import TableSchema
 
 _PARAMLESS_DECIMAL = r"^\s*(decimal|numeric|dec|fixed)(\s+(signed|unsigned|zerofill))*\s*$"

@@ -15,17 +15,17 @@ from pyiceberg.catalog import load_catalog
 from pyspark.sql import types as T
 
 from cdc_assets.cli import main as cli_main
-from cdc_assets.common.spark_session import spark_config
-from cdc_assets.defs.resources import warehouse_resource
-from cdc_assets.common.warehouse import (
-    CATALOG, Warehouse, as_warehouse, identifier_parts, load_pyiceberg_catalog, pyiceberg_properties, qualified_name,
-    spark_catalog_conf, table_identifier, use_catalog,
-)
 from cdc_assets.common.iceberg_tables import (
     IcebergTable, WindowTable, branch_name, end_tag, publish, tag_snapshots, window_commit,
 )
 from cdc_assets.common.settings import load_settings
+from cdc_assets.common.spark_session import spark_config
+from cdc_assets.common.warehouse import (
+    CATALOG, Warehouse, as_warehouse, identifier_parts, load_pyiceberg_catalog, pyiceberg_properties, qualified_name,
+    spark_catalog_conf, table_identifier, use_catalog,
+)
 from cdc_assets.common.warehouse_listing import tables_json
+from cdc_assets.defs.resources import warehouse_resource
 from cdc_assets_tests.servers import moto_s3
 
 HOUR = 3_600_000

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cdc_assets.defs.factory import build_definitions, source_builds
 from cdc_assets.common.settings import load_settings
+from cdc_assets.defs.factory import build_definitions, source_builds
 
 SOURCES = """
 window_minutes: 30

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession, types as T
 
-from cdc_assets.contracts.schemas import CHANGE_LOG, CHANGE_LOG_SCHEMA, CHANGE_TABLE
 from cdc_assets.contracts.checks import ChangeLogModel, ChangeTableModel, column_rules, pa, validate
+from cdc_assets.contracts.schemas import CHANGE_LOG, CHANGE_LOG_SCHEMA, CHANGE_TABLE
 
 # Nullable everywhere, so that a test can put a null where the contract forbids one.
 _SCHEMA = T.StructType([T.StructField(f.name, f.dataType, True) for f in CHANGE_LOG_SCHEMA.fields])

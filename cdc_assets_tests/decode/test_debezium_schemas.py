@@ -7,8 +7,8 @@ from __future__ import annotations
 import functools
 import json
 
-from cdc_assets.decode.debezium.events import Options, decode_batches
 from cdc_assets.decode.common.key_option import NO_KEYS, parse_key_option
+from cdc_assets.decode.debezium.events import Options, decode_batches
 from cdc_assets_tests.decode.arrow_batch import decode_values
 
 DECODE = functools.partial(decode_batches, options=Options(derive_commit_ts=True, key_option=NO_KEYS))

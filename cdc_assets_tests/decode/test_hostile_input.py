@@ -20,10 +20,10 @@ from cdc_assets.decode import get_decoder
 from cdc_assets.decode.canal_json import events as canal_json_events
 from cdc_assets.decode.cloudcanal_json import events as cloudcanal_json_events
 from cdc_assets.decode.common import arrow_events
+from cdc_assets.decode.common.key_option import NO_KEYS
 from cdc_assets.decode.debezium import events as debezium_events
 from cdc_assets.decode.dts_avro import decoder as dts_avro
 from cdc_assets.decode.open_protocol import events as open_protocol
-from cdc_assets.decode.common.key_option import NO_KEYS
 from cdc_assets_tests.decode.arrow_batch import decode_values
 
 TSO = 445566778899001122

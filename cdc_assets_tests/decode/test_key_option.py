@@ -13,8 +13,8 @@ from cdc_assets.contracts.schemas import REJECT_DETAIL, REJECT_REASON
 from cdc_assets.decode import get_decoder
 from cdc_assets.decode.canal_json import events as canal_json_events
 from cdc_assets.decode.cloudcanal_json import events as cloudcanal_json_events
-from cdc_assets.decode.debezium import events as debezium_events
 from cdc_assets.decode.common.key_option import NO_KEYS, KeyOption, parse_key_option
+from cdc_assets.decode.debezium import events as debezium_events
 from cdc_assets.decode.open_protocol.events import decode_message
 from cdc_assets_tests.decode.arrow_batch import decode_values
 

@@ -11,12 +11,12 @@ import pytest
 
 from cdc_assets.contracts.schemas import REJECT_REASON
 from cdc_assets.decode import get_decoder
-from cdc_assets.decode.common.large_messages import _snappy_length, decompress
 from cdc_assets.decode.common.arrow_events import zone
+from cdc_assets.decode.common.large_messages import _snappy_length, decompress
 from cdc_assets.decode.open_protocol.events import decode_message
 from cdc_assets_tests.canal_messages import row, values, watermark
-from cdc_assets_tests.helpers import raw_frame
 from cdc_assets_tests.decode.test_open_protocol_frames import ROW_KEY, col, msg
+from cdc_assets_tests.helpers import raw_frame
 
 OPTION = "large-message-handle-compression"
 

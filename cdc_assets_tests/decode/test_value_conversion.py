@@ -6,11 +6,11 @@ import json
 
 from pyspark.sql import functions as F, types as T
 
+from cdc_assets.common.mysql_types import typed_value
 from cdc_assets.contracts.schemas import REJECT_DETAIL, REJECT_REASON
 from cdc_assets.decode import get_decoder
-from cdc_assets.common.mysql_types import typed_value
-from cdc_assets.snapshot.reconstruct import TableSchema, conform_frame
 from cdc_assets.decode.value_conversion import quarantine_unconvertible_values
+from cdc_assets.snapshot.reconstruct import TableSchema, conform_frame
 from cdc_assets_tests.canal_messages import row, values
 from cdc_assets_tests.helpers import raw_frame
 

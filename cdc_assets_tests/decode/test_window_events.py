@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F, types as T
 
+from cdc_assets.common.windows import ROUTED_WINDOWS, routed_windows
 from cdc_assets.contracts.schemas import REJECT_REASON
 from cdc_assets.decode import get_decoder
-from cdc_assets.common.windows import ROUTED_WINDOWS, routed_windows
+from cdc_assets.decode.window_events import IMPLAUSIBLE_COMMIT_TS, events_of_window
 from cdc_assets.simulator.open_protocol import OpenProtocolEncoder
 from cdc_assets.simulator.protocols import ENCODERS, make_encoder
 from cdc_assets.simulator.schema import DEMO_TABLES
 from cdc_assets.simulator.workload import Transaction, Workload
-from cdc_assets.decode.window_events import IMPLAUSIBLE_COMMIT_TS, events_of_window
 from cdc_assets_tests.helpers import raw_frame
 
 HOUR = 3_600_000

@@ -20,17 +20,17 @@ from dagster import (
     instance_for_test,
 )
 
-from cdc_assets.defs.factory import build_definitions
-from cdc_assets.common.settings import load_settings
-from cdc_assets.landing.tables import load_state, save_state
-from cdc_assets.common.tso import ms_to_tso
-from cdc_assets.landing.state import Completeness, LandingState, PartitionProgress
-from cdc_assets.common.warehouse import load_pyiceberg_catalog
 from cdc_assets.common.iceberg_tables import end_tag
+from cdc_assets.common.settings import load_settings
+from cdc_assets.common.tso import ms_to_tso
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.defs.factory import build_definitions
+from cdc_assets.landing.state import Completeness, LandingState, PartitionProgress
+from cdc_assets.landing.tables import load_state, save_state
 from cdc_assets.snapshot import manifests
 from cdc_assets.snapshot.manifests import TableEntry, WindowManifest
-from cdc_assets.snapshot.store import read_manifest
 from cdc_assets.snapshot.pending_windows import split_quiet, windows_to_materialize
+from cdc_assets.snapshot.store import read_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 H = 3_600_000

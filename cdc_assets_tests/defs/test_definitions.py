@@ -9,8 +9,8 @@ from pathlib import Path
 
 from dagster import AssetKey, TimeWindowPartitionsDefinition
 
-from cdc_assets.defs.factory import build_definitions
 from cdc_assets.common.settings import load_settings
+from cdc_assets.defs.factory import build_definitions
 
 REPO = Path(__file__).resolve().parents[2]
 

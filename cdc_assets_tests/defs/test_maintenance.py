@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from dagster import DagsterInstance
 
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.defs.automation import window_job_name
 from cdc_assets.defs.factory import build_definitions, source_builds
 from cdc_assets.defs.maintenance import maintenance_job_name
 from cdc_assets.defs.partitions import partition_key_for_ms
-from cdc_assets.defs.automation import window_job_name
-from cdc_assets.common.warehouse import load_pyiceberg_catalog
 from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets_tests.e2e import differences_from_truth, simulate_and_replay
 

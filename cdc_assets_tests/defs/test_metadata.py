@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 
 from pyspark.sql import types as T
 
-from cdc_assets.defs.metadata import events_per_minute_chart, schema_version, watermark_lag_chart
 from cdc_assets.common.tso import ms_to_tso
+from cdc_assets.defs.metadata import events_per_minute_chart, schema_version, watermark_lag_chart
 from cdc_assets.landing.state import LandingState, PartitionProgress
 
 W0 = 1767225600000  # 2026-01-01T00:00Z

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dagster import EnvVar
 
-from cdc_assets.defs.resources import make_s3_resource
 from cdc_assets.common.settings import load_settings
+from cdc_assets.defs.resources import make_s3_resource
 
 
 def test_s3_credentials_are_environment_variable_references(monkeypatch):

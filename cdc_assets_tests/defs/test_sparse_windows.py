@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dagster import DagsterInstance
 
-from cdc_assets.snapshot.point_in_time import plan
-from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.replay import replay
+from cdc_assets.snapshot.point_in_time import plan
+from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets_tests.canal_messages import row, values, watermark
 from cdc_assets_tests.e2e import settings_for
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, functions as F
 
+from cdc_assets.contracts.checks import ChangeLogModel, validate
 from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA, REJECT_DETAIL, REJECT_REASON, conform
 from cdc_assets.decode import Decoder
 from cdc_assets.decode.table_names import quarantine_invalid_table_names
-from cdc_assets.contracts.checks import ChangeLogModel, validate
 from cdc_assets.decode.value_conversion import quarantine_unconvertible_values
 from cdc_assets.decode.window_events import reject_implausible_commit_ts
 

@@ -15,9 +15,9 @@ from dagster import DagsterInstance
 from hypothesis import HealthCheck, given, settings as hyp_settings, strategies as st
 
 from cdc_assets.common.settings import SourceConfig, load_settings
+from cdc_assets.replay import replay
 from cdc_assets.simulator import generate
 from cdc_assets.simulator.kafka import KafkaMessage
-from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import differences_from_truth
 from cdc_assets_tests.helpers import layer_rows
 

@@ -12,13 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from cdc_assets.cli import main
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.decode import get_decoder
 from cdc_assets.landing.detect import detect_protocol
 from cdc_assets.landing.inspect_dump import detection_sample, inspect_dump, resolve
 from cdc_assets.landing.layouts import detect_layout, get_layout
 from cdc_assets.simulator import generate
 from cdc_assets.simulator.protocols import ENCODERS
-from cdc_assets.common.tso import ms_to_tso
 from cdc_assets_tests.decode.test_large_messages import compress
 
 FLINK = "apache+flink/flink-formats/flink-json/src/test/resources"

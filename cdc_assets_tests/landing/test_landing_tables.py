@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from cdc_assets.landing import land as landing
-from cdc_assets.decode import get_decoder
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.decode import get_decoder
+from cdc_assets.landing import land as landing
 from cdc_assets.landing.land import land
+from cdc_assets.landing.tables import LandingConflict, REMOVED_PROPERTY
 from cdc_assets.landing.tables import load_state
 from cdc_assets.landing.window_messages import read_watermark_index, read_window_messages
-from cdc_assets.landing.tables import LandingConflict, REMOVED_PROPERTY
-from cdc_assets.common.tso import ms_to_tso
 from cdc_assets_tests.canal_messages import row, values, watermark
 
 HOUR = 3_600_000

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from cdc_assets.cli import main as cli_main
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.decode import get_decoder
 from cdc_assets.landing.land import SETTLE_SECONDS, land
 from cdc_assets.landing.tables import load_state
-from cdc_assets.common.tso import ms_to_tso
 from cdc_assets_tests.canal_messages import row, values, watermark
 
 HOUR = 3_600_000

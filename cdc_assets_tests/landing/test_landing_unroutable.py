@@ -12,12 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cdc_assets.cli import main as cli_main
-from cdc_assets.decode import get_decoder
-from cdc_assets.landing.land import land
-from cdc_assets.landing.routing import unroutable_line
-from cdc_assets.landing.layouts import get_layout
-from cdc_assets.defs.metadata import watermark_table
 from cdc_assets.common.tso import ms_to_tso
+from cdc_assets.decode import get_decoder
+from cdc_assets.defs.metadata import watermark_table
+from cdc_assets.landing.land import land
+from cdc_assets.landing.layouts import get_layout
+from cdc_assets.landing.routing import unroutable_line
 from cdc_assets.landing.state import BatchStats, LandingState, PartitionProgress, UnroutableFile
 from cdc_assets_tests.canal_messages import row, values, watermark
 

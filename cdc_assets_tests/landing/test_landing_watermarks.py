@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.decode import get_decoder
 from cdc_assets.landing.land import land
-from cdc_assets.common.tso import ms_to_tso
 from cdc_assets_tests.canal_messages import row, values, watermark
 
 HOUR = 3_600_000

@@ -9,11 +9,11 @@ import boto3
 import botocore.config
 import pytest
 
+from cdc_assets.common.settings import SourceConfig
 from cdc_assets.landing.input_files import files_not_landed, list_input_files, mirror_root, wanted_object
 from cdc_assets.landing.s3_input import MIRROR_INDEX, mirror_prefix, split_s3_uri
-from cdc_assets.common.settings import SourceConfig
-from cdc_assets.landing.tables import save_state
 from cdc_assets.landing.state import LandingState
+from cdc_assets.landing.tables import save_state
 from cdc_assets_tests.servers import moto_s3
 
 

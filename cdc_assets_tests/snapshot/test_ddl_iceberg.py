@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
-from cdc_assets.common.warehouse import load_pyiceberg_catalog
 from cdc_assets.common.iceberg_tables import end_tag, table_name
+from cdc_assets.common.tso import ms_to_tso
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.common.warehouse_listing import warehouse_tables
+from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
 from cdc_assets.snapshot.entry_tables import read_entry, read_entry_arrow
 from cdc_assets.snapshot.store import write_window_snapshot
-from cdc_assets.common.tso import ms_to_tso
-from cdc_assets.common.warehouse_listing import warehouse_tables
 
 HOUR = 3_600_000
 W1 = 1_767_225_600_000  # 2026-01-01T00:00Z

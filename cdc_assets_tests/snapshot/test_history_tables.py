@@ -9,9 +9,9 @@ from decimal import Decimal
 import pytest
 from pyiceberg.types import DecimalType, DoubleType, LongType, StringType
 
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
 from cdc_assets.snapshot.history import _write_table
 from cdc_assets.snapshot.history_read import read_history
-from cdc_assets.common.warehouse import load_pyiceberg_catalog
 
 W1, W2 = 1_767_225_600_000, 1_767_229_200_000
 NAME = ("db", "t")

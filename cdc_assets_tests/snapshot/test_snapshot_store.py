@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 from pyspark.sql import functions as F
 
-from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
-from cdc_assets.common.warehouse import load_pyiceberg_catalog
 from cdc_assets.common.iceberg_tables import end_tag
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
+from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
 from cdc_assets.snapshot import manifests
 from cdc_assets.snapshot.carry_forward import carry_forward_window, carry_forward_windows
 from cdc_assets.snapshot.entry_tables import read_entry_arrow

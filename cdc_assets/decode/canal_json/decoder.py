@@ -45,12 +45,12 @@ import functools
 
 from pyspark.sql import DataFrame, functions as F, types as T
 
-from cdc_assets.decode.common import kafka_time
-from cdc_assets.decode.common import large_messages
+from cdc_assets.common.tso import PHYSICAL_SHIFT
 from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.canal_json.events import decode_batches
+from cdc_assets.decode.common import kafka_time
+from cdc_assets.decode.common import large_messages
 from cdc_assets.decode.common.spark_helpers import value_text
-from cdc_assets.common.tso import PHYSICAL_SHIFT
 
 _TIDB = T.StructType(
     [

@@ -15,6 +15,7 @@ from datetime import tzinfo
 
 import pyarrow as pa
 
+from cdc_assets.common.tso import ms_to_commit_ts
 from cdc_assets.contracts.schemas import CONTROL_RECORD, DDL, ROW, WATERMARK
 from cdc_assets.decode.common.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, as_text, event, name_text
 from cdc_assets.decode.common.canal_values import row_events, type_flags
@@ -24,7 +25,6 @@ from cdc_assets.decode.common.json_fields import (
 from cdc_assets.decode.common.kafka_time import HINT, PENDING
 from cdc_assets.decode.common.key_option import NO_KEYS, KeyOption
 from cdc_assets.decode.common.large_messages import key_only_reject
-from cdc_assets.common.tso import ms_to_commit_ts
 
 _DML_TYPES = frozenset(("INSERT", "UPDATE", "DELETE"))
 # Official Canal's records that are not row events (docs/reliability.md). XA COMMIT: the rows

@@ -34,10 +34,10 @@ import functools
 
 from pyspark.sql import DataFrame, functions as F, types as T
 
+from cdc_assets.common.tso import MAX_TSO_MS, PHYSICAL_SHIFT
 from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.cloudcanal_json.events import decode_batches
 from cdc_assets.decode.common.spark_helpers import value_text
-from cdc_assets.common.tso import MAX_TSO_MS, PHYSICAL_SHIFT
 
 _ROUTING_SCHEMA = T.StructType(
     [T.StructField("entryType", T.StringType()), T.StructField("execTs", T.LongType())]

@@ -12,6 +12,7 @@ from datetime import tzinfo
 
 import pyarrow as pa
 
+from cdc_assets.common.tso import ms_to_commit_ts
 from cdc_assets.contracts.schemas import DDL, ROW, WATERMARK
 from cdc_assets.decode.common.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, as_text, event, name_text
 from cdc_assets.decode.common.canal_values import row_events, type_flags
@@ -19,7 +20,6 @@ from cdc_assets.decode.common.json_fields import (
     bool_field, decode_each_object, long_field, object_field, objects_field, texts_field,
 )
 from cdc_assets.decode.common.key_option import NO_KEYS, KeyOption
-from cdc_assets.common.tso import ms_to_commit_ts
 
 _DML_ACTIONS = frozenset(("INSERT", "UPDATE", "DELETE"))
 _TRANSACTION_END = "TRANSACTIONEND"

@@ -23,9 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, functions as F, types as T
 
+from cdc_assets.common.tso import tso_time_col
 from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA, DECODED_COLUMNS, REJECT_DETAIL, REJECT_REASON, ROW
 from cdc_assets.decode.common.spark_helpers import event_time_from_ms, lineage_columns
-from cdc_assets.common.tso import tso_time_col
 
 
 class Reject(Exception):

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, functions as F
 
-from cdc_assets.contracts.schemas import DDL, REJECT_DETAIL, REJECT_REASON, ROW
 from cdc_assets.common.tso import MAX_TSO_MS, PHYSICAL_SHIFT, tso_time_col
+from cdc_assets.contracts.schemas import DDL, REJECT_DETAIL, REJECT_REASON, ROW
 
 OPTION = "commit-time"
 MESSAGE, KAFKA_TIMESTAMP = "message", "kafka-timestamp"

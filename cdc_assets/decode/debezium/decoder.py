@@ -43,12 +43,12 @@ import functools
 
 from pyspark.sql import Column, DataFrame, functions as F
 
-from cdc_assets.decode.common import kafka_time
+from cdc_assets.common.tso import MAX_TSO_MS, PHYSICAL_SHIFT
 from cdc_assets.decode.base import Decoder
+from cdc_assets.decode.common import kafka_time
+from cdc_assets.decode.common.spark_helpers import value_text
 from cdc_assets.decode.debezium.events import WATERMARK_OP, Options, decode_batches, placeholder_forms
 from cdc_assets.decode.debezium.values import BINARY_STRING_RULES
-from cdc_assets.decode.common.spark_helpers import value_text
-from cdc_assets.common.tso import MAX_TSO_MS, PHYSICAL_SHIFT
 
 _ROUTE_SOURCE = "struct<commit_ts:bigint,ts_ms:bigint>"
 _ROUTE_SCHEMA = (

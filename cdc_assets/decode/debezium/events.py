@@ -16,17 +16,17 @@ from dataclasses import dataclass
 import orjson
 import pyarrow as pa
 
+from cdc_assets.common.tso import ms_to_commit_ts
 from cdc_assets.contracts.schemas import (
     CONTROL_RECORD, DDL, DELETE, INSERT, READ, ROW, TOMBSTONE, UPDATE, WATERMARK,
 )
 from cdc_assets.decode.common.arrow_events import (
     DEFAULT_MAX_MESSAGE_BYTES, EventRows, Reject, event, gc_paused, name_text, oversized,
 )
-from cdc_assets.decode.debezium.envelope import EnvelopeReader, RowSchema
-from cdc_assets.decode.debezium.values import canonical_values, loads_exact, text_of, to_long, value_kind_type
 from cdc_assets.decode.common.kafka_time import HINT, PENDING
 from cdc_assets.decode.common.key_option import KeyOption, key_values
-from cdc_assets.common.tso import ms_to_commit_ts
+from cdc_assets.decode.debezium.envelope import EnvelopeReader, RowSchema
+from cdc_assets.decode.debezium.values import canonical_values, loads_exact, text_of, to_long, value_kind_type
 
 ROW_OPS = {"c": INSERT, "i": INSERT, "u": UPDATE, "d": DELETE, "r": READ}
 WATERMARK_OP, DDL_OP = "m", "a"

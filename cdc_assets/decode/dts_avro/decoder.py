@@ -24,6 +24,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, functions as F, types as T
 
+from cdc_assets.common.tso import PHYSICAL_SHIFT, plausible_ms, tso_time_col
 from cdc_assets.contracts.schemas import (
     DDL,
     DECODED_COLUMNS,
@@ -33,13 +34,12 @@ from cdc_assets.contracts.schemas import (
     ROW,
     WATERMARK,
 )
-from cdc_assets.decode.common.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, kept_bytes, oversized
 from cdc_assets.decode.base import Decoder
-from cdc_assets.decode.dts_avro.events import DML_OPERATIONS, HEARTBEAT, Reject, decode_value, read_header
-from cdc_assets.decode.dts_avro.schema import parsed_record_schema
+from cdc_assets.decode.common.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, kept_bytes, oversized
 from cdc_assets.decode.common.key_option import KeyOption
 from cdc_assets.decode.common.spark_helpers import blank_to_null, event_time_from_ms, lineage_columns
-from cdc_assets.common.tso import PHYSICAL_SHIFT, plausible_ms, tso_time_col
+from cdc_assets.decode.dts_avro.events import DML_OPERATIONS, HEARTBEAT, Reject, decode_value, read_header
+from cdc_assets.decode.dts_avro.schema import parsed_record_schema
 
 _STRINGS = T.ArrayType(T.StringType())
 # Fields the Python side adds per message, after the lineage columns and key / value.

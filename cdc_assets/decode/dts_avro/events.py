@@ -41,9 +41,9 @@ from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from cdc_assets.decode.common.arrow_events import Reject
+from cdc_assets.decode.common.key_option import NO_KEYS, KeyOption
 from cdc_assets.decode.debezium.values import plain_number_text
 from cdc_assets.decode.dts_avro.schema import OPERATIONS
-from cdc_assets.decode.common.key_option import NO_KEYS, KeyOption
 
 DML_OPERATIONS = ("INSERT", "UPDATE", "DELETE")
 HEARTBEAT = "HEARTBEAT"

@@ -14,16 +14,16 @@ from dagster import (
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame, functions as F
 
+from cdc_assets.align.change_table import aligned_events, count_alignment, mark_late_and_duplicates
+from cdc_assets.common.tso import ms_to_tso, tso_ms_col, tso_to_datetime
+from cdc_assets.contracts.checks import ChangeTableModel, validate
 from cdc_assets.defs.check_results import contract_check
+from cdc_assets.defs.metadata import events_per_minute_chart, watermark_lag_chart, watermark_table
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource, window_output_metadata
 from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, QUARANTINE, RAW, SourceBuild
-from cdc_assets.align.change_table import aligned_events, count_alignment, mark_late_and_duplicates
 from cdc_assets.landing.tables import load_state
 from cdc_assets.landing.window_messages import read_watermark_index
-from cdc_assets.defs.metadata import events_per_minute_chart, watermark_lag_chart, watermark_table
-from cdc_assets.common.tso import ms_to_tso, tso_ms_col, tso_to_datetime
-from cdc_assets.contracts.checks import ChangeTableModel, validate
 
 WINDOW_COMPLETE = "window_complete"
 INSIDE_WINDOW = "events_inside_window"

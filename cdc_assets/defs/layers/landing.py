@@ -14,6 +14,8 @@ from dagster import (
 from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
 
+from cdc_assets.common.tso import tso_to_datetime
+from cdc_assets.defs.metadata import watermark_lag_chart, watermark_table
 from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import LANDED, SourceBuild
@@ -21,8 +23,6 @@ from cdc_assets.landing.input_files import sync_s3_source
 from cdc_assets.landing.land import land
 from cdc_assets.landing.layouts import AUTO_LAYOUT
 from cdc_assets.landing.routing import unroutable_line
-from cdc_assets.defs.metadata import watermark_lag_chart, watermark_table
-from cdc_assets.common.tso import tso_to_datetime
 
 WATERMARK_CHECK = "watermarks_trusted"
 FILES_COMPLETE_CHECK = "files_complete"

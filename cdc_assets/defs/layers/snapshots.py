@@ -20,20 +20,20 @@ from dagster import (
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
+from cdc_assets.common.concurrent_jobs import run_concurrently
+from cdc_assets.common.iceberg_tables import end_tag, table_name
+from cdc_assets.common.names import table_id
+from cdc_assets.common.tso import tso_to_datetime
+from cdc_assets.common.warehouse import qualified_name, table_identifier
+from cdc_assets.defs.metadata import schema_version, table_rows_chart
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, SNAPSHOTS, SourceBuild
-from cdc_assets.common.concurrent_jobs import run_concurrently
 from cdc_assets.landing.tables import load_state
-from cdc_assets.defs.metadata import schema_version, table_rows_chart
-from cdc_assets.common.warehouse import qualified_name, table_identifier
-from cdc_assets.snapshot.history import HISTORY_LAYER
-from cdc_assets.common.iceberg_tables import end_tag, table_name
-from cdc_assets.common.names import table_id
 from cdc_assets.snapshot.entry_tables import read_entry
+from cdc_assets.snapshot.history import HISTORY_LAYER
 from cdc_assets.snapshot.manifests import TABLE as SNAPSHOT_WINDOWS, DdlRecord, FailedTable, TableEntry, WindowManifest
 from cdc_assets.snapshot.store import WindowWithheld, read_manifest, write_window_snapshot
-from cdc_assets.common.tso import tso_to_datetime
 
 PK_UNIQUE = "primary_key_unique"
 RECONCILES = "reconciliation"

@@ -39,11 +39,11 @@ from pathlib import Path, PurePath
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
+from cdc_assets.common.tidb_ddl_actions import DDL_ACTIONS
+from cdc_assets.common.tso import tso_ms_col, tso_to_ms
 from cdc_assets.contracts.schemas import RAW_MESSAGE_SCHEMA
 from cdc_assets.landing.layouts.base import DumpLayout, SampledMessage, is_hidden_name, relative_path
 from cdc_assets.landing.layouts.line_files import LINE_BITS, python_lines, read_line_files, whole_files
-from cdc_assets.common.tidb_ddl_actions import DDL_ACTIONS
-from cdc_assets.common.tso import tso_ms_col, tso_to_ms
 
 # CDC<n>.json, or CDC_<dispatcher>_<n>.json when one table is written from several nodes
 # (TiCDC's `enable-table-across-nodes`): each dispatcher's files are a stream of their own.

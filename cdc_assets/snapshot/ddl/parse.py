@@ -26,8 +26,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
-from cdc_assets.snapshot.ddl.rewrite import changes_no_table, parseable
 from cdc_assets.decode.table_names import name_problem
+from cdc_assets.snapshot.ddl.rewrite import changes_no_table, parseable
 
 TableName = tuple[str, str]  # (database, table), exactly as MySQL names them
 

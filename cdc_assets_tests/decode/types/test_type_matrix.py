@@ -17,9 +17,10 @@ from datetime import datetime, timezone
 import pytest
 from pyspark.sql import functions as F, types as T
 
+from cdc_assets.common.mysql_types import is_decimal_without_params, parse_mysql_type, spark_type, typed_value
 from cdc_assets.contracts.schemas import REJECT_DETAIL, REJECT_REASON
 from cdc_assets.decode import get_decoder
-from cdc_assets.common.mysql_types import is_decimal_without_params, parse_mysql_type, spark_type, typed_value
+from cdc_assets.decode.value_conversion import quarantine_unconvertible_values
 from cdc_assets.simulator.canal_json import CanalJsonEncoder
 from cdc_assets.simulator.canal_official import CanalOfficialEncoder
 from cdc_assets.simulator.cloudcanal_json import CloudCanalJsonEncoder
@@ -29,9 +30,8 @@ from cdc_assets.simulator.open_protocol import OpenProtocolEncoder
 from cdc_assets.simulator.schema import ColumnDef, TableDef
 from cdc_assets.simulator.tso import make_tso
 from cdc_assets.simulator.workload import INSERT, RowChange
-from cdc_assets.decode.value_conversion import quarantine_unconvertible_values
-from cdc_assets_tests.helpers import raw_frame
 from cdc_assets_tests.decode.types.matrix import MATRIX, WALL_CLOCK_TIMESTAMP, expected_for
+from cdc_assets_tests.helpers import raw_frame
 
 DATABASE = "types"
 PROTOCOLS = {  # matrix name -> encoder class (its `decoder` names the decoder and options)

@@ -16,8 +16,8 @@ from cdc_assets.decode import get_decoder
 from cdc_assets.landing.land import land
 from cdc_assets.landing.layouts import check_layout_options, detect_layout, get_layout, list_dump_files, read_dump
 from cdc_assets.landing.layouts.kafka_connect_s3 import SEPARATOR, parse_name
-from cdc_assets.simulator import generate
 from cdc_assets.replay import replay
+from cdc_assets.simulator import generate
 from cdc_assets_tests.e2e import differences_from_truth, settings_for
 
 HOUR = 3_600_000

@@ -10,12 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
+from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.contracts.schemas import REJECT_REASON
 from cdc_assets.decode import get_decoder
-from cdc_assets.snapshot.export import export_snapshot
 from cdc_assets.landing.layouts import list_dump_files, read_dump
-from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.replay import replay
+from cdc_assets.snapshot.export import export_snapshot
 from cdc_assets_tests.e2e import settings_for
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00Z
