@@ -193,8 +193,8 @@ def targets(sections: list[dict], history: dict | None, per_protocol: list[dict]
                     ratio <= 1.25 if engine.startswith("cdc") else None)
     timed = {p["protocol"]: p["measured"].job_s for p in per_protocol}
     row("Open Protocol framing and DTS Avro decoding per Arrow batch (`mapInArrow`), not per-row UDFs",
-        "by construction (`open_protocol.py`, `dts_avro.py`); timed under \"Decode alone, per protocol\""
-        if {"open-protocol", "dts-avro"} <= set(timed) else "by construction (`open_protocol.py`, `dts_avro.py`)",
+        "by construction (`decode/open_protocol/events.py`, `decode/dts_avro/decoder.py`); timed under \"Decode alone, per protocol\""
+        if {"open-protocol", "dts-avro"} <= set(timed) else "by construction (`decode/open_protocol/events.py`, `decode/dts_avro/decoder.py`)",
         True)
     return rows + [""]
 

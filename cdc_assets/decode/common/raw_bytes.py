@@ -1,7 +1,7 @@
 """Raw message bytes for quarantine rows.
 
 The Python batch decoders send a message's raw key / value back to Spark on their own
-rejects only (`codecs.arrow_events`). Events rejected after decoding (`invalid_table_name`,
+rejects only (`common.arrow_events`). Events rejected after decoding (`invalid_table_name`,
 the value conversion's `invalid_value`) get them from the window's raw messages, matched by lineage.
 """
 

@@ -283,7 +283,7 @@ def _ddl_event(payload: dict, source: dict, ddl: str | None, common: dict, optio
 
 def _from_snapshot(source: dict) -> bool:
     """An initial snapshot's schema event (`source.snapshot` true, first, last, ...): its rows,
-    at the same binlog position, come after it (ddl_barriers)."""
+    at the same binlog position, come after it (snapshot/ddl/barriers.py)."""
     flag = source.get("snapshot")
     return flag is True or (type(flag) is str and flag.lower() not in ("", "false", "incremental"))
 

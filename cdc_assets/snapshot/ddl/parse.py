@@ -11,7 +11,7 @@ learned from row images.
 A statement naming a database or table that no MySQL table can have (`table_names`) is
 reported the same way, not applied.
 
-Values are canonical change-log text (see `changelog_schema`): a column default is the text a
+Values are canonical change-log text (see `contracts.schemas`): a column default is the text a
 row image would carry, so it is typed like any other value.
 """
 
@@ -122,7 +122,7 @@ SchemaChange = (CreateTable | CreateTableLike | DropTable | TruncateTable | Rena
 def parse_ddl(sql: str, default_database: str) -> list[SchemaChange]:
     """Every schema change `sql` makes; unqualified tables are in `default_database`. Never
     raises: text it cannot read is `Unparsed` (a malformed statement must not stop a window).
-    Only text sqlglot cannot read as written is rewritten (`ddl_text`) and read again."""
+    Only text sqlglot cannot read as written is rewritten (`ddl.rewrite`) and read again."""
     if changes_no_table(sql):
         return []
     changes = _parse(sql, sql, default_database)
