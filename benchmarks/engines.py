@@ -273,7 +273,8 @@ def _replay(dump: Path, warehouse: Path, env: dict) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"replay failed ({proc.returncode}): {proc.stderr[-3000:]}")
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {k: summary.get(k) for k in ("events", "duplicates", "late", "quarantined", "windows", "rows", "ok")}
+    keys = ("events", "duplicates", "late", "quarantined", "windows", "rows", "spark_jobs_per_window", "ok")
+    return {k: summary.get(k) for k in keys}
 
 
 def cdc_replay(dump: Path, work: Path) -> dict:

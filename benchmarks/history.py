@@ -18,7 +18,7 @@ from pathlib import Path
 from benchmarks.dump import DumpSpec, generate_dump
 
 EVENTS_PER_WINDOW = 20_000
-_WINDOW_LINE = re.compile(r"window \S+ \((\d+)/(\d+)[^)]*\): ok in ([\d.]+)s")
+_WINDOW_LINE = re.compile(r"window \S+ \((\d+)/(\d+)[^)]*\): ok in ([\d.]+)s(?:, (\d+) Spark jobs)?")
 
 
 def measure_history(windows: int, cache: Path, seed: int) -> dict:
@@ -37,7 +37,9 @@ def measure_history(windows: int, cache: Path, seed: int) -> dict:
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"history replay failed ({proc.returncode}): {proc.stderr[-3000:]}")
-    seconds = [float(m.group(3)) for m in _WINDOW_LINE.finditer(proc.stderr)]
+    lines = list(_WINDOW_LINE.finditer(proc.stderr))
+    seconds = [float(m.group(3)) for m in lines]
+    jobs = [int(m.group(4)) for m in lines if m.group(4)]
     if not seconds:  # the replay's progress lines changed: say so instead of an empty report
         raise RuntimeError(f"no 'window … ok in Ns' lines in the history replay's output: {proc.stderr[-2000:]}")
     shutil.rmtree(warehouse, ignore_errors=True)
@@ -47,6 +49,7 @@ def measure_history(windows: int, cache: Path, seed: int) -> dict:
         "events_per_window": EVENTS_PER_WINDOW,
         "final_rows": sum(rows.values()),
         "seconds": seconds,
+        "spark_jobs": jobs,
         "first": seconds[0] if seconds else None,
         # Window 1 pays one-off costs (first Spark jobs in the JVM): the median of windows
         # 2-4 is the steadier baseline; both ratios are reported.

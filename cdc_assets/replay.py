@@ -18,6 +18,7 @@ from typing import Callable
 from dagster import DagsterInstance, Definitions
 
 from cdc_assets.common.settings import Settings
+from cdc_assets.common.spark_session import jobs_since, spark_job_ids
 from cdc_assets.common.tso import ms_to_tso, tso_to_datetime
 from cdc_assets.defs.automation import carry_quiet_windows, land_job_name, window_job_name
 from cdc_assets.defs.factory import build_definitions, source_builds
@@ -53,6 +54,8 @@ class ReplaySummary:
     ignored_watermarks: int = 0  # moved backwards or implausible (docs/reliability.md)
     windows: int = 0
     windows_with_data: int = 0  # materialized by a Dagster run (Spark)
+    # Spark jobs of each window's run, in order (a local session only; each job is a fixed cost)
+    spark_jobs_per_window: list[int] = field(default_factory=list)
     quiet_windows: int = 0  # nothing landed: carried forward by a manifest alone
     incomplete_windows: int = 0
     tables: int = 0
@@ -153,16 +156,21 @@ def replay(
         i += 1
         key = partition_key_for_ms(build.partitions_def, start)
         started = time.perf_counter()
+        jobs_before = spark_job_ids()
         result = job.execute_in_process(
             partition_key=key, instance=instance, raise_on_error=False, run_config=QUIET
         )
         elapsed = time.perf_counter() - started
+        jobs = jobs_since(jobs_before)
+        if jobs is not None:
+            summary.spark_jobs_per_window.append(jobs)
         _collect(result, summary)
         failed = _record_checks(result, summary, key)
         summary.windows += 1
         progress(
             f"[{source.name}] window {key} ({i}/{len(with_data)} with data): "
             f"{'ok' if result.success and not failed else 'FAILED'} in {elapsed:.1f}s"
+            + (f", {jobs} Spark jobs" if jobs is not None else "")
             + (f" checks failed: {', '.join(failed)}" if failed else "")
         )
         if not result.success:

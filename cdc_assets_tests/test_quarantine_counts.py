@@ -57,6 +57,9 @@ def test_every_unusable_message_is_one_quarantine_row_and_the_counts_agree(tmp_p
     settings = settings_for(home, dump, layout="lines", options={"max-message-bytes": str(MAX_BYTES)})
     instance = DagsterInstance.ephemeral()
     summary = replay(settings, "src", instance, progress=lambda _m: None)
+    # Each window's run reports its Spark jobs (a local session): the fixed cost issue 45 cuts.
+    assert len(summary.spark_jobs_per_window) == summary.windows_with_data == 1
+    assert summary.spark_jobs_per_window[0] > 0
 
     expected = Counter({reason: len(ms) for reason, ms in BAD.items()}) + Counter({"invalid_json": 1})
     quarantine = layer_rows(settings.warehouse, "src", "quarantine")

@@ -90,3 +90,23 @@ def _release(session) -> None:
         session.client.release_session()
     except Exception:  # the server may be gone already: nothing left to release
         pass
+
+
+def spark_job_ids() -> frozenset[int] | None:
+    """The ids of the Spark jobs this process's local session has run, as its status tracker
+    keeps them (the latest `spark.ui.retainedJobs`, 1,000 by default); None without a local
+    session (none started yet, or Spark Connect, whose jobs run in the server). The difference
+    of two calls is the jobs a step ran: each is a fixed cost, whatever the data."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is None:
+        return None
+    return frozenset(context.statusTracker().getJobIdsForGroup())
+
+
+def jobs_since(before: frozenset[int] | None) -> int | None:
+    """How many Spark jobs ran since `before = spark_job_ids()` (a session started meanwhile:
+    all of its jobs); None without a local session."""
+    after = spark_job_ids()
+    return None if after is None else len(after - (before or frozenset()))
