@@ -106,8 +106,13 @@ def test_a_replay_into_an_s3_warehouse_equals_the_truth_and_the_local_replay(s3,
 
     # The same dump into a local warehouse: the same tables, row for row.
     local_summary = _replay(dump.dump_dir, str(tmp_path / "warehouse"), tmp_path / "home", endpoint)
-    assert local_summary == summary
+    # Spark's job count is not data: AQE may plan a stage more or less from run to run.
+    assert _without_job_counts(local_summary) == _without_job_counts(summary)
     assert _contents(tmp_path / "warehouse") == _contents(settings.iceberg_warehouse)
+
+
+def _without_job_counts(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if k != "spark_jobs_per_window"}
 
 
 def test_sigkill_mid_window_on_s3_then_rerun_equals_the_uninterrupted_run(s3, clean_run):
