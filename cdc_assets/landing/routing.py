@@ -97,13 +97,15 @@ def landed_rows(routed: DataFrame, window_ms: int) -> DataFrame:
     (seconds instead of ms, garbage) were nulled: such a message is unroutable instead of
     opening a window in 1970 or 9999, and is stored with a null window (the batch's state
     entry names the window it joins: `unroutable_window`). A message whose events fall in
-    other windows too is stored once more in each of them. Clustered by window within each
-    task (the table is partitioned by it), sorted by place in Kafka inside a window."""
+    other windows too is stored once more in each of them. Sorted by window within each task
+    (Iceberg's writer needs a task's rows clustered by partition), by place in Kafka inside
+    a window. No shuffle by window: it moved every byte of the dump once more (about a third
+    of a 1M-event landing), and a dump's read tasks each cover a stretch of Kafka time, so a
+    task writes into one or two windows and a window gets a file per task that read it."""
     return (
         routed.withColumn(ROUTED_WINDOWS, routed_windows(F.col("routing_ms"), F.col(EVENT_ROUTING_MS), window_ms))
         .withColumn(WINDOW_COLUMN, F.explode(F.coalesce(F.col(ROUTED_WINDOWS), F.array(window_start("routing_ms", window_ms)))))
         .select(*[f.name for f in LANDED_SCHEMA.fields], *_ROUTING_COLUMNS, UNROUTABLE_REASON, WINDOW_COLUMN)
-        .repartition(WINDOW_COLUMN)
         .sortWithinPartitions(WINDOW_COLUMN, "topic", "kafka_partition", "kafka_offset")
     )
 
