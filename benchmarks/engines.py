@@ -278,10 +278,30 @@ def _replay(dump: Path, warehouse: Path, env: dict) -> dict:
 
 
 def cdc_replay(dump: Path, work: Path) -> dict:
-    """`cdc-assets replay` (Dagster, every window, checks on) in a child process."""
+    """`cdc-assets replay` (Dagster, every window, checks on) in a child process; then the
+    bytes of its warehouse by layer against the dump's (timed apart from the replay)."""
     t0 = time.perf_counter()
     summary = _replay(dump, work / "warehouse", _without_dagster_home())
-    return {"job_s": time.perf_counter() - t0, "replay": summary}
+    job_s = time.perf_counter() - t0
+    return {"job_s": job_s, "replay": summary, "storage": storage(dump / "dump", work / "warehouse")}
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def storage(dump_dir: Path, warehouse: Path) -> dict:
+    """What a replay leaves on disk: the dump's bytes, the warehouse's (catalog file
+    included) and each layer's, summed over its tables (`<layer>__<db>__<table>` tables
+    count under their layer; data, metadata and files kept for tags and time travel all
+    count)."""
+    layers: dict[str, int] = {}
+    for namespace in (p for p in warehouse.iterdir() if p.is_dir()):
+        for table in (p for p in namespace.iterdir() if p.is_dir()):
+            layer = table.name.split("__", 1)[0]
+            layers[layer] = layers.get(layer, 0) + folder_bytes(table)
+    return {"dump_bytes": folder_bytes(dump_dir), "warehouse_bytes": folder_bytes(warehouse),
+            "layer_bytes": dict(sorted(layers.items(), key=lambda kv: -kv[1]))}
 
 
 def cdc_replay_connect(dump: Path, work: Path) -> dict:

@@ -59,21 +59,46 @@ def test_memory_target_compares_the_median_of_the_runs_peaks(dump):
     assert "| 2,900 |" in text  # the section's table lists the highest peak
 
 
-def test_decode_and_core_targets_name_their_floor_and_peer(dump):
-    """The decode target is read against Spark reading the values alone, the core against plain Spark."""
-    def measured(name, job_s):
-        return Measured(name, [Run(job_s, job_s, 1.0)])
+def test_issue_45_targets_are_read_against_the_peer_the_jobs_and_the_dump(dump):
+    """Replay against DuckDB, the Spark jobs of every window, the warm fixed cost, decode
+    against Spark's read floor, the warehouse against the dump."""
+    def measured(name, job_s, **extra):
+        return Measured(name, [Run(job_s, job_s, 1.0, None, extra)])
 
     msgs = dump.info["counts"]["messages"]
-    results = {name: measured(name, s) for name, s in (
-        ("cdc_decode", msgs / 50_000), ("read_floor_spark", msgs / 250_000), ("duckdb_sql", 1.0),
-        ("spark_naive", 6.0), ("cdc_align", 5.0), ("cdc_snapshot", 10.0))}
+    storage = {"dump_bytes": 100 * 2**20, "warehouse_bytes": 180 * 2**20,
+               "layer_bytes": {"landed_messages": 100 * 2**20, "change_table": 60 * 2**20, "snapshots": 20 * 2**20}}
+    results = {name: m for name, m in (
+        ("cdc_decode", measured("cdc_decode", msgs / 50_000)), ("read_floor_spark", measured("x", msgs / 250_000)),
+        ("duckdb_sql", measured("duckdb_sql", 2.0)),
+        ("cdc_replay", measured("cdc_replay", 30.0, replay={"spark_jobs_per_window": [12, 40]}, storage=storage)))}
+    fixed = {"windows": 6, "events_per_window": 5_000, "first": 9.0, "warm_median": 2.5, "spark_jobs": [14, 13],
+             "seconds": [9.0, 2.5], "final_rows": 1, "wall_s": 20.0}
     text = report.render([{"events": 2_000, "info": dump.info, "results": results}], None,
-                         command="make bench", total_s=1.0)
-    rows = [line for line in text.splitlines() if line.startswith(("| decode Canal-JSON", "| snapshot core"))]
-    assert "50,000 messages/s; Spark reading the values alone (`read_floor_spark`): 250,000/s" in rows[0]
-    assert "15.00×; plain Spark's whole reconstruction (`spark_naive`, JSON parse included): 6.00×" in rows[1]
-    assert all(r.endswith("| **no** |") for r in rows)
+                         command="make bench", total_s=1.0, fixed_cost=fixed)
+    rows = {line.split(" ", 2)[1]: line for line in text.splitlines() if line.startswith("| ") and line[2:3].isdigit()}
+    assert "30.0 s against 2.00 s: 15.0×" in rows["1."] and rows["1."].endswith("| **no** |")
+    jobs, fixed_row = [line for line in text.splitlines() if line.startswith("| 2.")]
+    assert "12–40 per window" in jobs and jobs.endswith("| **no** |")
+    assert "2.5 s (window 1: 9.0 s)" in fixed_row and fixed_row.endswith("| yes |")
+    decode = next(line for line in text.splitlines() if line.startswith("| 4. decode Canal-JSON"))
+    assert "50,000 messages/s; Spark reading the values alone (`read_floor_spark`): 250,000/s" in decode
+    assert decode.endswith("| **no** |")
+    assert "1.80× (landed_messages 1.00×, change_table 0.60×, snapshots 0.20×)" in rows["5."]
+    assert rows["5."].endswith("| **no** |")
+    assert "## Fixed cost of a small window" in text
+
+
+def test_storage_counts_each_layer_of_a_warehouse_against_the_dump(tmp_path):
+    dump, warehouse = tmp_path / "dump", tmp_path / "warehouse"
+    for path, size in ((dump / "t-0.parquet", 1000), (warehouse / "catalog.db", 10),
+                       (warehouse / "src" / "landed_messages" / "data" / "a.parquet", 300),
+                       (warehouse / "src" / "snapshots__db__a" / "data" / "b.parquet", 50),
+                       (warehouse / "src" / "snapshots__db__b" / "metadata" / "v1.json", 25)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * size)
+    assert engines.storage(dump, warehouse) == {
+        "dump_bytes": 1000, "warehouse_bytes": 385, "layer_bytes": {"landed_messages": 300, "snapshots": 75}}
 
 
 def test_decode_per_protocol_step(tmp_path, spark):
