@@ -10,6 +10,7 @@ import pytest
 from dagster import AssetKey, DagsterInstance
 
 from cdc_assets.common.tso import ms_to_tso
+from cdc_assets.defs.resources import SPARK_JOBS_TAG
 from cdc_assets.replay import replay
 from cdc_assets_tests.e2e import settings_for
 from cdc_assets_tests.helpers import layer_rows
@@ -60,6 +61,9 @@ def test_every_unusable_message_is_one_quarantine_row_and_the_counts_agree(tmp_p
     # Each window's run reports its Spark jobs (a local session): the fixed cost issue 45 cuts.
     assert len(summary.spark_jobs_per_window) == summary.windows_with_data == 1
     assert summary.spark_jobs_per_window[0] > 0
+    # ... and tags its run with them (the run's page in the UI)
+    window_runs = [r for r in instance.get_runs() if r.tags.get("dagster/partition")]
+    assert [int(r.tags[SPARK_JOBS_TAG]) for r in window_runs] == summary.spark_jobs_per_window
 
     expected = Counter({reason: len(ms) for reason, ms in BAD.items()}) + Counter({"invalid_json": 1})
     quarantine = layer_rows(settings.warehouse, "src", "quarantine")

@@ -21,25 +21,41 @@ from dagster import (
 )
 from dagster_aws.s3 import S3Resource
 from dagster_pyspark import PySparkResource
+from pydantic import PrivateAttr
 from pyspark.sql import DataFrame
 
 from cdc_assets.common.iceberg_tables import OUTPUT_METADATA_PROPERTY, IcebergTable, WindowTable, window_commit
 from cdc_assets.common.settings import Settings, env_catalog_properties
 from cdc_assets.common.spark_session import (
-    release_connect_session_on_exit, spark_config, use_this_python_for_workers,
+    jobs_since, release_connect_session_on_exit, spark_config, spark_job_ids, use_this_python_for_workers,
 )
 from cdc_assets.common.warehouse import SECRET_KEY, Warehouse, qualified_name, table_identifier, use_catalog
 
 
+# The run tag with the Spark jobs a run ran (local sessions; issue 45's per-window budget).
+SPARK_JOBS_TAG = "cdc_assets/spark_jobs"
+
+
 class CdcSparkResource(PySparkResource):
-    """`PySparkResource` that also pins the Python workers to this interpreter and, with Spark
-    Connect, releases the run's server-side session when the run's process exits."""
+    """`PySparkResource` that also pins the Python workers to this interpreter, with Spark
+    Connect releases the run's server-side session when the run's process exits, and tags
+    the run with the Spark jobs it ran (`SPARK_JOBS_TAG`, shown on the run's page)."""
+
+    _jobs_at_start: Optional[frozenset] = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         use_this_python_for_workers()
         super().setup_for_execution(context)
         if "spark.remote" in self.spark_config:
             release_connect_session_on_exit(self.spark_session)
+        self._jobs_at_start = spark_job_ids()
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        # After the run's last step (the in-process executor sets resources up once per run).
+        jobs = jobs_since(self._jobs_at_start)
+        run = context.run
+        if jobs is not None and context.instance is not None and run is not None:
+            context.instance.add_run_tags(run.run_id, {SPARK_JOBS_TAG: str(jobs)})
 
 
 def make_spark_resource(settings: Settings) -> PySparkResource:
