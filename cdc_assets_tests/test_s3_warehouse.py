@@ -97,7 +97,7 @@ def test_a_replay_into_an_s3_warehouse_equals_the_truth_and_the_local_replay(s3,
     # Every table's files are in the bucket; nothing of the warehouse is on local disk.
     keys = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="clean/")
             for o in page.get("Contents", [])]
-    for layer in ("landed_messages", "landing_state", "landing_watermarks", "raw_messages", "change_table",
+    for layer in ("landed_messages", "landing_state", "landing_watermarks", "window_reads", "change_table",
                   "snapshot_windows", "snapshots"):
         assert any(k.startswith(f"clean/src/{layer}/") for k in keys), layer
     local = sorted(p.name for p in (tmp / "clean").iterdir())
