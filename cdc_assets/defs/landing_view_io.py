@@ -15,7 +15,6 @@ Why a table and not only Dagster's materialization metadata: readers outside a r
 change_table step through `window_output_metadata`, `cdc-assets tables`, tests, other engines)
 have the warehouse, not necessarily the Dagster instance that ran the window."""
 
-from __future__ import annotations
 
 import json
 import time
@@ -64,11 +63,13 @@ def _reads_table(warehouse, source: str, create: bool):
     from pyiceberg.transforms import IdentityTransform
 
     catalog = load_pyiceberg_catalog(warehouse)
-    if not create:
-        try:
-            return catalog.load_table((source, WINDOW_READS))
-        except (NoSuchTableError, NoSuchNamespaceError):
+    try:
+        return catalog.load_table((source, WINDOW_READS))
+    except (NoSuchTableError, NoSuchNamespaceError):
+        if not create:
             return None
+    # Loaded first: pyiceberg's `create_table_if_not_exists` writes a metadata file before it
+    # finds the table exists, and leaves it behind.
     catalog.create_namespace_if_not_exists((source,))
     spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name=WINDOW_COLUMN))
     return catalog.create_table_if_not_exists(
@@ -78,12 +79,14 @@ def _reads_table(warehouse, source: str, create: bool):
 
 def record_window_read(warehouse, source: str, read: WindowRead, complete: bool, watermark_ts: int,
                        properties: dict[str, str]) -> None:
-    """The window's record replaces its previous one, in one commit whose summary names the
-    window and carries `properties`. A commit that lost a race with another window's is
-    retried on the table as it is then (each window touches only its own partition)."""
+    """The window's record replaces its previous one, in one commit (one snapshot: its files
+    swapped, as `landing.tables.commit_state` does) whose summary names the window and carries
+    `properties`. A commit that lost a race with another window's is retried on the table as
+    it is then (each window touches only its own partition)."""
     import pyarrow as pa
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.expressions import EqualTo
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
     row = {WINDOW_COLUMN: read.window_start_ms, "landed_snapshot_id": read.snapshot_id,
            "batch_ids": list(read.batches), "unroutable_batch_ids": list(read.unroutable_batches),
@@ -94,8 +97,12 @@ def record_window_read(warehouse, source: str, read: WindowRead, complete: bool,
         table = _reads_table(warehouse, source, create=True)
         data = pa.Table.from_pylist([row], schema=table.schema().as_arrow())
         try:
-            table.overwrite(data, overwrite_filter=EqualTo(WINDOW_COLUMN, read.window_start_ms),
-                            snapshot_properties=summary)
+            with table.transaction() as tx:
+                with tx.update_snapshot(snapshot_properties=summary).overwrite() as swap:
+                    for task in table.scan(row_filter=EqualTo(WINDOW_COLUMN, read.window_start_ms)).plan_files():
+                        swap.delete_data_file(task.file)
+                    for new in _dataframe_to_data_files(table_metadata=tx.table_metadata, df=data, io=table.io):
+                        swap.append_data_file(new)
             return
         except CommitFailedException:
             if attempt == COMMIT_RETRIES - 1:
