@@ -37,6 +37,10 @@ from cdc_assets.landing.window_messages import MESSAGE_COLUMNS, WindowRead, read
 # reader sees them next to the pin.
 COMPLETE_AT_READ, WATERMARK_AT_READ = "window_complete_at_read", "global_watermark_ts_at_read"
 COMMIT_RETRIES = 8  # concurrent windows (a backfill) commit to the same small table
+# A commit per window read: without a bound, the kept metadata files (each listing every
+# snapshot) would grow with the square of the windows.
+READS_TABLE_PROPERTIES = {"format-version": "2", "write.metadata.delete-after-commit.enabled": "true",
+                          "write.metadata.previous-versions-max": "10"}
 
 
 def _read_schema():
@@ -74,7 +78,7 @@ def _reads_table(warehouse, source: str, create: bool):
     spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name=WINDOW_COLUMN))
     return catalog.create_table_if_not_exists(
         (source, WINDOW_READS), _read_schema(), partition_spec=spec,
-        location=as_warehouse(warehouse).table_location(source, WINDOW_READS), properties={"format-version": "2"})
+        location=as_warehouse(warehouse).table_location(source, WINDOW_READS), properties=READS_TABLE_PROPERTIES)
 
 
 def record_window_read(warehouse, source: str, read: WindowRead, complete: bool, watermark_ts: int,
