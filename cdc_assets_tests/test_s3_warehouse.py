@@ -97,9 +97,11 @@ def test_a_replay_into_an_s3_warehouse_equals_the_truth_and_the_local_replay(s3,
     # Every table's files are in the bucket; nothing of the warehouse is on local disk.
     keys = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="clean/")
             for o in page.get("Contents", [])]
-    for layer in ("landed_messages", "landing_state", "landing_watermarks", "raw_messages", "change_table",
+    for layer in ("landed_messages", "landing_state", "landing_watermarks", "window_reads", "change_table",
                   "snapshot_windows", "snapshots"):
         assert any(k.startswith(f"clean/src/{layer}/") for k in keys), layer
+    # The raw layer is a view of landed_messages: no copy of the messages (window_reads records the reads).
+    assert not any(k.startswith("clean/src/raw_messages/") for k in keys)
     local = sorted(p.name for p in (tmp / "clean").iterdir())
     assert set(local) <= {"catalog.db", "dagster.yaml", "work", "history", "logs", "schedules", "storage",
                           ".logs_queue", ".nux", ".telemetry", "runs.db"}, local

@@ -33,8 +33,9 @@ class TablesError(Exception):
     """The warehouse cannot be listed: no catalog there, or no such source in it."""
 
 
-# The layers stored as one table per source, partitioned by window (no database or table).
-WINDOWED_LAYERS = ("raw_messages", "change_log", "quarantine", "change_table")
+# The layers stored as one table per source, partitioned by window (no database or table). The
+# raw layer stores no messages, only its record of each window's read (`window_reads`).
+WINDOWED_LAYERS = ("window_reads", "change_log", "quarantine", "change_table")
 # The snapshot windows' commit point: one table per source, a row per window (snapshot/manifests).
 SNAPSHOT_WINDOWS = "snapshot_windows"
 SOURCE_TABLES = (*WINDOWED_LAYERS, SNAPSHOT_WINDOWS)

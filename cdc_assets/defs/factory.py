@@ -11,12 +11,13 @@ from cdc_assets.defs.layers.change_table import build_change_table
 from cdc_assets.defs.layers.landing import build_landed_dump
 from cdc_assets.defs.layers.raw import build_raw_messages
 from cdc_assets.defs.layers.snapshots import build_snapshots
+from cdc_assets.defs.landing_view_io import LandingViewIOManager
 from cdc_assets.defs.maintenance import build_maintenance
 from cdc_assets.defs.partitions import window_partitions
 from cdc_assets.defs.resources import (
     IcebergIOManager, make_s3_resource, make_spark_resource, warehouse_resource,
 )
-from cdc_assets.defs.source_build import ICEBERG_IO_MANAGER, SourceBuild
+from cdc_assets.defs.source_build import ICEBERG_IO_MANAGER, LANDING_VIEW_IO_MANAGER, SourceBuild
 
 
 def source_builds(settings: Settings) -> list[SourceBuild]:
@@ -52,6 +53,7 @@ def build_definitions(settings: Settings) -> Definitions:
             "warehouse": warehouse,
             "s3": make_s3_resource(settings),
             ICEBERG_IO_MANAGER: IcebergIOManager(warehouse=warehouse, pyspark=pyspark),
+            LANDING_VIEW_IO_MANAGER: LandingViewIOManager(warehouse=warehouse, pyspark=pyspark),
         },
         # One Spark driver per run: steps share its session in one process.
         executor=in_process_executor,

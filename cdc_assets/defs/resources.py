@@ -30,6 +30,7 @@ from cdc_assets.common.spark_session import (
     jobs_since, release_connect_session_on_exit, spark_config, spark_job_ids, use_this_python_for_workers,
 )
 from cdc_assets.common.warehouse import SECRET_KEY, Warehouse, qualified_name, table_identifier, use_catalog
+from cdc_assets.defs.source_build import LAYER_TABLES
 
 
 # The run tag with the Spark jobs a run ran (local sessions; issue 45's per-window budget).
@@ -176,7 +177,10 @@ def column_schema(frame: DataFrame) -> TableSchema:
 
 
 def layer_commit(warehouse: Warehouse | str | Path, asset_path: list[str], window_start_ms: int) -> dict | None:
-    return window_commit(warehouse, table_identifier(*asset_path), window_start_ms)
+    """The newest commit that wrote the window to the layer's table (the raw layer's: its
+    record of the window's read, `source_build.LAYER_TABLES`)."""
+    source, layer = asset_path
+    return window_commit(warehouse, table_identifier(source, LAYER_TABLES.get(layer, layer)), window_start_ms)
 
 
 def window_output_metadata(warehouse: Warehouse | str | Path, asset_path: list[str], window_start_ms: int) -> dict:

@@ -20,6 +20,12 @@ LANDED, RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY = (
 )
 # The Definitions' key of `resources.IcebergIOManager`: what a layer's output is written with.
 ICEBERG_IO_MANAGER = "iceberg_io_manager"
+# The key of `landing_view_io.LandingViewIOManager`: the raw layer, a pinned view of the landing.
+LANDING_VIEW_IO_MANAGER = "landing_view_io_manager"
+# The raw layer stores no messages: its table `<source>.window_reads` records each window's read
+# of landed_messages (landing_view_io.py). Every other layer's table is named after it.
+WINDOW_READS = "window_reads"
+LAYER_TABLES = {RAW: WINDOW_READS}
 
 
 @dataclass(frozen=True)
@@ -90,8 +96,10 @@ class SourceBuild:
 
     def layer_output(self, layer: str, description: str) -> dict:
         """`layer_asset` for an output the IO manager writes (`@asset` or `AssetOut`): one
-        window's partition of the Iceberg table `<source>.<layer>`."""
-        return {**self.layer_asset(layer, description), "io_manager_key": ICEBERG_IO_MANAGER}
+        window's partition of the Iceberg table `<source>.<layer>`; for the raw layer, the
+        window's read of the landing area (`LandingViewIOManager`)."""
+        io_manager = LANDING_VIEW_IO_MANAGER if layer == RAW else ICEBERG_IO_MANAGER
+        return {**self.layer_asset(layer, description), "io_manager_key": io_manager}
 
     def window_check(self, name: str, layer: str, description: str, blocking: bool = False) -> AssetCheckSpec:
         """A check of a windowed layer, partitioned like it: the UI shows pass/fail per window."""

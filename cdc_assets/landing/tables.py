@@ -77,6 +77,12 @@ def _load(catalog, source: str, name: str):
         return None
 
 
+def landed_table_metadata(warehouse, source: str, name: str):
+    """A landing table as pyiceberg loads it (its snapshots, its scans), None before the first
+    landing: what readers plan and count with, no Spark."""
+    return _load(load_pyiceberg_catalog(warehouse), source, name)
+
+
 def _main_snapshot_id(table) -> int | None:
     snapshot = None if table is None else table.current_snapshot()
     return None if snapshot is None else snapshot.snapshot_id

@@ -1,40 +1,39 @@
-"""Layer 1: the raw messages of one commitTs window, with lineage."""
+"""Layer 1: the raw messages of one commitTs window, with lineage: a pinned view of the
+landing area (defs/landing_view_io.py stores the read, not the rows)."""
 
 
 from dagster import AssetExecutionContext, AssetsDefinition, Output, asset
-from dagster_pyspark import PySparkResource
-from pyspark.sql import DataFrame
 
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import LANDED, RAW, SourceBuild
 from cdc_assets.landing.tables import load_state
-from cdc_assets.landing.window_messages import read_window_messages, window_messages_once
+from cdc_assets.landing.window_messages import WindowRead, pin_window_read
 
 
 def build_raw_messages(b: SourceBuild) -> AssetsDefinition:
     @asset(
         **b.layer_output(RAW, "Kafka messages whose routing time (commitTs, watermark ts, else event time) falls "
-                         "in the window; key/value bytes untouched; one row per (topic, partition, offset)."),
+                         "in the window; key/value bytes untouched; one row per (topic, partition, offset). "
+                         "A view: the window's rows of landed_messages at the snapshot its read pinned "
+                         "(recorded in <source>.window_reads)."),
         **b.in_windows(),
         deps=[b.key(LANDED)],
     )
-    def raw_messages(
-        context: AssetExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource
-    ) -> Output[DataFrame]:
+    def raw_messages(context: AssetExecutionContext, warehouse: WarehouseResource) -> Output[WindowRead]:
         start_ms, end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
         # The messages read are those of the batches this state lists (a landing commits its
         # state last), so the completeness it shows covers exactly what is read.
         state, policy = load_state(warehouse.iceberg, b.source.name), b.completeness()
         wm = state.global_watermark_ts(policy)
-        landed = window_messages_once(
-            read_window_messages(pyspark.spark_session, warehouse.iceberg, b.source.name, start_ms, state))
+        # No Spark job: the rows and copies are counted on the offset columns with pyiceberg.
+        read = pin_window_read(warehouse.iceberg, b.source.name, start_ms, state)
         return Output(
-            landed.messages,
+            read,
             metadata={
-                "messages_in": landed.landed,
-                "messages_out": landed.landed - landed.redelivered,
-                "redelivered_offsets_dropped": landed.redelivered,
+                "messages_in": read.landed,
+                "messages_out": read.messages,
+                "redelivered_offsets_dropped": read.redelivered,
                 "window_complete_at_read": state.is_complete(end_ms, policy),
                 "global_watermark_ts_at_read": wm if wm is not None else -1,
             },
