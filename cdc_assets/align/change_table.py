@@ -15,10 +15,12 @@ Watermark events are not part of the output (they live in the landing state).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, Window, functions as F
+from pyspark.sql import Column, DataFrame, Observation, Window, functions as F
 
+from cdc_assets.common.tso import tso_ms_col
 from cdc_assets.contracts.schemas import CHANGE_LOG_COLUMNS, ROW, WATERMARK
 
 
@@ -132,23 +134,72 @@ def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_s
     return flagged.withColumns({"_duplicate": ~F.col("_late") & copy, "_outside": outside})
 
 
-def _kept() -> Column:
+def kept() -> Column:
+    """True on the events of a marked frame that the change table keeps."""
     return ~F.col("_late") & ~F.col("_duplicate") & ~F.col("_outside")
 
 
 def aligned_events(marked: DataFrame) -> DataFrame:
-    return marked.where(_kept()).select(*CHANGE_LOG_COLUMNS)
+    return marked.where(kept()).select(*CHANGE_LOG_COLUMNS)
 
 
-def count_alignment(marked: DataFrame) -> AlignmentCounts:
-    kept = _kept()
-    r = marked.agg(
+def alignment_metrics() -> list[Column]:
+    """The aggregates of `count_alignment` over a marked frame (`AlignmentCounts`' fields)."""
+    is_kept = kept()
+    return [
         F.count(F.lit(1)).alias("events_in"),
         F.count_if(F.col("_late")).alias("late"),
         F.count_if(F.col("_duplicate")).alias("duplicates"),
-        F.count_if(kept).alias("events_out"),
-        F.count_if(kept & (F.col("event_kind") == ROW)).alias("rows_out"),
-        F.count_if(kept & (F.col("event_kind") != ROW)).alias("ddl_out"),
+        F.count_if(is_kept).alias("events_out"),
+        F.count_if(is_kept & (F.col("event_kind") == ROW)).alias("rows_out"),
+        F.count_if(is_kept & (F.col("event_kind") != ROW)).alias("ddl_out"),
         F.count_if(F.col("_outside")).alias("outside_window"),
-    ).first()
-    return AlignmentCounts(**{k: int(v or 0) for k, v in r.asDict().items()})
+    ]
+
+
+def alignment_counts(row: dict) -> AlignmentCounts:
+    """The counts from the values of `alignment_metrics` (other keys are left out)."""
+    return AlignmentCounts(**{f: int(row[f] or 0) for f in AlignmentCounts.__dataclass_fields__})
+
+
+def count_alignment(marked: DataFrame) -> AlignmentCounts:
+    """The counts in a job of their own; the pipeline observes `alignment_metrics` on its write."""
+    return alignment_counts(marked.agg(*alignment_metrics()).first().asDict())
+
+
+_BAR = "_bar"
+
+
+class ObservedAlignment:
+    """`aligned` (the kept events of a marked frame) with the alignment counts and the kept
+    events per chart bar observed by its first action (the change table's write): read them
+    after it. Observed before the filter, so the late, duplicate and outside events count too.
+
+    Bars: a minute of commit time each, or `ceil(minutes / bars)` minutes each in wider
+    windows (`defs.metadata.events_per_minute_chart`'s bins); one `count_if` per bar, since a
+    grouped count cannot be observed."""
+
+    def __init__(self, marked: DataFrame, window_start_ms: int, window_ms: int, bars: int):
+        minutes = max(window_ms // 60_000, 1)
+        self._start_ms = window_start_ms
+        self._bar_ms = math.ceil(minutes / bars) * 60_000
+        self._bars = math.ceil(minutes / (self._bar_ms // 60_000))
+        minute = F.floor(tso_ms_col(F.col("commit_ts")) / 60_000).cast("long") * 60_000
+        bar = F.floor((minute - F.lit(window_start_ms)) / F.lit(self._bar_ms)).cast("long")
+        self._observation = Observation()
+        per_bar = [F.count_if(kept() & (F.col(_BAR) == i)).alias(f"{_BAR}{i}") for i in range(self._bars)]
+        self.aligned = aligned_events(marked.withColumn(_BAR, bar).observe(
+            self._observation, *alignment_metrics(), *per_bar))
+
+    def counts(self) -> AlignmentCounts:
+        return alignment_counts(self._observation.get)
+
+    def events_per_bar(self) -> dict[int, int]:
+        """Kept events by the start (ms) of their bar; bars without events left out."""
+        got = self._observation.get
+        return {self._start_ms + i * self._bar_ms: int(got[f"{_BAR}{i}"])
+                for i in range(self._bars) if got[f"{_BAR}{i}"]}
+
+
+def observe_alignment(marked: DataFrame, window_start_ms: int, window_ms: int, bars: int) -> ObservedAlignment:
+    return ObservedAlignment(marked, window_start_ms, window_ms, bars)

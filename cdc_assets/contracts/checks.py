@@ -6,18 +6,19 @@ Spark job each (`filter(~check).limit(1).count()`: a dozen per contract); here t
 models' own column checks (`nullable`, `ge`, `gt`, `isin`) and the cross-column invariants
 pandera cannot express (a row event needs an op, a commit_ts and a full primary key; a DDL
 needs its SQL) are counted together in one aggregate, so a failure also says how many rows.
+The pipeline observes that aggregate on the job that writes the frame (`observed`): no job of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pandera.pyspark as pa
 from pandera.api.checks import Check
 from pandera.config import ValidationDepth, config_context
 from pandera.pyspark import DataFrameModel, Field
-from pyspark.sql import Column, DataFrame, functions as F
+from pyspark.sql import Column, DataFrame, Observation, functions as F
 
 from cdc_assets.contracts.schemas import CHANGE_LOG, CHANGE_TABLE, DDL, ROW, WATERMARK, ContractColumn
 
@@ -121,21 +122,62 @@ def _schema_errors(model: type[DataFrameModel], df: DataFrame) -> list[dict]:
 
 def validate(model: type[DataFrameModel], df: DataFrame) -> ValidationOutcome:
     """The model's schema (pandera), then its column checks and the invariants in one Spark job."""
-    schema_errors = _schema_errors(model, df)
-    if schema_errors:  # the columns are not what the rules expect: counting them could fail
-        return ValidationOutcome(schema_errors, {})
-    columns, invariants = column_rules(model), _invariants()
-    row = df.agg(
-        *[F.count_if(cond).alias(f"c{i}") for i, cond in enumerate(columns.values())],
-        *[F.count_if(cond).alias(name) for name, cond in invariants.items()],
-    ).first()
-    failed = [
-        {"level": "DATA", "kind": "DATAFRAME_CHECK", "schema": model.Config.name, "column": column,
-         "check": check, "failing_rows": int(row[f"c{i}"])}
-        for i, (column, check) in enumerate(columns)
-        if row[f"c{i}"]
-    ]
-    return ValidationOutcome(failed, {name: int(row[name] or 0) for name in invariants})
+    counts = ContractCounts.of(model, df)
+    if not counts.metrics:
+        return counts.outcome({})
+    return counts.outcome(df.agg(*counts.metrics).first().asDict())
 
 
-__all__ = ["ChangeLogModel", "ChangeTableModel", "ValidationOutcome", "column_rules", "validate", "pa"]
+@dataclass(frozen=True)
+class ContractCounts:
+    """A model's schema errors (pandera, no Spark job) and the aggregates that count its
+    column checks and the invariants (`metrics`, none when the schema is wrong: the columns
+    are not what the rules expect). The aggregates can run as their own job (`validate`) or
+    ride on the job that writes the frame (`observed`)."""
+
+    model: type[DataFrameModel]
+    schema_errors: list[dict]
+    metrics: list[Column]
+    columns: list[tuple[str, str]]
+
+    @classmethod
+    def of(cls, model: type[DataFrameModel], df: DataFrame) -> ContractCounts:
+        schema_errors = _schema_errors(model, df)
+        if schema_errors:
+            return cls(model, schema_errors, [], [])
+        columns, invariants = column_rules(model), _invariants()
+        metrics = [
+            *[F.count_if(cond).alias(f"{_PREFIX}c{i}") for i, cond in enumerate(columns.values())],
+            *[F.count_if(cond).alias(f"{_PREFIX}{name}") for name, cond in invariants.items()],
+        ]
+        return cls(model, [], metrics, list(columns))
+
+    def outcome(self, row: dict) -> ValidationOutcome:
+        """The outcome from the aggregates' values (`row`: metric name -> count)."""
+        if self.schema_errors:
+            return ValidationOutcome(self.schema_errors, {})
+        failed = [
+            {"level": "DATA", "kind": "DATAFRAME_CHECK", "schema": self.model.Config.name, "column": column,
+             "check": check, "failing_rows": int(row[f"{_PREFIX}c{i}"])}
+            for i, (column, check) in enumerate(self.columns)
+            if row[f"{_PREFIX}c{i}"]
+        ]
+        return ValidationOutcome(failed, {name: int(row[f"{_PREFIX}{name}"] or 0) for name in _invariants()})
+
+
+_PREFIX = "contract_"
+
+
+def observed(model: type[DataFrameModel], df: DataFrame) -> tuple[DataFrame, Callable[[], ValidationOutcome]]:
+    """`df` with the model's counts observed (`DataFrame.observe`), and the outcome: call it
+    after the first action on the returned frame (the write), which fills the counts. The
+    schema is checked now (no job)."""
+    counts = ContractCounts.of(model, df)
+    if not counts.metrics:
+        return df, lambda: counts.outcome({})
+    observation = Observation()
+    return df.observe(observation, *counts.metrics), lambda: counts.outcome(observation.get)
+
+
+__all__ = ["ChangeLogModel", "ChangeTableModel", "ContractCounts", "ValidationOutcome", "column_rules", "observed",
+           "validate", "pa"]

@@ -9,13 +9,15 @@ table name, a value the snapshot could not convert) run here; the Dagster asset
 from __future__ import annotations
 
 import contextlib
+import functools
+from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import Column, DataFrame, Observation, functions as F
 
 from cdc_assets.contracts.schemas import (
     CHANGE_LOG_SCHEMA,
+    EVENT_KINDS,
     NO_CHANGE_REASONS,
     QUARANTINE_COLUMNS,
     REJECT_DETAIL,
@@ -28,26 +30,73 @@ from cdc_assets.decode.table_names import INVALID_TABLE_NAME, quarantine_invalid
 from cdc_assets.decode.value_conversion import INVALID_VALUE, quarantine_unconvertible_values
 from cdc_assets.decode.window_events import IMPLAUSIBLE_COMMIT_TS, events_of_window
 
-_QUARANTINED = "quarantined:"
 
-
-@dataclass(frozen=True)
 class DecodedWindow:
     """A window's events (`CHANGE_LOG_SCHEMA`) and quarantine (`QUARANTINE_SCHEMA`'s columns),
-    with its counts."""
+    with its counts.
 
-    events: DataFrame
-    quarantine: DataFrame
-    #: raw messages of the window
-    messages: int
-    #: decoded events by `event_kind`
-    kinds: dict[str, int]
-    #: quarantined events by reason
-    reasons: dict[str, int]
-    #: messages with a reject that is bad input
-    quarantined_messages: int
-    #: messages with a record that carries no change by design (tombstones, control records)
-    no_change_messages: int
+    The counts are observed (`DataFrame.observe`) by the first action on `events`, the job
+    that writes the change log: read them after it (reading earlier blocks). `quarantine`
+    is built on first use, after that action, because it depends on the reasons counted."""
+
+    def __init__(self, events: DataFrame, rejected: DataFrame, raw_messages: DataFrame,
+                 decoded: Observation, messages: Observation, first_cache: DataFrame):
+        self.events = events
+        self._first_cache = first_cache
+        self._rejected = rejected
+        self._raw_messages = raw_messages
+        self._decoded = decoded
+        self._messages = messages
+        self._quarantine: DataFrame | None = None
+
+    @property
+    def quarantine(self) -> DataFrame:
+        if self._quarantine is None:
+            # Only the reasons whose raw bytes the decoder left out need the raw messages again.
+            refilled = [r for r in (INVALID_VALUE, IMPLAUSIBLE_COMMIT_TS, INVALID_TABLE_NAME) if self.reasons.get(r)]
+            rejected = self._rejected
+            if refilled:
+                rejected = refill_raw_bytes(rejected, self._raw_messages, refilled)
+            self._quarantine = rejected
+        return self._quarantine
+
+    @functools.cached_property
+    def _counts(self) -> dict:
+        counts = self._decoded.get
+        # The action that filled them filled the second cache: the first is not read again.
+        self._first_cache.unpersist()
+        return counts
+
+    @property
+    def messages(self) -> int:
+        """Raw messages of the window."""
+        return int(self._messages.get["messages"])
+
+    @property
+    def kinds(self) -> dict[str, int]:
+        """Decoded events by `event_kind` (the kinds that occur)."""
+        counts = {k: int(self._counts[f"kind_{k}"]) for k in EVENT_KINDS}
+        counts.update(Counter(str(k) for k in self._counts["other_kinds"]))
+        return {k: n for k, n in counts.items() if n}
+
+    @functools.cached_property
+    def _rejects(self) -> list:
+        return list(self._counts["rejects"])
+
+    @property
+    def reasons(self) -> dict[str, int]:
+        """Quarantined events by reason."""
+        return dict(Counter(r["reason"] for r in self._rejects))
+
+    @property
+    def quarantined_messages(self) -> int:
+        """Messages with a reject that is bad input."""
+        return len({_message(r) for r in self._rejects if r["reason"] not in NO_CHANGE_REASONS})
+
+    @property
+    def no_change_messages(self) -> int:
+        """Messages with a record that carries no change by design (tombstones, control records)."""
+        return len({_message(r) for r in self._rejects if r["reason"] in NO_CHANGE_REASONS})
 
     @property
     def quarantined(self) -> int:
@@ -64,55 +113,59 @@ class DecodedWindow:
         return self.quarantined_messages / judged if judged > 0 else 0.0
 
 
+def _message(reject) -> tuple:
+    return tuple(reject[c] for c in MESSAGE_KEY)
+
+
 @contextlib.contextmanager
 def decode_window(decoder: Decoder, raw_messages: DataFrame, start_ms: int, window_ms: int) -> Iterator[DecodedWindow]:
     """Decode the window starting at `start_ms`; its frames stay cached until the block ends.
 
     Two caches: the decoder's output, because the conversion rule reads its distinct column
-    types first; then the converted events, which the counts, the contract and both writes
-    read (the conversion casts every value: it must run once, not per action). Raw bytes
-    are kept for rejected events only, which are all the quarantine needs (Python decoders
-    send them for their own rejects only; those of `implausible_commit_ts`,
-    `invalid_table_name` and `invalid_value` events are looked up in the raw messages).
-    Once the second cache is filled the first is dropped.
+    types first; then the converted events, which both writes read (the conversion casts
+    every value: it must run once, not per action). Raw bytes are kept for rejected events
+    only, which are all the quarantine needs (Python decoders send them for their own
+    rejects only; those of `implausible_commit_ts`, `invalid_table_name` and `invalid_value`
+    events are looked up in the raw messages). Once the second cache is filled (by the change
+    log's write) the first is dropped.
+
+    No count runs a job of its own: the raw messages are counted as the decoder reads them,
+    the events by kind and the rejects (their reasons and messages: a list of the rejects'
+    lineage, small next to the quarantine rows written) above the second cache, both by the
+    first action on `events` (`DecodedWindow`).
     """
-    cached = events_of_window(decoder.decode(raw_messages), raw_messages, start_ms, window_ms).persist()
+    messages = Observation()
+    counted = raw_messages.observe(messages, F.count(F.lit(1)).alias("messages"))
+    cached = events_of_window(decoder.decode(counted), raw_messages, start_ms, window_ms).persist()
     decoded = _raw_bytes_of_rejects_only(quarantine_unconvertible_values(
         quarantine_invalid_table_names(cached))).persist()
     try:
-        by_kind = {
-            f"{r.kind}": int(r.n)
-            for r in decoded.groupBy(
-                F.coalesce(F.concat(F.lit(_QUARANTINED), F.col(REJECT_REASON)), F.col("event_kind")).alias("kind")
-            ).agg(F.count(F.lit(1)).alias("n")).collect()
-        }
-        cached.unpersist()
-        events = conform(decoded.where(F.col(REJECT_REASON).isNull()), CHANGE_LOG_SCHEMA)
+        counts = Observation()
+        observed = decoded.observe(counts, *_count_metrics())
+        events = conform(observed.where(F.col(REJECT_REASON).isNull()), CHANGE_LOG_SCHEMA)
         rejected = decoded.where(F.col(REJECT_REASON).isNotNull()).select(
             *[F.col(REJECT_REASON).alias("reason") if c == "reason" else
               F.col(REJECT_DETAIL).alias("detail") if c == "detail" else F.col(c)
               for c in QUARANTINE_COLUMNS]
         )
-        reasons = {k.split(":", 1)[1]: v for k, v in by_kind.items() if k.startswith(_QUARANTINED)}
-        kinds = {k: v for k, v in by_kind.items() if not k.startswith(_QUARANTINED)}
-        messages = raw_messages.count()
-        bad_messages, without_change = _message_counts(rejected) if reasons else (0, 0)  # no job when clean
-        refilled = [r for r in (INVALID_VALUE, IMPLAUSIBLE_COMMIT_TS, INVALID_TABLE_NAME) if reasons.get(r)]
-        if refilled:
-            rejected = refill_raw_bytes(rejected, raw_messages, refilled)
-        yield DecodedWindow(events, rejected, messages, kinds, reasons, bad_messages, without_change)
+        yield DecodedWindow(events, rejected, raw_messages, counts, messages, cached)
     finally:
         decoded.unpersist()
         cached.unpersist()
 
 
-def _message_counts(rejected: DataFrame) -> tuple[int, int]:
-    """Messages with a reject that is bad input, and messages with a record that carries no
-    change by design (the checks leave those out), in one job."""
-    no_change = F.col("reason").isin(*NO_CHANGE_REASONS)
-    r = (rejected.groupBy(*MESSAGE_KEY).agg(F.max(~no_change).alias("bad"), F.max(no_change).alias("none"))
-         .agg(F.count_if("bad").alias("bad"), F.count_if("none").alias("none")).first())
-    return int(r.bad or 0), int(r.none or 0)
+def _count_metrics() -> list[Column]:
+    """Events by kind (the finite kinds, and a list of any other: the contract check fails
+    on those) and each reject's reason and message (reasons are open-ended: decoders name
+    their own)."""
+    rejected, kind = F.col(REJECT_REASON).isNotNull(), F.col("event_kind")
+    return [
+        *[F.count_if(~rejected & (kind == k)).alias(f"kind_{k}") for k in EVENT_KINDS],
+        F.collect_list(F.when(~rejected & ~F.coalesce(kind.isin(*EVENT_KINDS), F.lit(False)),
+                              F.coalesce(kind, F.lit("None")))).alias("other_kinds"),
+        F.collect_list(F.when(rejected, F.struct(*MESSAGE_KEY, F.col(REJECT_REASON).alias("reason"))))
+        .alias("rejects"),
+    ]
 
 
 def _raw_bytes_of_rejects_only(decoded: DataFrame) -> DataFrame:

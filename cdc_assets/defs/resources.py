@@ -4,8 +4,10 @@ Iceberg IO manager."""
 
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from dagster import (
     ConfigurableIOManager,
@@ -124,13 +126,25 @@ def warehouse_resource(settings: Settings) -> WarehouseResource:
                              s3_path_style=warehouse.s3_path_style, work_dir=warehouse.work_dir)
 
 
+@dataclass(frozen=True)
+class ObservedOutput:
+    """An output frame whose figures are observed by the job that writes it
+    (`DataFrame.observe`): the IO manager writes `frame`, then adds `metadata()` to the
+    output's metadata. Those figures are in Dagster's metadata only, not in the commit's
+    summary (`window_output_metadata`), which is written with the data."""
+
+    frame: DataFrame
+    metadata: Callable[[], dict[str, Any]]
+
+
 class IcebergIOManager(ConfigurableIOManager):
     """Partitioned Spark DataFrames <-> the Iceberg table `<source>.<layer>` of the warehouse's
     catalog, partitioned by `window_start_ms` (`iceberg_tables.WindowTable`).
 
     A window's output replaces that window's partition in one commit, so a reader sees the
     old window or the new one, never half of one; the commit's summary names the window and
-    keeps the output's metadata (`window_output_metadata`)."""
+    keeps the output's metadata (`window_output_metadata`). An `ObservedOutput` adds the
+    figures its write observed to the output's metadata after the write."""
 
     warehouse: ResourceDependency[WarehouseResource]
     pyspark: ResourceDependency[PySparkResource]
@@ -141,7 +155,9 @@ class IcebergIOManager(ConfigurableIOManager):
         return (self.warehouse.layer_table(spark, list(context.asset_key.path)),
                 int(window.start.timestamp() * 1000))
 
-    def handle_output(self, context: OutputContext, obj: DataFrame) -> None:
+    def handle_output(self, context: OutputContext, obj: DataFrame | ObservedOutput) -> None:
+        observed = obj.metadata if isinstance(obj, ObservedOutput) else None
+        obj = obj.frame if isinstance(obj, ObservedOutput) else obj
         table, start_ms = self._table(context)
         plain = {k: getattr(v, "value", v) for k, v in (context.output_metadata or {}).items()}
         kept = json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
@@ -154,6 +170,8 @@ class IcebergIOManager(ConfigurableIOManager):
             # from the frame's schema: no Spark job
             "dagster/column_schema": column_schema(obj),
         })
+        if observed is not None:
+            context.add_output_metadata(observed())
 
     def load_input(self, context: InputContext) -> DataFrame:
         table, start_ms = self._table(context)

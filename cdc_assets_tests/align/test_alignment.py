@@ -127,3 +127,54 @@ def test_images_that_differ_only_in_where_their_nulls_are_do_not_share_a_hash(sp
     flags = _flags(spark, events, [])
     assert {k[2]: v[1] for k, v in flags.items()} == {
         10: False, 11: False, 12: True, 13: True, 20: False, 21: False, 22: True, 23: True}
+
+
+def test_the_write_observes_the_counts_and_the_events_per_minute_as_the_separate_actions_counted(spark):
+    """Issue 45: the change table's counts and its events-per-minute chart are observed by the
+    job that writes it (before the kept-filter, so late, duplicate and outside events count),
+    equal to the aggregates that used to run as actions of their own."""
+    from cdc_assets.align.change_table import aligned_events, observe_alignment
+    from cdc_assets.common.spark_session import jobs_since, spark_job_ids
+    from cdc_assets.common.tso import tso_ms_col
+
+    start_ms, hour = 1_767_225_600_000, 3_600_000  # windows start on a whole hour
+    start = start_ms << 18
+
+    def at(ms: int) -> int:
+        return (start_ms + ms) << 18
+
+    events = [_event(0, o, at(o * 61_000)) for o in range(10)]  # one a minute or so
+    events += [_event(0, 20, at(5_000), after={"id": "0"}), _event(0, 21, at(5_000), after={"id": "0"})]
+    for e in events[-2:]:
+        e["pk_values"] = ["0"]  # offset 21 is a copy of offset 20
+    events += [_event(1, 30, at(1_000)), _event(1, 5, at(120_000)), _event(1, 31, at(hour + 1))]  # late, -, outside
+    marks = [("t", 1, 10, at(200_000))]
+    changes = spark.createDataFrame(events, CHANGE_LOG_SCHEMA)
+    marked = mark_late_and_duplicates(changes, spark.createDataFrame(marks, WATERMARK_INDEX_SCHEMA), start,
+                                      at(hour))
+    expected = count_alignment(marked)
+    minute = F.floor(tso_ms_col(F.col("commit_ts")) / 60_000).cast("long") * 60_000
+    per_minute = {r.m: r.n for r in aligned_events(marked).groupBy(minute.alias("m")).agg(F.count("*").alias("n"))
+                  .collect()}
+
+    before = spark_job_ids()
+    aligned_events(marked).collect()  # the write alone, unobserved
+    plain_jobs = jobs_since(before)
+    observed = observe_alignment(marked, start_ms, hour, 60)
+    before = spark_job_ids()
+    written = observed.aligned.collect()  # the write's one action
+    jobs = jobs_since(before)
+    assert len(written) == expected.events_out
+    assert observed.counts() == expected
+    assert (expected.events_in, expected.duplicates, expected.late, expected.outside_window) == (15, 1, 1, 1)
+    assert observed.events_per_bar() == per_minute and sum(per_minute.values()) == expected.events_out
+    # The write's own jobs (AQE runs each shuffle stage as a job; its splits may vary by one
+    # run to run): the counts add none, where they cost three actions.
+    assert jobs <= plain_jobs + 1
+
+    wide = observe_alignment(marked, start_ms, 24 * hour, 60)  # 24-minute bars
+    wide.aligned.collect()
+    assert wide.events_per_bar() == {start_ms: expected.events_out}
+    from cdc_assets.defs.metadata import events_per_minute_chart
+    assert (events_per_minute_chart(wide.events_per_bar(), start_ms, 24 * hour)
+            == events_per_minute_chart(per_minute, start_ms, 24 * hour))

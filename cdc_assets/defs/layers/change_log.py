@@ -14,11 +14,12 @@ from dagster import (
 )
 from pyspark.sql import DataFrame
 
-from cdc_assets.contracts.checks import ChangeLogModel, validate
+from cdc_assets.contracts.checks import ChangeLogModel, observed
 from cdc_assets.decode.window_decode import decode_window
 from cdc_assets.defs.check_results import contract_check
 from cdc_assets.defs.metadata import counts_table
 from cdc_assets.defs.partitions import window_bounds_ms
+from cdc_assets.defs.resources import ObservedOutput
 from cdc_assets.defs.source_build import CHANGE_LOG, QUARANTINE, RAW, SourceBuild
 
 SCHEMA_CHECK = "change_log_contract"
@@ -53,18 +54,21 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
     def decode(context: AssetExecutionContext, raw_messages: DataFrame):
         start_ms, _end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
         with decode_window(b.decoder(), raw_messages, start_ms, b.settings.window_ms) as w:
-            outcome = validate(ChangeLogModel, w.events)
+            # Every figure is observed by the change log's write (decode_window, `observed`):
+            # the IO manager adds them after it, and the quarantine (written next) and the
+            # checks read them then.
+            events, outcome = observed(ChangeLogModel, w.events)
             yield Output(
-                w.events, output_name="change_log",
-                metadata={
+                ObservedOutput(events, lambda: {
                     "messages_in": w.messages,
                     "events_out": sum(w.kinds.values()),
                     "row_events": w.kinds.get("row", 0),
                     "ddl_events": w.kinds.get("ddl", 0),
                     "watermark_events": w.kinds.get("watermark", 0),
                     "quarantined": w.quarantined,
-                    "commit_order": b.decoder().commit_order(),
-                },
+                }),
+                output_name="change_log",
+                metadata={"commit_order": b.decoder().commit_order()},
             )
             yield Output(
                 w.quarantine, output_name="quarantine",
@@ -72,7 +76,7 @@ def build_change_log(b: SourceBuild) -> AssetsDefinition:
                           "no_change_records": w.no_change_records, "messages_in": w.messages,
                           "by_reason": MetadataValue.md(counts_table(w.reasons, ("reason", "messages")))},
             )
-            yield contract_check(log_key, SCHEMA_CHECK, outcome)
+            yield contract_check(log_key, SCHEMA_CHECK, outcome())
             yield AssetCheckResult(
                 asset_key=quarantine_key, check_name=QUARANTINE_CHECK,
                 passed=w.quarantined == w.no_change_records, severity=AssetCheckSeverity.WARN,
