@@ -22,7 +22,7 @@ import re
 import json
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from urllib.parse import unquote_to_bytes
 
@@ -123,6 +123,10 @@ class IcebergTable:
     namespace: str
     name: str
     location: str  # "" : the catalog's default location
+    # The warehouse (`warehouse.Warehouse` or its location): given, refs and snapshot summaries
+    # are read with pyiceberg (catalog metadata, no Spark job); None: through Spark's metadata
+    # tables (a job each).
+    warehouse: object = field(default=None, compare=False, repr=False)
 
     @property
     def identifier(self) -> str:
@@ -256,13 +260,29 @@ class IcebergTable:
         return replace(self, name=name)
 
     def ref_snapshot(self, spark: SparkSession, ref: str) -> int | None:
-        row = spark.sql(f"SELECT snapshot_id FROM {self.sql}.refs").where(F.col("name") == ref).first()
-        return None if row is None else int(row[0])
+        """The snapshot a branch or tag points to (None: no such ref, say `main` before the
+        first commit)."""
+        if self.warehouse is None:
+            row = spark.sql(f"SELECT snapshot_id FROM {self.sql}.refs").where(F.col("name") == ref).first()
+            return None if row is None else int(row[0])
+        found = self._metadata().refs.get(ref)
+        return None if found is None else int(found.snapshot_id)
 
     def total_records(self, spark: SparkSession, snapshot_id: int) -> int:
         """The rows of a snapshot, from its summary (metadata, no scan)."""
-        row = spark.sql(f"SELECT summary FROM {self.sql}.snapshots").where(F.col("snapshot_id") == snapshot_id).first()
-        return int(row[0]["total-records"])
+        if self.warehouse is None:
+            row = spark.sql(f"SELECT summary FROM {self.sql}.snapshots").where(
+                F.col("snapshot_id") == snapshot_id).first()
+            return int(row[0]["total-records"])
+        return int(self._metadata().snapshot_by_id(snapshot_id).summary["total-records"])
+
+    def _metadata(self):
+        """The table's metadata as the catalog has it now. Loaded anew on every call: Spark
+        committed since any earlier load (pyiceberg never sees another engine's commit in a
+        table object it already holds)."""
+        from cdc_assets.common.warehouse import load_pyiceberg_catalog
+
+        return load_table(load_pyiceberg_catalog(self.warehouse), self.identifier).metadata
 
     # reads -----------------------------------------------------------------------------------
     def read(self, spark: SparkSession, snapshot_id: int, schema: T.StructType) -> DataFrame:

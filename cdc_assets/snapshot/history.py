@@ -49,7 +49,7 @@ HISTORY_LAYER = "history"
 def history_table(spark: SparkSession | None, warehouse, source: str, database: str, table: str) -> IcebergTable:
     """The history table of one source table (`spark` None: no Spark catalog name needed)."""
     catalog = use_catalog(spark, warehouse) if spark is not None else ""
-    return IcebergTable(catalog, source, table_name(HISTORY_LAYER, database, table), "")
+    return IcebergTable(catalog, source, table_name(HISTORY_LAYER, database, table), "", warehouse=warehouse)
 
 
 def write_window_history(spark: SparkSession, result: WindowResult, warehouse, source: str, window_start_ms: int,
