@@ -342,7 +342,8 @@ def merge_source(typed: DataFrame, schema: TableSchema, previous: DataFrame) -> 
     keep, key_ok = F.col("_cdc_keep"), F.col("_cdc_key_ok")
     in_prev = previous.select(*[F.col(c).alias(k) for c, k in zip(pk, key_names)],
                               F.lit(True).alias("_cdc_in_prev"))
-    joined = typed.where(keep | ~key_ok).join(in_prev, on=key_names, how="left")
+    # the kept actions, the first of each key (distinct keys) and the unidentified ones
+    joined = typed.where(keep | F.col("_cdc_first") | ~key_ok).join(in_prev, on=key_names, how="left")
     observed = Observation()
     # `_cdc_first` is one row of each (typed key) or (unidentified pk_names, key): counting it
     # counts the distinct ones, which `observe` cannot (no DISTINCT aggregate).
