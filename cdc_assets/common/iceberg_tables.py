@@ -22,7 +22,7 @@ import re
 import json
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from urllib.parse import unquote_to_bytes
 
@@ -117,12 +117,26 @@ def as_stored(frame: DataFrame) -> DataFrame:
                          for f in frame.schema.fields])
 
 
+MERGE_PRESENT = "_cdc_present"  # a MERGE source's column: true for a key with a row, null for a deleted key
+
+
+def merge_source(keys: DataFrame, rows: DataFrame, key: list[str]) -> DataFrame:
+    """A MERGE source (`IcebergTable.write_window`) from the touched keys and the rows of those
+    that still have one."""
+    return keys.select(*[_quote(k) for k in key]).distinct().join(
+        rows.withColumn(MERGE_PRESENT, F.lit(True)), on=key, how="left")
+
+
 @dataclass(frozen=True)
 class IcebergTable:
     catalog: str  # Spark's name of the warehouse catalog (warehouse.use_catalog)
     namespace: str
     name: str
     location: str  # "" : the catalog's default location
+    # The warehouse (`warehouse.Warehouse` or its location): given, refs and snapshot summaries
+    # are read with pyiceberg (catalog metadata, no Spark job); None: through Spark's metadata
+    # tables (a job each).
+    warehouse: object = field(default=None, compare=False, repr=False)
 
     @property
     def identifier(self) -> str:
@@ -202,36 +216,43 @@ class IcebergTable:
 
     # writes ----------------------------------------------------------------------------------
     def write_window(self, spark: SparkSession, branch: str, base_snapshot_id: int | None, frame: DataFrame,
-                     key: list[str], keys: DataFrame | None = None) -> int:
+                     key: list[str], keys: DataFrame | None = None, merge: bool = False) -> int:
         """Write the table's state at the window end on `branch` (cut from `base_snapshot_id`)
-        and return the branch's snapshot. `keys` given: `frame` holds only the rows of those
-        keys (the others are unchanged since the base), merged in one commit; else `frame` is
-        the whole table, one overwrite."""
+        and return the branch's snapshot. `merge`: `frame` is a MERGE source, one row per
+        key the window touched, with `MERGE_PRESENT` true (the key's row) or null (the key is
+        deleted); the other keys are unchanged since the base; one MERGE commit. `keys` given:
+        `frame` holds only the rows of those keys, merged the same way. Else `frame` is the
+        whole table, one overwrite."""
         stored = as_stored(frame)
         base = base_snapshot_id if base_snapshot_id is not None else self.ref_snapshot(spark, "main")
         if base is None:  # a table with no snapshot yet: its first commit is on main
+            if merge or keys is not None:
+                raise ValueError(f"{self.identifier}: only some keys were rebuilt, but the table has no snapshot "
+                                 "to merge them into")
             stored.writeTo(self.sql).append()
             return self.ref_snapshot(spark, "main")
         spark.sql(f"ALTER TABLE {self.sql} CREATE OR REPLACE BRANCH {_quote(branch)} AS OF VERSION {base}")
-        if keys is None:
-            stored.writeTo(self.on_branch(branch)).overwrite(F.lit(True))
+        if merge:
+            self._merge(spark, branch, stored, key)
+        elif keys is not None:
+            self._merge(spark, branch, merge_source(keys, stored, key), key)
         else:
-            self._merge(spark, branch, stored, key, keys)
+            stored.writeTo(self.on_branch(branch)).overwrite(F.lit(True))
         return self.ref_snapshot(spark, branch)
 
-    def _merge(self, spark: SparkSession, branch: str, rows: DataFrame, key: list[str], keys: DataFrame) -> None:
-        """Keys with a row: upserted; keys without: deleted."""
-        present = "_cdc_present"
+    def _merge(self, spark: SparkSession, branch: str, source: DataFrame, key: list[str]) -> None:
+        """The source's keys with a row (`MERGE_PRESENT`): upserted; without: deleted."""
         # Materialized first: a SQL MERGE whose source reads an Iceberg table (the change
         # table, the previous snapshot) fails to plan in Spark 4.1 ("No plan for
-        # TableReference"); the source is the touched keys only, small.
-        source = keys.select(*[_quote(k) for k in key]).distinct().join(
-            rows.withColumn(present, F.lit(True)), on=key, how="left").localCheckpoint()
+        # TableReference"); the source is the touched keys only, small. Whatever the source
+        # observes (`DataFrame.observe`) is known after this job.
+        source = source.localCheckpoint()
         view = f"cdc_merge_{uuid.uuid4().hex}"
         source.createOrReplaceTempView(view)
         on = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key)
-        columns = [_quote(c) for c in rows.columns]
+        columns = [_quote(c) for c in source.columns if c != MERGE_PRESENT]
         sets = ", ".join(f"t.{c} = s.{c}" for c in columns)
+        present = _quote(MERGE_PRESENT)
         try:
             spark.sql(
                 f"MERGE INTO {self.on_branch(branch)} t USING {view} s ON {on} "
@@ -256,13 +277,29 @@ class IcebergTable:
         return replace(self, name=name)
 
     def ref_snapshot(self, spark: SparkSession, ref: str) -> int | None:
-        row = spark.sql(f"SELECT snapshot_id FROM {self.sql}.refs").where(F.col("name") == ref).first()
-        return None if row is None else int(row[0])
+        """The snapshot a branch or tag points to (None: no such ref, say `main` before the
+        first commit)."""
+        if self.warehouse is None:
+            row = spark.sql(f"SELECT snapshot_id FROM {self.sql}.refs").where(F.col("name") == ref).first()
+            return None if row is None else int(row[0])
+        found = self._metadata().refs.get(ref)
+        return None if found is None else int(found.snapshot_id)
 
     def total_records(self, spark: SparkSession, snapshot_id: int) -> int:
         """The rows of a snapshot, from its summary (metadata, no scan)."""
-        row = spark.sql(f"SELECT summary FROM {self.sql}.snapshots").where(F.col("snapshot_id") == snapshot_id).first()
-        return int(row[0]["total-records"])
+        if self.warehouse is None:
+            row = spark.sql(f"SELECT summary FROM {self.sql}.snapshots").where(
+                F.col("snapshot_id") == snapshot_id).first()
+            return int(row[0]["total-records"])
+        return int(self._metadata().snapshot_by_id(snapshot_id).summary["total-records"])
+
+    def _metadata(self):
+        """The table's metadata as the catalog has it now. Loaded anew on every call: Spark
+        committed since any earlier load (pyiceberg never sees another engine's commit in a
+        table object it already holds)."""
+        from cdc_assets.common.warehouse import load_pyiceberg_catalog
+
+        return load_table(load_pyiceberg_catalog(self.warehouse), self.identifier).metadata
 
     # reads -----------------------------------------------------------------------------------
     def read(self, spark: SparkSession, snapshot_id: int, schema: T.StructType) -> DataFrame:

@@ -35,13 +35,13 @@ def snapshot_table(spark: SparkSession | None, warehouse, source: str, database:
     catalog = use_catalog(spark, warehouse) if spark is not None else ""
     folder = f"{table_id(database, table)}-{uuid.uuid4().hex[:8]}"
     return IcebergTable(catalog, source, table_name(SNAPSHOTS_LAYER, database, table),
-                        as_warehouse(warehouse).snapshot_location(source, folder))
+                        as_warehouse(warehouse).snapshot_location(source, folder), warehouse=warehouse)
 
 
 def table_at(spark: SparkSession, warehouse, identifier: str) -> IcebergTable:
     """The Iceberg table `<namespace>.<name>` of the store (reads, emptying commits)."""
     namespace, name = identifier_parts(identifier)
-    return IcebergTable(use_catalog(spark, warehouse), namespace, name, "")
+    return IcebergTable(use_catalog(spark, warehouse), namespace, name, "", warehouse=warehouse)
 
 
 def entry_identifier(warehouse, entry: TableEntry) -> str:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 
-from pyspark.sql import DataFrame, SparkSession, functions as F
+from pyspark.sql import DataFrame, Observation, SparkSession, functions as F
 
 from cdc_assets.common.concurrent_jobs import run_concurrently
 from cdc_assets.common.iceberg_tables import WINDOW_COLUMN, IcebergTable, widens, as_stored, table_name
@@ -49,7 +49,7 @@ HISTORY_LAYER = "history"
 def history_table(spark: SparkSession | None, warehouse, source: str, database: str, table: str) -> IcebergTable:
     """The history table of one source table (`spark` None: no Spark catalog name needed)."""
     catalog = use_catalog(spark, warehouse) if spark is not None else ""
-    return IcebergTable(catalog, source, table_name(HISTORY_LAYER, database, table), "")
+    return IcebergTable(catalog, source, table_name(HISTORY_LAYER, database, table), "", warehouse=warehouse)
 
 
 def write_window_history(spark: SparkSession, result: WindowResult, warehouse, source: str, window_start_ms: int,
@@ -79,9 +79,14 @@ def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frames
                  window_start_ms: int, clear: bool) -> int:
     with naming_table(table_id(*name), "writing its history"):
         table = history_table(spark, warehouse, source, *name)
-        # computed once: counted, then written (the versions of one window are few)
-        frame = _union_widened([as_stored(f) for f in frames]).localCheckpoint() if frames else None
-        rows = frame.count() if frame is not None else 0
+        rows, frame = 0, None
+        if frames:
+            # Materialized once, its rows counted on that same job (observed): a window that
+            # ends no version makes no table and no commit (an overwrite of no rows would).
+            counted = Observation()
+            frame = _union_widened([as_stored(f) for f in frames]).observe(
+                counted, F.count(F.lit(1)).alias("rows")).localCheckpoint()
+            rows = int(counted.get["rows"])
         if rows == 0 and not (clear and table.exists(spark)):
             return 0
         if frame is None:  # a rerun that ends no version of this table: its window rows go

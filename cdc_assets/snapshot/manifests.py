@@ -50,11 +50,12 @@ class _JsonRecord:
     read and a commit. A field of `_OMITTED_WHEN_NONE` that is None has no key."""
 
     _OMITTED_WHEN_NONE: tuple[str, ...] = ()
+    _NOT_STORED: tuple[str, ...] = ()  # fields of the run that wrote the record, never in its document
 
     @classmethod
     def from_json(cls, doc: dict, **converted):
         """`converted`: the fields given as records instead of the document's values."""
-        names = {f.name for f in fields(cls)} - {"other_keys"}
+        names = {f.name for f in fields(cls)} - {"other_keys", *cls._NOT_STORED}
         known = {k: v for k, v in doc.items() if k in names}
         return cls(**{**known, **converted}, other_keys={k: v for k, v in doc.items() if k not in names})
 
@@ -63,6 +64,8 @@ class _JsonRecord:
         doc = dict(self.other_keys)
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name in self._NOT_STORED:
+                continue
             if f.name != "other_keys" and not (f.name in self._OMITTED_WHEN_NONE and value is None):
                 doc[f.name] = converted.get(f.name, value)
         return doc
@@ -92,13 +95,17 @@ class TableEntry(_JsonRecord):
     table_uuid: str | None = None  # finds the table after a rename; None: not known (catalog lookup)
     failed: str | None = None  # why the window could not build it: the entry is the previous one
     other_keys: dict = field(default_factory=dict)
+    # Keys twice in the snapshot, when the write that made it tells (a MERGE of one source row
+    # per key: 0); None: not known, the primary-key check scans the table. Not stored.
+    duplicate_keys: int | None = field(default=None, compare=False)
 
     _OMITTED_WHEN_NONE = ("table_uuid", "failed")
+    _NOT_STORED = ("duplicate_keys",)
 
     def carried(self) -> TableEntry:
         """A table the window did not change: this entry (same snapshot), no changes counted."""
         return replace(self, previous_rows=self.rows, inserted_keys=0, deleted_keys=0, removed_by_ddl=0, moved_in=0,
-                       conversion_failures=0, schema_changes=[])
+                       conversion_failures=0, schema_changes=[], duplicate_keys=None)
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, Window, functions as F, types as T
+from pyspark.sql import Column, DataFrame, Observation, Window, functions as F, types as T
 
+from cdc_assets.common.iceberg_tables import MERGE_PRESENT
 from cdc_assets.common.mysql_types import (
     parse_mysql_type,
     spark_type,
@@ -106,6 +107,10 @@ class TableResult:
     inserted_keys: int
     deleted_keys: int
     conversion_failures: int
+    # Set by `merge_source`: the frame to MERGE (one row per touched key), whose counts the
+    # Observation holds once it is written; the three counts above are then 0.
+    merge_source: DataFrame | None = None
+    observed: Observation | None = None
 
 
 def _oldest_first() -> list[Column]:
@@ -320,3 +325,51 @@ def reconstruct_table(
     return TableResult(schema, frame, previous_rows, int(counts.inserted or 0), int(counts.deleted or 0),
                        int(counts.failures or 0) + failed_conversions)
 
+
+
+def merge_source(typed: DataFrame, schema: TableSchema, previous: DataFrame) -> TableResult:
+    """A table whose rows alone changed (same schema, a primary key, a previous snapshot): the
+    MERGE source of its touched keys, one row per key (`MERGE_PRESENT` null: the key is
+    deleted), as `IcebergTable.write_window` takes it. Nothing runs here: the window's counts
+    (inserted, deleted, conversion failures) and the source's rows and distinct keys (the
+    primary-key check: one source row per key) are observed on the source, so they come with
+    the job that materializes it for the MERGE (`observed_counts` reads them after the write).
+    The previous snapshot is read for its keys only (were they there?), in that same job;
+    its row count is the manifest's."""
+    pk, cols = schema.primary_key, schema.columns
+    key_names = [key_column(i) for i in range(len(pk))]
+    is_upsert, is_delete = F.col("_cdc_kind") == _UPSERT, F.col("_cdc_kind") == _DELETE
+    keep, key_ok = F.col("_cdc_keep"), F.col("_cdc_key_ok")
+    in_prev = previous.select(*[F.col(c).alias(k) for c, k in zip(pk, key_names)],
+                              F.lit(True).alias("_cdc_in_prev"))
+    # the kept actions, the first of each key (distinct keys) and the unidentified ones
+    joined = typed.where(keep | F.col("_cdc_first") | ~key_ok).join(in_prev, on=key_names, how="left")
+    observed = Observation()
+    # `_cdc_first` is one row of each (typed key) or (unidentified pk_names, key): counting it
+    # counts the distinct ones, which `observe` cannot (no DISTINCT aggregate).
+    counted = joined.observe(
+        observed,
+        F.count_if(keep & is_upsert & F.col("_cdc_in_prev").isNull()).alias("inserted"),
+        F.count_if(keep & is_delete & F.col("_cdc_in_prev").isNotNull()).alias("deleted"),
+        F.coalesce(F.sum(F.when(keep & is_upsert, F.col("_cdc_value_failures"))), F.lit(0)).alias("value_failures"),
+        F.count_if(~key_ok & F.col("_cdc_first")).alias("unidentified"),
+        F.count_if(keep).alias("source_rows"),
+        F.count_if(key_ok & F.col("_cdc_first")).alias("source_keys"),
+    )
+    source = counted.where(keep).select(
+        *[(F.col(key_names[pk.index(c)]) if c in pk else F.col(value_column(i))).alias(c) for i, c in enumerate(cols)],
+        F.col("commit_ts").alias(COMMIT_TS_COLUMN),
+        F.when(is_upsert, F.lit(True)).alias(MERGE_PRESENT),
+    )
+    rows = source.where(F.col(MERGE_PRESENT).isNotNull()).drop(MERGE_PRESENT)  # its schema is the table's
+    return TableResult(schema, rows, 0, 0, 0, 0, merge_source=source, observed=observed)
+
+
+def observed_counts(observed: Observation) -> dict[str, int]:
+    """What `merge_source` observed: inserted and deleted keys, conversion failures, and
+    duplicate_source_keys (source rows - distinct keys; 0: one row per key). Call it only
+    after the source was written: it waits for that job."""
+    got = {k: int(v or 0) for k, v in observed.get.items()}
+    return {"inserted_keys": got["inserted"], "deleted_keys": got["deleted"],
+            "conversion_failures": got["value_failures"] + got["unidentified"],
+            "duplicate_source_keys": got["source_rows"] - got["source_keys"]}

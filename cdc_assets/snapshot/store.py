@@ -228,7 +228,7 @@ def _write_table(spark: SparkSession, warehouse, source: str, window_start_ms: i
 def _commit_table(spark: SparkSession, warehouse, source: str, window_start_ms: int, name: Name,
                   state: TableState, previous_entry: TableEntry | None) -> TableEntry:
     frame = state.frame if state.frame is not None else spark.createDataFrame([], state.schema.spark_schema())
-    partial = state.touched_keys is not None
+    partial = state.merge_source is not None
     if partial and previous_entry is None:  # the frame holds the touched keys only: never write it as the table
         raise RuntimeError(f"{state_id(name)}: only some keys were rebuilt, but there is no previous snapshot "
                            "to merge them into")
@@ -237,8 +237,9 @@ def _commit_table(spark: SparkSession, warehouse, source: str, window_start_ms: 
     table.ensure(spark, frame.schema)
     table.evolve(spark, frame.schema, key)
     base = previous_entry.snapshot_id if previous_entry and previous_entry.identifier == table.identifier else None
-    snapshot_id = table.write_window(spark, branch_name(window_start_ms), base, frame, key,
-                                     keys=state.touched_keys if partial else None)
+    snapshot_id = table.write_window(spark, branch_name(window_start_ms), base,
+                                     state.merge_source if partial else frame, key, merge=partial)
+    state.settle()  # the counts observed on the MERGE source, known now that it was written
     return TableEntry(
         database=name[0], table=name[1], identifier=table.identifier, snapshot_id=snapshot_id,
         rows=table.total_records(spark, snapshot_id),
@@ -249,4 +250,8 @@ def _commit_table(spark: SparkSession, warehouse, source: str, window_start_ms: 
         written_window_start_ms=window_start_ms,
         schema=state.schema.to_json(), spark_schema=frame.schema.json(),
         schema_changes=state.schema_changes,
+        # One MERGE source row per key, merged into a previous snapshot whose keys were unique
+        # (its window passed the check): no key twice, by construction. A table written whole
+        # is not known: the check scans it.
+        duplicate_keys=0 if state.duplicate_source_keys == 0 else None,
     )

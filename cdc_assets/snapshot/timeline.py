@@ -45,7 +45,7 @@ from cdc_assets.snapshot.ddl.barriers import (
 )
 from cdc_assets.snapshot.ddl.rewrite import changes_rows_or_names
 from cdc_assets.snapshot.reconstruct import (
-    COMMIT_TS_COLUMN, TableResult, TableSchema, action_keys, conform_frame, conformed, key_actions,
+    COMMIT_TS_COLUMN, TableResult, TableSchema, action_keys, conform_frame, conformed, key_actions, merge_source,
     reconstruct_table, typed_actions,
 )
 from cdc_assets.snapshot.table_errors import TableFailed, caught, naming_table
@@ -58,9 +58,9 @@ def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, T
                  failed: dict[Name, str] | None = None) -> WindowResult:
     """`previous`: every table of the previous snapshot (frames lazy). Returns the state at the window
     end; call `release()` on it after writing its frames. With `touched_keys_only`, a table whose
-    rows alone changed (no DDL, same schema) and that has a key gets a frame of only the rows
-    of the keys its changes touch (`touched_keys`); the writer merges them into the previous
-    snapshot.
+    rows alone changed (no DDL, same schema) and that has a key gets a MERGE source of only the
+    keys its changes touch (`merge_source`), whose counts are observed when the writer merges
+    it into the previous snapshot (`TableState.settle`).
     `failed`: tables not to build (an earlier window failed to): their rows and DDL are skipped."""
     run = _Run(spark, changes, previous, keep_history, touched_keys_only, failed)
     try:
@@ -187,7 +187,7 @@ class _Run:
             elif added := state.schema.added_by(schema):
                 _record_image_columns(state, schema, added)
             state.schema, state.frame, state.changed = schema, result.frame, True
-            state.touched_keys = touched
+            state.merge_source, state.observed = result.merge_source, result.observed
             state.inserted_keys += result.inserted_keys
             state.deleted_keys += result.deleted_keys
             state.conversion_failures += result.conversion_failures
@@ -213,7 +213,10 @@ class _Run:
         known_rows = None
         if state is not None and not state.changed and before is not None and touched is None:
             known_rows = state.previous_rows
-        result = reconstruct_table(actions, schema, before, previous_rows=known_rows, typed=typed)
+        if touched is not None:  # only the touched keys are written: counted as they are (no job here)
+            result = merge_source(typed, schema, state.frame)
+        else:
+            result = reconstruct_table(actions, schema, before, previous_rows=known_rows, typed=typed)
         if checkpoint:
             result = replace(result, frame=result.frame.localCheckpoint())
             if not self.keep_history:  # the checkpoint holds the rows: nothing reads the actions again
@@ -223,7 +226,8 @@ class _Run:
     def _touched_keys(self, typed: DataFrame, state: TableState | None, schema: TableSchema) -> DataFrame | None:
         """The keys this window's actions touch, when only their rows need writing: rows alone
         changed the table (no DDL before in this window, same schema). The writer merges
-        them into the previous snapshot (iceberg_tables.IcebergTable.write_window)."""
+        them into the previous snapshot (iceberg_tables.IcebergTable.write_window); the history
+        reads the previous rows of these keys."""
         if not (self.touched_keys_only and state is not None and state.frame is not None and not state.changed
                 and schema == state.schema and schema.primary_key):
             return None

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 
 from cdc_assets.common.names import table_id
 from cdc_assets.snapshot.ddl.barriers import Barrier
 from cdc_assets.snapshot.manifests import TableEntry
-from cdc_assets.snapshot.reconstruct import TableSchema
+from cdc_assets.snapshot.reconstruct import TableSchema, observed_counts
 
 Name = tuple[str, str]
 
@@ -28,12 +28,30 @@ class TableState:
     conversion_failures: int = 0
     changed: bool = False
     schema_changes: list[dict] = field(default_factory=list)
-    # Set when `frame` holds only the rows of these keys (a frame of the key columns; a key
-    # without a row is deleted): every other row is the previous snapshot's, unchanged.
-    touched_keys: DataFrame | None = None
+    # Set when only the keys the window touched are written: the MERGE source, one row per such
+    # key (`iceberg_tables.MERGE_PRESENT` null: deleted); every other row is the previous
+    # snapshot's, unchanged. `frame` then holds the touched keys' rows (its schema is the table's).
+    merge_source: DataFrame | None = None
+    # The counts observed on `merge_source` (`reconstruct.merge_source`), known once it is
+    # written; `settle` adds them.
+    observed: Observation | None = None
+    # Source rows - distinct keys of the MERGE source (0: one row per key), once settled;
+    # None for a table written whole.
+    duplicate_source_keys: int | None = None
     # The previous snapshot's table whose rows this state continues (itself; the old name after
     # RENAME TABLE; None: created in this window). A swap gives each name the other's origin.
     origin: Name | None = None
+
+    def settle(self) -> None:
+        """Add the counts observed on the MERGE source; call it after the source was written."""
+        if self.observed is None:
+            return
+        counts = observed_counts(self.observed)
+        self.observed = None
+        self.inserted_keys += counts["inserted_keys"]
+        self.deleted_keys += counts["deleted_keys"]
+        self.conversion_failures += counts["conversion_failures"]
+        self.duplicate_source_keys = counts["duplicate_source_keys"]
 
 
 @dataclass(frozen=True)

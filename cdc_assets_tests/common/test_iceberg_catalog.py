@@ -222,7 +222,8 @@ def test_a_snapshot_table_on_s3_is_written_tagged_and_published(spark, s3):
     settings, _ = s3
     warehouse = settings.iceberg_warehouse
     name = "snapshots__db__t"
-    table = IcebergTable(use_catalog(spark, warehouse), "src", name, warehouse.table_location("src", name))
+    table = IcebergTable(use_catalog(spark, warehouse), "src", name, warehouse.table_location("src", name),
+                         warehouse=warehouse)  # refs and summaries read with pyiceberg
     table.ensure_namespace(spark)
     table.ensure(spark, ROWS)
     first = table.write_window(spark, branch_name(W1), None,
@@ -245,6 +246,7 @@ def test_a_snapshot_table_on_s3_is_written_tagged_and_published(spark, s3):
 
     assert at(first) == [(1, "a"), (2, "b")]
     assert at(second) == [(2, "B"), (3, "c")]
+    assert (table.total_records(spark, first), table.total_records(spark, second)) == (2, 2)
     assert sorted(tuple(r) for r in table.read(spark, first, ROWS).collect()) == [(1, "a"), (2, "b")]
 
 

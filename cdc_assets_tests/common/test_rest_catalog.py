@@ -52,7 +52,8 @@ def test_windows_written_by_spark_are_read_by_pyiceberg_through_rest(spark, ware
 
 def test_a_snapshot_table_is_published_through_rest_and_listed(spark, warehouse):
     name = "snapshots__db__t"
-    table = IcebergTable(use_catalog(spark, warehouse), "src", name, warehouse.table_location("src", name))
+    table = IcebergTable(use_catalog(spark, warehouse), "src", name, warehouse.table_location("src", name),
+                         warehouse=warehouse)  # refs and summaries read with pyiceberg
     table.ensure_namespace(spark)
     table.ensure(spark, ROWS)
     first = table.write_window(spark, branch_name(W1), None, spark.createDataFrame([(1, "a")], ROWS), key=["id"])
@@ -62,6 +63,7 @@ def test_a_snapshot_table_is_published_through_rest_and_listed(spark, warehouse)
 
     loaded = load_pyiceberg_catalog(warehouse).load_table(("src", name))
     assert loaded.metadata.refs[end_tag(W2 + HOUR)].snapshot_id == second == loaded.current_snapshot().snapshot_id
+    assert table.ref_snapshot(spark, "main") == second and table.total_records(spark, second) == 2
     assert branch_name(W2) not in loaded.metadata.refs
     assert sorted(tuple(r.values()) for r in loaded.scan().to_arrow().to_pylist()) == [(1, "A"), (2, "b")]
     document = tables_json(warehouse)

@@ -234,7 +234,11 @@ def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: i
 
 
 def _duplicate_keys(spark: SparkSession, store: tuple, table: TableEntry) -> int:
-    """Keys twice in the table at the snapshot the window wrote."""
+    """Keys twice in the table at the snapshot the window wrote: known from its write when it
+    was a MERGE of one source row per key (`TableEntry.duplicate_keys`); else a scan of the
+    whole table (a table written whole: its first window, DDL)."""
+    if table.duplicate_keys is not None:
+        return table.duplicate_keys
     pk = table.schema["primary_key"]
     df = read_entry(spark, *store, table)
     return df.groupBy(*pk).count().where(F.col("count") > 1).count()

@@ -1,0 +1,103 @@
+"""Issue 45, the snapshot step's folds: a window that MERGEs its touched keys counts them, its
+conversion failures and its key uniqueness on the MERGE source's own job (observed), reads refs
+and snapshot summaries with pyiceberg, and counts its history rows on the job that materializes
+them. The figures are those of the whole-table path (`merge_touched_keys=False`, counted by
+separate actions), on a window with duplicates, deletes of absent keys and keys that do not
+convert; and the step's Spark jobs stay under a bound."""
+
+from __future__ import annotations
+
+from dagster import AssetCheckResult, AssetKey
+from pyspark.sql import functions as F
+
+from cdc_assets.common.spark_session import jobs_since, spark_job_ids
+from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
+from cdc_assets.defs.layers.snapshots import _snapshot_results
+from cdc_assets.snapshot.entry_tables import read_entry_arrow, snapshot_table
+from cdc_assets.snapshot.store import write_window_snapshot
+
+HOUR = 3_600_000
+W1 = 1_767_225_600_000  # 2026-01-01T00:00Z
+TABLES = ["t1", "t2", "t3", "t4"]
+
+
+def _changes(spark, rows: list[tuple[str, str, object, str | None]], window_start_ms: int):
+    """Change-log rows of tables db.<t> (id bigint, name varchar): (table, op, id, name)."""
+    ts = (window_start_ms + 1_000) << 18
+    data = [(i, t, op, str(key), name) for i, (t, op, key, name) in enumerate(rows)]
+    frame = spark.createDataFrame(data, "i long, t string, op string, id string, name string")
+    image = F.create_map(F.lit("id"), F.col("id"), F.lit("name"), F.col("name"))
+    values = {
+        "topic": F.lit("t"), "kafka_partition": F.lit(0), "kafka_offset": F.col("i"), "event_index": F.lit(0),
+        "event_kind": F.lit("row"), "op": F.col("op"), "database": F.lit("db"), "table": F.col("t"),
+        "commit_ts": F.lit(ts) + F.col("i"), "pk_names": F.array(F.lit("id")), "pk_values": F.array(F.col("id")),
+        "before": F.when(F.col("op") == "DELETE", image), "after": F.when(F.col("op") != "DELETE", image),
+        "column_types": F.create_map(F.lit("id"), F.lit("bigint"), F.lit("name"), F.lit("varchar(20)")),
+    }
+    return frame.select(*[values.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name)
+                          for f in CHANGE_LOG_SCHEMA.fields])
+
+
+FIRST = [(t, "INSERT", i, f"n{i}") for t in TABLES for i in range(1, 31)]
+SECOND = [row for t in TABLES for row in [
+    *[(t, "INSERT", i, f"n{i}") for i in range(31, 36)],
+    *[(t, "UPDATE", i, f"u{i}") for i in range(1, 6)],
+    *[(t, "UPDATE", i, f"v{i}") for i in range(1, 3)],  # a key changed twice: the later wins
+    *[(t, "DELETE", i, None) for i in range(10, 13)],
+    (t, "DELETE", 999, None),  # a key the snapshot never had: not a deleted key
+    (t, "INSERT", "abc", "x"), (t, "INSERT", "abc", "y"),  # a key that does not convert: one failure
+    (t, "INSERT", 70, "z"), (t, "DELETE", 70, None),  # inserted and deleted in the window: neither
+]]
+
+
+def _window(spark, store, merge: bool, history: bool):
+    first = write_window_snapshot(spark, _changes(spark, FIRST, W1), *store, W1, W1 + HOUR, None,
+                                  keep_history=history, merge_touched_keys=merge)
+    events = []
+
+    def audit(manifest):
+        written = {k: t for k, t in manifest.tables.items() if t.written_window_start_ms == W1 + HOUR}
+        events[:] = [e for e in _snapshot_results(AssetKey("s"), spark, store, 0, manifest.tables, manifest.ddl,
+                                                  written, manifest.failed_tables, manifest.tag)
+                     if isinstance(e, AssetCheckResult)]
+
+    before = spark_job_ids()
+    second = write_window_snapshot(spark, _changes(spark, SECOND, W1 + HOUR), *store, W1 + HOUR, W1 + 2 * HOUR,
+                                   first, keep_history=history, merge_touched_keys=merge, audit=audit)
+    jobs = jobs_since(before)
+    checks = {e.check_name: (e.passed, {k: getattr(v, "value", v) for k, v in e.metadata.items()}) for e in events}
+    counts = {tid: (t.previous_rows, t.inserted_keys, t.deleted_keys, t.conversion_failures, t.rows)
+              for tid, t in second.tables.items()}
+    rows = {tid: sorted((r["id"], r["name"]) for r in read_entry_arrow(*store, t).to_pylist())
+            for tid, t in second.tables.items()}
+    return jobs, counts, checks, rows, second
+
+
+def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_path):
+    history = True
+    jobs, counts, checks, rows, second = _window(spark, (tmp_path / "merge", "src"), merge=True, history=history)
+    _, whole_counts, whole_checks, whole_rows, whole = _window(spark, (tmp_path / "whole", "src"), merge=False,
+                                                               history=history)
+    assert counts == whole_counts == {f"db.{t}": (30, 5, 3, 1, 32) for t in TABLES}
+    assert checks == whole_checks
+    assert checks["primary_key_unique"] == (True, {"duplicate_keys": 0, "by_table": {f"db.{t}": 0 for t in TABLES}})
+    assert checks["values_convert"][1]["conversion_failures"] == 4
+    assert rows == whole_rows
+    assert rows["db.t1"][:3] == [(1, "v1"), (2, "v2"), (3, "u3")]
+    assert second.ddl.history_versions_ended == whole.ddl.history_versions_ended
+    # 5 updated + 3 deleted versions from before, the 2 updated again and the `abc` one inside
+    assert second.ddl.history_versions_ended == {f"db.{t}": 11 for t in TABLES}
+    # The 4 tables' checkpoints, MERGEs, history writes and one schema collect: no count, check
+    # or metadata read of its own (161 jobs with history before issue 45's folds; 85-100 after).
+    assert jobs <= 110, jobs
+
+
+def test_refs_and_summaries_are_read_without_spark(spark, tmp_path):
+    store = (tmp_path / "warehouse", "src")
+    first = write_window_snapshot(spark, _changes(spark, FIRST[:5], W1), *store, W1, W1 + HOUR, None)
+    entry = first.tables["db.t1"]
+    table = snapshot_table(spark, *store, "db", "t1")
+    before = spark_job_ids()
+    assert (table.ref_snapshot(spark, "main"), table.total_records(spark, entry.snapshot_id)) == (entry.snapshot_id, 5)
+    assert table.ref_snapshot(spark, "window-1") is None
+    assert jobs_since(before) == 0
