@@ -1,19 +1,39 @@
 """Figures of a frame computed by the job that materializes it (`DataFrame.observe`), so that
-a count costs no Spark job of its own (docs/performance.md)."""
+a count costs no Spark job of its own (docs/performance.md).
+
+Spark Connect returns no observed metrics for a `localCheckpoint` (it gives `{}`, measured
+with Spark 4.1; on a write it does return them): there the figures come from an aggregate
+over the same frame, one short job more, under Connect only."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Observation
 
 
-def checkpointed_with_metrics(frame: DataFrame, *metrics: Column) -> tuple[DataFrame, dict]:
-    """`frame.localCheckpoint()` and `metrics` (named aggregates) over its rows, observed by
-    the checkpoint's own job. Spark Connect returns no observed metrics for a checkpoint (it
-    gives `{}`, measured with Spark 4.1), so there they come from an aggregate over the
-    checkpointed rows: one short job more, only under Connect."""
+@dataclass(frozen=True)
+class ObservedMetrics:
+    """Named aggregates observed on `frame`; `values()` once the job that materializes the
+    observed frame ran (it waits for that job)."""
+
+    observation: Observation
+    frame: DataFrame  # the frame as observed (before the observer), for Connect's fallback
+    metrics: tuple[Column, ...]
+
+    def values(self) -> dict:
+        got = self.observation.get
+        return got if got else self.frame.agg(*self.metrics).first().asDict()
+
+
+def observed(frame: DataFrame, *metrics: Column) -> tuple[DataFrame, ObservedMetrics]:
+    """`frame` with `metrics` observed on it, and the handle that reads them."""
     observation = Observation()
-    checkpointed = frame.observe(observation, *metrics).localCheckpoint()
-    got = observation.get
-    if not got:
-        got = checkpointed.agg(*metrics).first().asDict()
-    return checkpointed, got
+    return frame.observe(observation, *metrics), ObservedMetrics(observation, frame, metrics)
+
+
+def checkpointed_with_metrics(frame: DataFrame, *metrics: Column) -> tuple[DataFrame, dict]:
+    """`frame.localCheckpoint()` and `metrics` over its rows, observed by the checkpoint's
+    own job."""
+    watched, handle = observed(frame, *metrics)
+    return watched.localCheckpoint(), handle.values()

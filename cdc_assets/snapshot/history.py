@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import functools
 
-from pyspark.sql import DataFrame, Observation, SparkSession, functions as F
+from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.common.concurrent_jobs import run_concurrently
 from cdc_assets.common.iceberg_tables import WINDOW_COLUMN, IcebergTable, widens, as_stored, table_name
 from cdc_assets.common.names import table_id
+from cdc_assets.common.observed import checkpointed_with_metrics
 from cdc_assets.common.warehouse import use_catalog
 from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN, key_column, value_column
 from cdc_assets.snapshot.table_errors import naming_table
@@ -83,10 +84,9 @@ def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frames
         if frames:
             # Materialized once, its rows counted on that same job (observed): a window that
             # ends no version makes no table and no commit (an overwrite of no rows would).
-            counted = Observation()
-            frame = _union_widened([as_stored(f) for f in frames]).observe(
-                counted, F.count(F.lit(1)).alias("rows")).localCheckpoint()
-            rows = int(counted.get["rows"])
+            frame, counted = checkpointed_with_metrics(_union_widened([as_stored(f) for f in frames]),
+                                                       F.count(F.lit(1)).alias("rows"))
+            rows = int(counted["rows"])
         if rows == 0 and not (clear and table.exists(spark)):
             return 0
         if frame is None:  # a rerun that ends no version of this table: its window rows go

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, Observation, Window, functions as F, types as T
+from pyspark.sql import Column, DataFrame, Window, functions as F, types as T
 
 from cdc_assets.common.iceberg_tables import MERGE_PRESENT
 from cdc_assets.common.mysql_types import (
@@ -36,6 +36,7 @@ from cdc_assets.common.mysql_types import (
     typed_value,
 )
 from cdc_assets.common.names import table_id
+from cdc_assets.common.observed import ObservedMetrics, observed
 from cdc_assets.contracts.schemas import DELETE, ROW, UPDATE
 
 COMMIT_TS_COLUMN = "_cdc_commit_ts"
@@ -108,9 +109,9 @@ class TableResult:
     deleted_keys: int
     conversion_failures: int
     # Set by `merge_source`: the frame to MERGE (one row per touched key), whose counts the
-    # Observation holds once it is written; the three counts above are then 0.
+    # observer holds once it is written; the three counts above are then 0.
     merge_source: DataFrame | None = None
-    observed: Observation | None = None
+    observed: ObservedMetrics | None = None
 
 
 def _oldest_first() -> list[Column]:
@@ -344,11 +345,10 @@ def merge_source(typed: DataFrame, schema: TableSchema, previous: DataFrame) -> 
                               F.lit(True).alias("_cdc_in_prev"))
     # the kept actions, the first of each key (distinct keys) and the unidentified ones
     joined = typed.where(keep | F.col("_cdc_first") | ~key_ok).join(in_prev, on=key_names, how="left")
-    observed = Observation()
     # `_cdc_first` is one row of each (typed key) or (unidentified pk_names, key): counting it
     # counts the distinct ones, which `observe` cannot (no DISTINCT aggregate).
-    counted = joined.observe(
-        observed,
+    counted, metrics = observed(
+        joined,
         F.count_if(keep & is_upsert & F.col("_cdc_in_prev").isNull()).alias("inserted"),
         F.count_if(keep & is_delete & F.col("_cdc_in_prev").isNotNull()).alias("deleted"),
         F.coalesce(F.sum(F.when(keep & is_upsert, F.col("_cdc_value_failures"))), F.lit(0)).alias("value_failures"),
@@ -362,14 +362,14 @@ def merge_source(typed: DataFrame, schema: TableSchema, previous: DataFrame) -> 
         F.when(is_upsert, F.lit(True)).alias(MERGE_PRESENT),
     )
     rows = source.where(F.col(MERGE_PRESENT).isNotNull()).drop(MERGE_PRESENT)  # its schema is the table's
-    return TableResult(schema, rows, 0, 0, 0, 0, merge_source=source, observed=observed)
+    return TableResult(schema, rows, 0, 0, 0, 0, merge_source=source, observed=metrics)
 
 
-def observed_counts(observed: Observation) -> dict[str, int]:
+def observed_counts(metrics: ObservedMetrics) -> dict[str, int]:
     """What `merge_source` observed: inserted and deleted keys, conversion failures, and
     duplicate_source_keys (source rows - distinct keys; 0: one row per key). Call it only
     after the source was written: it waits for that job."""
-    got = {k: int(v or 0) for k, v in observed.get.items()}
+    got = {k: int(v or 0) for k, v in metrics.values().items()}
     return {"inserted_keys": got["inserted"], "deleted_keys": got["deleted"],
             "conversion_failures": got["value_failures"] + got["unidentified"],
             "duplicate_source_keys": got["source_rows"] - got["source_keys"]}

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame
 
 from cdc_assets.common.names import table_id
+from cdc_assets.common.observed import ObservedMetrics
 from cdc_assets.snapshot.ddl.barriers import Barrier
 from cdc_assets.snapshot.manifests import TableEntry
 from cdc_assets.snapshot.reconstruct import TableSchema, observed_counts
@@ -34,7 +35,7 @@ class TableState:
     merge_source: DataFrame | None = None
     # The counts observed on `merge_source` (`reconstruct.merge_source`), known once it is
     # written; `settle` adds them.
-    observed: Observation | None = None
+    observed: ObservedMetrics | None = None
     # Source rows - distinct keys of the MERGE source (0: one row per key), once settled;
     # None for a table written whole.
     duplicate_source_keys: int | None = None
