@@ -22,7 +22,10 @@ class ObservedMetrics:
     metrics: tuple[Column, ...]
 
     def values(self) -> dict:
-        got = self.observation.get
+        try:
+            got = self.observation.get
+        except Exception:  # Spark 4.1 can fail to convert the metrics row (an assertion in toPyRow)
+            got = {}
         return got if got else self.frame.agg(*self.metrics).first().asDict()
 
 

@@ -13,8 +13,9 @@ import functools
 from collections import Counter
 from collections.abc import Iterator
 
-from pyspark.sql import Column, DataFrame, Observation, functions as F
+from pyspark.sql import Column, DataFrame, functions as F
 
+from cdc_assets.common.observed import ObservedMetrics, observed
 from cdc_assets.contracts.schemas import (
     CHANGE_LOG_SCHEMA,
     EVENT_KINDS,
@@ -40,7 +41,7 @@ class DecodedWindow:
     is built on first use, after that action, because it depends on the reasons counted."""
 
     def __init__(self, events: DataFrame, rejected: DataFrame, raw_messages: DataFrame,
-                 decoded: Observation, messages: Observation, first_cache: DataFrame):
+                 decoded: ObservedMetrics, messages: ObservedMetrics, first_cache: DataFrame):
         self.events = events
         self._first_cache = first_cache
         self._rejected = rejected
@@ -62,7 +63,7 @@ class DecodedWindow:
 
     @functools.cached_property
     def _counts(self) -> dict:
-        counts = self._decoded.get
+        counts = self._decoded.values()
         # The action that filled them filled the second cache: the first is not read again.
         self._first_cache.unpersist()
         return counts
@@ -70,7 +71,7 @@ class DecodedWindow:
     @property
     def messages(self) -> int:
         """Raw messages of the window."""
-        return int(self._messages.get["messages"])
+        return int(self._messages.values()["messages"])
 
     @property
     def kinds(self) -> dict[str, int]:
@@ -134,15 +135,13 @@ def decode_window(decoder: Decoder, raw_messages: DataFrame, start_ms: int, wind
     lineage, small next to the quarantine rows written) above the second cache, both by the
     first action on `events` (`DecodedWindow`).
     """
-    messages = Observation()
-    counted = raw_messages.observe(messages, F.count(F.lit(1)).alias("messages"))
+    counted, messages = observed(raw_messages, F.count(F.lit(1)).alias("messages"))
     cached = events_of_window(decoder.decode(counted), raw_messages, start_ms, window_ms).persist()
     decoded = _raw_bytes_of_rejects_only(quarantine_unconvertible_values(
         quarantine_invalid_table_names(cached))).persist()
     try:
-        counts = Observation()
-        observed = decoded.observe(counts, *_count_metrics())
-        events = conform(observed.where(F.col(REJECT_REASON).isNull()), CHANGE_LOG_SCHEMA)
+        watched, counts = observed(decoded, *_count_metrics())
+        events = conform(watched.where(F.col(REJECT_REASON).isNull()), CHANGE_LOG_SCHEMA)
         rejected = decoded.where(F.col(REJECT_REASON).isNotNull()).select(
             *[F.col(REJECT_REASON).alias("reason") if c == "reason" else
               F.col(REJECT_DETAIL).alias("detail") if c == "detail" else F.col(c)
