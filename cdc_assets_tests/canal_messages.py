@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 TYPES = {"id": "int", "name": "varchar", "amount": "decimal", "raw": "varbinary", "big": "bigint unsigned"}
 
@@ -23,3 +24,12 @@ def watermark(ts: int) -> bytes:
 
 def values(i: int, name: str, amount: str = "1.50", raw: str | None = None, big: str = "18446744073709551615"):
     return {"id": str(i), "name": name, "amount": amount, "raw": raw, "big": big}
+
+
+def kcat_file(path: Path, partition: int, messages: list[tuple[int, bytes]], ts: int) -> None:
+    """A `kcat -J` dump file of topic `cdc`: one line per (offset, Canal-JSON payload)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(
+        json.dumps({"topic": "cdc", "partition": partition, "offset": off, "tstype": "create", "ts": ts,
+                    "broker": 1, "key": None, "payload": payload.decode()}) + "\n"
+        for off, payload in messages))

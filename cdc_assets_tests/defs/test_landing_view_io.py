@@ -5,7 +5,6 @@ each offset once, as the read found them."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from cdc_assets.defs.partitions import partition_key_for_ms
 from cdc_assets.defs.resources import window_output_metadata
 from cdc_assets.defs.source_build import RAW
 from cdc_assets.landing.land import land
-from cdc_assets_tests.canal_messages import row, values, watermark
+from cdc_assets_tests.canal_messages import kcat_file, row, values, watermark
 from cdc_assets_tests.e2e import settings_for
 from cdc_assets_tests.helpers import layer_commits
 
@@ -30,11 +29,7 @@ T0 = 1_767_225_600_000  # 2026-01-01T00:00Z
 
 
 def _kcat_file(path: Path, partition: int, messages: list[tuple[int, bytes]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(
-        json.dumps({"topic": "cdc", "partition": partition, "offset": off, "tstype": "create", "ts": T0,
-                    "broker": 1, "key": None, "payload": payload.decode()}) + "\n"
-        for off, payload in messages))
+    kcat_file(path, partition, messages, T0)
 
 
 def test_the_raw_step_records_its_read_without_spark_jobs_or_rows(spark, tmp_path):

@@ -17,18 +17,14 @@ from cdc_assets.landing.land import land
 from cdc_assets.landing.tables import LandingConflict, REMOVED_PROPERTY
 from cdc_assets.landing.tables import load_state
 from cdc_assets.landing.window_messages import read_watermark_index, read_window_messages
-from cdc_assets_tests.canal_messages import row, values, watermark
+from cdc_assets_tests.canal_messages import kcat_file, row, values, watermark
 
 HOUR = 3_600_000
 T0 = 1_767_225_600_000  # 2026-01-01T00:00Z
 
 
 def _kcat_file(path: Path, partition: int, messages: list[tuple[int, bytes]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(
-        json.dumps({"topic": "cdc", "partition": partition, "offset": off, "tstype": "create", "ts": T0,
-                    "broker": 1, "key": None, "payload": payload.decode()}) + "\n"
-        for off, payload in messages))
+    kcat_file(path, partition, messages, T0)
 
 
 def _land(spark, dump: Path, warehouse: Path):
