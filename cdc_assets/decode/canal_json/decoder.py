@@ -104,7 +104,7 @@ class CanalJsonDecoder(Decoder):
                     F.shiftright(tidb["commitTs"], PHYSICAL_SHIFT),
                     F.shiftright(tidb["watermarkTs"], PHYSICAL_SHIFT),
                     m["es"],
-                    F.unix_millis(F.col("kafka_timestamp")),
+                    kafka_time.kafka_ms(),
                 ),
                 # Kafka-timestamp commit times: a TiDB watermark is on another clock, so none is used
                 "watermark_ts": F.when(is_watermark & F.lit(not self.kafka_commit_time), tidb["watermarkTs"]),

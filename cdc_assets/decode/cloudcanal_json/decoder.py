@@ -34,10 +34,10 @@ import functools
 
 from pyspark.sql import DataFrame, functions as F, types as T
 
-from cdc_assets.common.tso import MAX_TSO_MS, PHYSICAL_SHIFT
+from cdc_assets.common.tso import MAX_TSO_MS
 from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.cloudcanal_json.events import decode_batches
-from cdc_assets.decode.common.spark_helpers import value_text
+from cdc_assets.decode.common.spark_helpers import value_text, with_marker_routing
 
 _ROUTING_SCHEMA = T.StructType(
     [T.StructField("entryType", T.StringType()), T.StructField("execTs", T.LongType())]
@@ -58,13 +58,7 @@ class CloudCanalJsonDecoder(Decoder):
         use_markers = self.emits_watermarks()
         is_marker = F.upper(m["entryType"]) == _TRANSACTION_END
         shiftable = (m["execTs"] > 0) & (m["execTs"] < MAX_TSO_MS)  # as `ms_to_commit_ts` in decode
-        return raw.withColumns(
-            {
-                "routing_ms": F.coalesce(m["execTs"], F.unix_millis(F.col("kafka_timestamp"))),
-                "watermark_ts": F.when(F.lit(use_markers) & is_marker & shiftable,
-                                       F.shiftleft(m["execTs"], PHYSICAL_SHIFT)),
-            }
-        )
+        return with_marker_routing(raw, m["execTs"], F.lit(use_markers) & is_marker & shiftable)
 
     def batch_function(self):
         return functools.partial(decode_batches, time_zone=self.options["time-zone"], key_option=self.key_option,

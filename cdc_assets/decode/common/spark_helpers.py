@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from pyspark.sql import Column, functions as F
+from pyspark.sql import Column, DataFrame, functions as F
 
+from cdc_assets.common.tso import PHYSICAL_SHIFT
 from cdc_assets.contracts.schemas import LINEAGE_FIELDS
+from cdc_assets.decode.common.kafka_time import kafka_ms
 
 
 def lineage_columns() -> list[str]:
@@ -28,3 +30,16 @@ def blank_to_null(c: Column) -> Column:
 def value_text() -> Column:
     """The Kafka value as text (invalid UTF-8 is caught separately by `is_valid_utf8`)."""
     return F.col("value").cast("string")
+
+
+def with_marker_routing(raw: DataFrame, own_ms: Column, marker: Column) -> DataFrame:
+    """`Decoder.route` of a protocol whose messages carry their own time in ms and whose
+    watermarks are marker messages (CloudCanal's TRANSACTIONEND, DTS's HEARTBEAT):
+    `routing_ms` is the message's time, else its Kafka timestamp; `watermark_ts` is a
+    marker's time as a TSO where `marker` holds, null elsewhere."""
+    return raw.withColumns(
+        {
+            "routing_ms": F.coalesce(own_ms, kafka_ms()),
+            "watermark_ts": F.when(marker, F.shiftleft(own_ms, PHYSICAL_SHIFT)),
+        }
+    )

@@ -99,7 +99,7 @@ class DebeziumDecoder(Decoder):
                     F.shiftright(commit_ts, PHYSICAL_SHIFT),
                     _positive(source["ts_ms"]),
                     _positive(ts_ms),
-                    F.unix_millis(F.col("kafka_timestamp")),
+                    kafka_time.kafka_ms(),
                 ),
                 "watermark_ts": F.when(op == WATERMARK_OP, source["commit_ts"]),
             }

@@ -37,7 +37,9 @@ from cdc_assets.contracts.schemas import (
 from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.common.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, kept_bytes, oversized
 from cdc_assets.decode.common.key_option import KeyOption
-from cdc_assets.decode.common.spark_helpers import blank_to_null, event_time_from_ms, lineage_columns
+from cdc_assets.decode.common.spark_helpers import (
+    blank_to_null, event_time_from_ms, lineage_columns, with_marker_routing,
+)
 from cdc_assets.decode.dts_avro.events import DML_OPERATIONS, HEARTBEAT, Reject, decode_value, read_header
 from cdc_assets.decode.dts_avro.schema import parsed_record_schema
 
@@ -143,13 +145,8 @@ class DtsAvroDecoder(Decoder):
         headed = raw.mapInArrow(_header_batches, schema)
         use_heartbeats = self.emits_watermarks()
         source_ms = _source_ms("_source_ts")
-        return headed.withColumns(
-            {
-                "routing_ms": F.coalesce(source_ms, F.unix_millis(F.col("kafka_timestamp"))),
-                "watermark_ts": F.when(F.lit(use_heartbeats) & (F.col("_operation") == HEARTBEAT),
-                                       F.shiftleft(source_ms, PHYSICAL_SHIFT)),
-            }
-        ).drop("_source_ts", "_operation")
+        heartbeat = F.lit(use_heartbeats) & (F.col("_operation") == HEARTBEAT)
+        return with_marker_routing(headed, source_ms, heartbeat).drop("_source_ts", "_operation")
 
     def python_events(self, batch: pa.RecordBatch) -> list[dict]:
         """Enough of each event for `cdc-assets inspect` (no type learned from other events)."""

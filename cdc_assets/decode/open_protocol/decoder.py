@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame, functions as F, types as T
 
 from cdc_assets.common.tso import PHYSICAL_SHIFT
 from cdc_assets.decode.base import EVENT_ROUTING_MS, Decoder
-from cdc_assets.decode.common import large_messages
+from cdc_assets.decode.common import kafka_time, large_messages
 from cdc_assets.decode.open_protocol.events import decode_batches
 from cdc_assets.decode.open_protocol.frames import route_batches
 
@@ -61,7 +61,7 @@ class OpenProtocolDecoder(Decoder):
              T.StructField(EVENT_ROUTING_MS, T.ArrayType(T.LongType()))]
         )
         routed = raw.mapInArrow(route_batches, schema)
-        routing_ms = F.coalesce(F.shiftright("_max_ts", PHYSICAL_SHIFT), F.unix_millis(F.col("kafka_timestamp")))
+        routing_ms = F.coalesce(F.shiftright("_max_ts", PHYSICAL_SHIFT), kafka_time.kafka_ms())
         return routed.withColumn("routing_ms", routing_ms).select(
             *raw.columns, "routing_ms", "watermark_ts", EVENT_ROUTING_MS)
 
