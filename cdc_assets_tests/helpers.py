@@ -71,7 +71,7 @@ def layer_commits(warehouse: Path, source: str, layer: str) -> list[dict]:
     import json
 
     from cdc_assets.common.warehouse import load_pyiceberg_catalog
-    from cdc_assets.common.iceberg_tables import OUTPUT_METADATA_PROPERTY, WINDOW_PROPERTY
+    from cdc_assets.common.window_commits import OUTPUT_METADATA_PROPERTY, WINDOW_PROPERTY
 
     table = load_pyiceberg_catalog(warehouse).load_table((source, layer))
     newest: dict[str, dict] = {}

@@ -1,19 +1,19 @@
 """One Iceberg table of the warehouse: its name, creation, schema evolution, a window's write on
-a branch, the tag of a window end, and reads at a snapshot.
+a branch, and reads at a snapshot.
 
 A window writes each table it changed on the branch `window-<start ms>`, cut from the
 snapshot the previous window ended on (never from `main`, which may hold a later window
 when an old window is materialized again). Once every table of the window is written, the
 window is published: each table's snapshot is tagged `end-<UTC end>` and, when the window
-is the newest one, becomes `main` (`publish`). Tags and refs are set with pyiceberg: catalog
-operations, no Spark job.
+is the newest one, becomes `main` (`iceberg_refs.publish`: catalog operations, no Spark job).
 
 DDL as Iceberg operations: TRUNCATE, DROP TABLE and DROP DATABASE are emptying commits on the
 window's branch (`empty_window`), so `main` and the window's tag read empty while earlier tags
 keep the rows; the table stays in the catalog. RENAME TABLE renames the Iceberg table
 (`rename`): history, snapshots and tags follow it. A manifest entry names the table by its
-identifier when written and its Iceberg UUID; `resolve_identifier` finds it after a rename.
-Every snapshot commit of a window carries the window in its summary (`window_properties`).
+identifier when written and its Iceberg UUID; `iceberg_refs.resolve_identifier` finds it after
+a rename. Every snapshot commit of a window carries the window in its summary
+(`window_commits.window_properties`).
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from __future__ import annotations
 import re
 import json
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from urllib.parse import unquote_to_bytes
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
-from cdc_assets.common.warehouse import identifier_parts, table_identifier
+from cdc_assets.common.iceberg_refs import load_table
+from cdc_assets.common.warehouse import load_pyiceberg_catalog, table_identifier
 
 # A snapshot table is written sorted by its key (Iceberg's sort order; Spark range-distributes
 # the rows), so each data file holds one range of keys. A MERGE rewrites only the files whose
@@ -297,8 +297,6 @@ class IcebergTable:
         """The table's metadata as the catalog has it now. Loaded anew on every call: Spark
         committed since any earlier load (pyiceberg never sees another engine's commit in a
         table object it already holds)."""
-        from cdc_assets.common.warehouse import load_pyiceberg_catalog
-
         return load_table(load_pyiceberg_catalog(self.warehouse), self.identifier).metadata
 
     # reads -----------------------------------------------------------------------------------
@@ -308,116 +306,7 @@ class IcebergTable:
         return frame.select([F.col(_quote(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
-WINDOW_COLUMN = "window_start_ms"
-WINDOW_PROPERTY = "cdc.window-start-ms"
-OUTPUT_METADATA_PROPERTY = "cdc.output-metadata"
-
-
-@dataclass(frozen=True)
-class WindowTable:
-    """A layer stored as one Iceberg table partitioned by window (`raw_messages`,
-    `change_log`, `quarantine`, `change_table`): a window's write replaces its partition in
-    one commit, and that commit's summary says which window it wrote (`cdc.window-start-ms`)
-    and carries the output's metadata, so an empty window is a commit too."""
-
-    table: IcebergTable
-
-    def write(self, spark: SparkSession, frame: DataFrame, window_start_ms: int, metadata: dict[str, str]) -> None:
-        stored = as_stored(frame).withColumn(WINDOW_COLUMN, F.lit(window_start_ms).cast("long"))
-        if not self.table.exists(spark):
-            self.table.ensure_namespace(spark)
-            self.table.ensure(spark, stored.schema, partition=WINDOW_COLUMN)
-        self.table.evolve(spark, stored.schema)
-        writer = stored.writeTo(self.table.sql).option(f"snapshot-property.{WINDOW_PROPERTY}", str(window_start_ms))
-        for key, value in metadata.items():
-            writer = writer.option(f"snapshot-property.{key}", value)
-        writer.overwrite(F.col(WINDOW_COLUMN) == F.lit(window_start_ms))
-
-    def read(self, spark: SparkSession, window_start_ms: int) -> DataFrame:
-        return spark.table(self.table.sql).where(F.col(WINDOW_COLUMN) == F.lit(window_start_ms)).drop(WINDOW_COLUMN)
-
-
-def load_table(catalog, identifier: str):
-    """A pyiceberg table by the manifest's identifier `<namespace>.<name>` (a name may hold dots)."""
-    return catalog.load_table(identifier_parts(identifier))
-
-
-def table_uuids(catalog, identifiers) -> dict[str, str]:
-    """Each table's Iceberg UUID (kept by a rename): what a manifest entry records to find
-    its table again (`resolve_identifier`)."""
-    return {i: str(load_table(catalog, i).metadata.table_uuid) for i in identifiers}
-
-
-def resolve_identifier(catalog, identifier: str, table_uuid: str | None, snapshot_id: int) -> str:
-    """The identifier the table of a manifest entry has now. An entry names the table as it
-    was when the window was written; a later RENAME TABLE renamed the Iceberg table (same
-    UUID, same snapshots), and a later CREATE may have made another table under the old
-    name. The entry's table is the one with its UUID (entries written before UUIDs were
-    recorded: the one holding its snapshot, snapshot ids being random 63-bit numbers).
-    Looks at the entry's own identifier first, then the namespace's other tables."""
-    from pyiceberg.exceptions import NoSuchTableError
-
-    def is_it(table) -> bool:
-        if table_uuid is not None:
-            return str(table.metadata.table_uuid) == table_uuid
-        return table.metadata.snapshot_by_id(snapshot_id) is not None
-
-    namespace, _ = identifier_parts(identifier)
-    try:
-        if is_it(load_table(catalog, identifier)):
-            return identifier
-    except NoSuchTableError:
-        pass
-    for candidate in catalog.list_tables((namespace,)):
-        name = table_identifier(namespace, candidate[-1])
-        if name != identifier and is_it(catalog.load_table(candidate)):
-            return name
-    raise LookupError(f"the Iceberg table of {identifier} (uuid {table_uuid}, snapshot {snapshot_id}) is not "
-                      f"in the catalog's namespace {namespace!r}: it was dropped outside cdc_assets")
-
-
-# Snapshot summary properties every commit of a window's snapshot tables carries, whatever
-# wrote it (overwrite, MERGE, emptying commit): Spark's session-wide snapshot properties,
-# because a SQL MERGE takes no write options.
-WINDOW_END_PROPERTY = "cdc.window-end-ms"
-WINDOW_END_TSO_PROPERTY = "cdc.window-end-tso"
-WATERMARK_PROPERTY = "cdc.global-watermark-tso"
-_SESSION_SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
-
-
-@contextmanager
-def window_properties(spark: SparkSession, properties: dict[str, str]):
-    """`properties` in the summary of every Iceberg commit `spark` makes meanwhile. The tables
-    of a window commit from a few threads of one session: the values must be the window's,
-    the same for every table, set before the threads start and unset after they end."""
-    keys = [_SESSION_SNAPSHOT_PROPERTY + k for k in properties]
-    for key, value in zip(keys, properties.values()):
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key in keys:
-            spark.conf.unset(key)
-
-
-def window_commit(warehouse, identifier: str, window_start_ms: int) -> dict | None:
-    """The summary of the newest commit that wrote the window (pyiceberg, no Spark); None when
-    no commit did (or the table does not exist)."""
-    from pyiceberg.exceptions import NoSuchTableError
-
-    from cdc_assets.common.warehouse import load_pyiceberg_catalog
-
-    try:
-        table = load_table(load_pyiceberg_catalog(warehouse), identifier)
-    except NoSuchTableError:
-        return None
-    wanted = str(window_start_ms)
-    for snapshot in sorted(table.metadata.snapshots, key=lambda s: s.sequence_number, reverse=True):
-        summary = snapshot.summary
-        if summary is not None and summary.additional_properties.get(WINDOW_PROPERTY) == wanted:
-            return {"snapshot_id": snapshot.snapshot_id, **summary.additional_properties,
-                    "operation": summary.operation.value}
-    return None
+WINDOW_COLUMN = "window_start_ms"  # the window a row of a window-partitioned table belongs to
 
 
 def widens(have: T.DataType, want: T.DataType) -> bool:
@@ -427,36 +316,3 @@ def widens(have: T.DataType, want: T.DataType) -> bool:
         return True
     return (isinstance(have, T.DecimalType) and isinstance(want, T.DecimalType) and have.scale == want.scale
             and want.precision > have.precision)
-
-
-def publish(warehouse, written: dict[str, int], carried: dict[str, int], tag: str, branch: str,
-            newest: bool) -> None:
-    """Make a window visible: every table of it (`identifier -> snapshot id`) gets the tag of
-    its end; the tables it wrote drop their window branch and, when it is the newest window,
-    move `main` to that snapshot. pyiceberg: catalog commits only, no Spark job."""
-    from cdc_assets.common.warehouse import load_pyiceberg_catalog
-
-    catalog = load_pyiceberg_catalog(warehouse)
-    for identifier, snapshot_id in {**carried, **written}.items():
-        table = load_table(catalog, identifier)
-        with table.manage_snapshots() as refs:
-            refs.create_tag(snapshot_id, tag)
-            if identifier in written:
-                if newest and (table.current_snapshot() is None
-                               or table.current_snapshot().snapshot_id != snapshot_id):
-                    refs.set_current_snapshot(snapshot_id=snapshot_id)
-                if branch in table.metadata.refs:
-                    refs.remove_branch(branch)
-
-
-def tag_snapshots(warehouse, snapshots: dict[str, int], tags: list[str]) -> None:
-    """Every tag in `tags` on each table's snapshot (`identifier -> snapshot id`): one catalog
-    commit per table, however many tags (a run of quiet windows)."""
-    from cdc_assets.common.warehouse import load_pyiceberg_catalog
-
-    catalog = load_pyiceberg_catalog(warehouse)
-    for identifier, snapshot_id in snapshots.items():
-        table = load_table(catalog, identifier)
-        with table.manage_snapshots() as refs:
-            for tag in tags:
-                refs.create_tag(snapshot_id, tag)

@@ -222,7 +222,7 @@ def spark_catalog_conf(name: str, warehouse: Warehouse | Path | str) -> dict[str
     if _is_sqlite(w):
         # SQLite takes one writer at a time: the tables of a window commit from a few threads
         conf[f"{prefix}.jdbc.busy_timeout"] = "60000"
-    # Tags and `main` are also moved by pyiceberg (iceberg_tables.publish): a table Spark
+    # Tags and `main` are also moved by pyiceberg (iceberg_refs.publish): a table Spark
     # had cached would not see them.
     conf[f"{prefix}.cache-enabled"] = "false"
     conf[f"{prefix}.warehouse"] = w.location

@@ -5,7 +5,7 @@ the batches and the counts of the read. `handle_output` writes no message: it re
 as one row of the small Iceberg table `<source>.window_reads` (partitioned by window, a
 window's record replaces the previous one), with pyiceberg, so recording needs no Spark job.
 Its commit summary names the window and carries the output's metadata, as every layer's commit
-does (`iceberg_tables.window_commit`), which is how change_table reads back the completeness
+does (`window_commits.window_commit`), which is how change_table reads back the completeness
 seen at read (`resources.window_output_metadata`) and how tools list it, without Spark.
 
 `load_input` returns the window's messages read from landed_messages at the recorded snapshot,
@@ -26,7 +26,8 @@ from dagster import (
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame
 
-from cdc_assets.common.iceberg_tables import OUTPUT_METADATA_PROPERTY, WINDOW_COLUMN, WINDOW_PROPERTY
+from cdc_assets.common.iceberg_tables import WINDOW_COLUMN
+from cdc_assets.common.window_commits import OUTPUT_METADATA_PROPERTY, WINDOW_PROPERTY
 from cdc_assets.common.warehouse import as_warehouse, load_pyiceberg_catalog, qualified_name, table_identifier
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import WINDOW_READS

@@ -26,7 +26,8 @@ from dagster_pyspark import PySparkResource
 from pydantic import PrivateAttr
 from pyspark.sql import DataFrame
 
-from cdc_assets.common.iceberg_tables import OUTPUT_METADATA_PROPERTY, IcebergTable, WindowTable, window_commit
+from cdc_assets.common.iceberg_tables import IcebergTable
+from cdc_assets.common.window_commits import OUTPUT_METADATA_PROPERTY, WindowTable, window_commit
 from cdc_assets.common.settings import Settings, env_catalog_properties
 from cdc_assets.common.spark_session import (
     jobs_since, release_connect_session_on_exit, spark_config, spark_job_ids, use_this_python_for_workers,
@@ -139,7 +140,7 @@ class ObservedOutput:
 
 class IcebergIOManager(ConfigurableIOManager):
     """Partitioned Spark DataFrames <-> the Iceberg table `<source>.<layer>` of the warehouse's
-    catalog, partitioned by `window_start_ms` (`iceberg_tables.WindowTable`).
+    catalog, partitioned by `window_start_ms` (`window_commits.WindowTable`).
 
     A window's output replaces that window's partition in one commit, so a reader sees the
     old window or the new one, never half of one; the commit's summary names the window and

@@ -4,7 +4,8 @@ window's manifest row refers to the window with data it carries (snapshot/manife
 
 from __future__ import annotations
 
-from cdc_assets.common.iceberg_tables import end_tag, tag_snapshots
+from cdc_assets.common.iceberg_refs import tag_snapshots
+from cdc_assets.common.iceberg_tables import end_tag
 from cdc_assets.snapshot import manifests
 from cdc_assets.snapshot.manifests import DdlRecord, WindowManifest
 

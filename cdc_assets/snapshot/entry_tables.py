@@ -3,7 +3,7 @@
 
 A table may have been renamed since the entry was written (RENAME TABLE renames the Iceberg
 table): a read that finds no table under the entry's identifier, or one without its snapshot,
-finds it by the UUID the entry recorded (`iceberg_tables.resolve_identifier`).
+finds it by the UUID the entry recorded (`iceberg_refs.resolve_identifier`).
 
 The warehouse is an opaque location (a folder or `s3://…`): it is only handed to the catalog
 helpers, never made into a path here.
@@ -17,7 +17,8 @@ import uuid
 from pyspark.errors import AnalysisException, IllegalArgumentException
 from pyspark.sql import DataFrame, SparkSession, types as T
 
-from cdc_assets.common.iceberg_tables import IcebergTable, load_table, resolve_identifier, table_name
+from cdc_assets.common.iceberg_refs import load_table, resolve_identifier
+from cdc_assets.common.iceberg_tables import IcebergTable, table_name
 from cdc_assets.common.names import table_id
 from cdc_assets.common.warehouse import as_warehouse, identifier_parts, load_pyiceberg_catalog, use_catalog
 from cdc_assets.snapshot.manifests import TableEntry
@@ -46,7 +47,7 @@ def table_at(spark: SparkSession, warehouse, identifier: str) -> IcebergTable:
 
 def entry_identifier(warehouse, entry: TableEntry) -> str:
     """The identifier a manifest entry's table has now: the entry's own, unless a later
-    RENAME TABLE renamed the Iceberg table (`iceberg_tables.resolve_identifier`)."""
+    RENAME TABLE renamed the Iceberg table (`iceberg_refs.resolve_identifier`)."""
     return resolve_identifier(load_pyiceberg_catalog(warehouse), entry.identifier, entry.table_uuid,
                               entry.snapshot_id)
 

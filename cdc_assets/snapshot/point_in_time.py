@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from cdc_assets.common.iceberg_tables import IcebergTable, WindowTable, window_commit
+from cdc_assets.common.iceberg_tables import IcebergTable
+from cdc_assets.common.window_commits import WindowTable, window_commit
 from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.common.warehouse import use_catalog
 from cdc_assets.snapshot.entry_tables import read_entry

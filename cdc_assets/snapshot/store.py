@@ -5,7 +5,7 @@
 A window writes the tables it changed on a branch cut from the snapshot the previous window
 ended on (a table whose rows alone changed is a MERGE of the keys it touched, one commit);
 then every table of the window is tagged with the window's end (`end-<UTC end>`) and, in
-the newest window, `main` moves to it (`iceberg_tables.publish`); last, its manifest row is
+the newest window, `main` moves to it (`iceberg_refs.publish`); last, its manifest row is
 committed, conditioned on the windows table as the run found it when it started (two runs of
 one window: the later fails, `manifests.ManifestConflict`). The manifest records each
 table's Iceberg identifier and snapshot id and the window's counts; a table without changes
@@ -23,9 +23,10 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.common.concurrent_jobs import run_concurrently
-from cdc_assets.common.iceberg_tables import (
-    WATERMARK_PROPERTY, WINDOW_END_PROPERTY, WINDOW_END_TSO_PROPERTY, WINDOW_PROPERTY, branch_name, end_tag, publish,
-    table_uuids, window_properties,
+from cdc_assets.common.iceberg_refs import publish, table_uuids
+from cdc_assets.common.iceberg_tables import branch_name, end_tag
+from cdc_assets.common.window_commits import (
+    WATERMARK_PROPERTY, WINDOW_END_PROPERTY, WINDOW_END_TSO_PROPERTY, WINDOW_PROPERTY, window_properties,
 )
 from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.common.warehouse import load_pyiceberg_catalog

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import SparkSession
 
-from cdc_assets.common.iceberg_tables import branch_name, resolve_identifier
+from cdc_assets.common.iceberg_refs import resolve_identifier
+from cdc_assets.common.iceberg_tables import branch_name
 from cdc_assets.common.names import table_id
 from cdc_assets.common.warehouse import identifier_parts, load_pyiceberg_catalog
 from cdc_assets.snapshot.entry_tables import snapshot_table, table_at

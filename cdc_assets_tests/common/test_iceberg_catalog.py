@@ -15,9 +15,9 @@ from pyiceberg.catalog import load_catalog
 from pyspark.sql import types as T
 
 from cdc_assets.cli import main as cli_main
-from cdc_assets.common.iceberg_tables import (
-    IcebergTable, WindowTable, branch_name, end_tag, publish, tag_snapshots, window_commit,
-)
+from cdc_assets.common.iceberg_refs import publish, tag_snapshots
+from cdc_assets.common.iceberg_tables import IcebergTable, branch_name, end_tag
+from cdc_assets.common.window_commits import WindowTable, window_commit
 from cdc_assets.common.settings import load_settings
 from cdc_assets.common.spark_session import spark_config
 from cdc_assets.common.warehouse import (

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import types as T
 
-from cdc_assets.common.iceberg_tables import IcebergTable, WindowTable, branch_name, end_tag, publish, window_commit
+from cdc_assets.common.iceberg_refs import publish
+from cdc_assets.common.iceberg_tables import IcebergTable, branch_name, end_tag
+from cdc_assets.common.window_commits import WindowTable, window_commit
 from cdc_assets.common.settings import load_settings
 from cdc_assets.common.warehouse import CATALOG_FILE, load_pyiceberg_catalog, use_catalog
 from cdc_assets.common.warehouse_listing import tables_json
