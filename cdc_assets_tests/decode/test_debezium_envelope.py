@@ -9,7 +9,7 @@ import pytest
 
 from cdc_assets.decode.debezium import envelope as debezium_envelope
 from cdc_assets.decode.debezium.envelope import NO_SCHEMA, EnvelopeReader, row_schema
-from cdc_assets.decode.debezium.values import loads_exact
+from cdc_assets.decode.debezium.exact_json import loads_exact
 
 SCHEMA = {"type": "struct", "fields": [
     {"field": "before", "type": "struct", "fields": [{"field": "id", "type": "int32"}]},

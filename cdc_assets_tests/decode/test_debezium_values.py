@@ -1,5 +1,6 @@
-"""Debezium value conversion in plain Python (`debezium_values`): exact numbers, Connect
-logical types, and the rule / type a field schema picks."""
+"""Debezium value conversion in plain Python (`decode/debezium/`: `exact_json.py`,
+`field_schemas.py`, `values.py`): exact numbers, Connect logical types, and the rule / type a
+field schema picks."""
 
 from __future__ import annotations
 
@@ -7,15 +8,9 @@ import base64
 
 import pytest
 
-from cdc_assets.decode.debezium.values import (
-    JsonNumber,
-    canonical_values,
-    field_facts,
-    loads_exact,
-    plain_number_text,
-    text_of,
-    value_kind_type,
-)
+from cdc_assets.decode.debezium.exact_json import JsonNumber, loads_exact, plain_number_text, text_of
+from cdc_assets.decode.debezium.field_schemas import field_facts, value_kind_type
+from cdc_assets.decode.debezium.values import canonical_values
 
 
 def _b64(b: bytes) -> str:

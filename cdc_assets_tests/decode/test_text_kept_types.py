@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from cdc_assets.common.mysql_types import parse_mysql_type, spark_type
-from cdc_assets.decode.debezium.values import canonical_values, field_facts, loads_exact
+from cdc_assets.decode.debezium.exact_json import loads_exact
+from cdc_assets.decode.debezium.field_schemas import field_facts
+from cdc_assets.decode.debezium.values import canonical_values
 from pyspark.sql import types as T
 
 CASES = [  # (field schema, value as parsed from the message, column type, change-log text)

@@ -7,7 +7,7 @@ or the bare payload (Kafka Connect `schemas.enable=false`); the shape is detecte
 message, so `debezium-disable-schema` / `debezium-output-old-value` are accepted for
 sink-URI parity only; `enable-tidb-extension` says whether watermarks will come.
 `debezium-json`'s `binary-handling-mode` is the connector's `binary.handling.mode` (how a
-binary column written as a string is encoded; see `debezium_values`). The
+binary column written as a string is encoded; see `debezium/field_schemas.py`). The
 `time-zone` option is not needed: Debezium carries TIMESTAMP as a UTC instant
 (ZonedTimestamp) and DATETIME as the wall clock.
 
@@ -19,7 +19,7 @@ binary column written as a string is encoded; see `debezium_values`). The
 - Decoding parses each message once in Python inside `mapInArrow` (`debezium/events.py`),
   with numbers kept as written: a double would re-print 9999999999.99 and lose DECIMAL
   digits, and a Connect Decimal's base64 string must stay apart from a JSON number.
-  Values: see `debezium_values`. Routing at landing reads a few fields in Spark.
+  Values: see `debezium/values.py`. Routing at landing reads a few fields in Spark.
 - commit_ts: `source.commit_ts` (TiCDC). `debezium-json` without it derives
   `source.ts_ms << 18` (`payload.ts_ms` when the source time is 0, as in Debezium 1.x
   snapshots) and puts the binlog order (`file` number << 32 | `pos`) in source_position.
@@ -48,7 +48,7 @@ from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.common import kafka_time
 from cdc_assets.decode.common.spark_helpers import value_text
 from cdc_assets.decode.debezium.events import WATERMARK_OP, Options, decode_batches, placeholder_forms
-from cdc_assets.decode.debezium.values import BINARY_STRING_RULES
+from cdc_assets.decode.debezium.field_schemas import BINARY_STRING_RULES
 
 _ROUTE_SOURCE = "struct<commit_ts:bigint,ts_ms:bigint>"
 _ROUTE_SCHEMA = (

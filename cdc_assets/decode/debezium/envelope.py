@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cdc_assets.decode.debezium.values import EXACT_JSON, field_facts, text_of
+from cdc_assets.decode.debezium.exact_json import EXACT_JSON, text_of
+from cdc_assets.decode.debezium.field_schemas import field_facts
 
 _WS = "[ \t\n\r]*"
 _HEAD = re.compile(rf'{_WS}\{{{_WS}"(payload|schema)"{_WS}:{_WS}')

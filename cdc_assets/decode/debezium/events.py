@@ -3,7 +3,7 @@
 The rules are those of `debezium/decoder.py`'s docstring; the reject rules below run in the order
 the quarantine reasons are documented (the first failing one wins). Messages are parsed with
 the standard library's JSON parser because numbers must keep their exact text
-(`debezium.values.loads_exact`); orjson reads them as doubles.
+(`debezium.exact_json.loads_exact`); orjson reads them as doubles.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from cdc_assets.decode.common.arrow_events import (
 from cdc_assets.decode.common.kafka_time import HINT, PENDING
 from cdc_assets.decode.common.key_option import KeyOption, key_values
 from cdc_assets.decode.debezium.envelope import EnvelopeReader, RowSchema
-from cdc_assets.decode.debezium.values import canonical_values, loads_exact, text_of, to_long, value_kind_type
+from cdc_assets.decode.debezium.exact_json import loads_exact, text_of, to_long
+from cdc_assets.decode.debezium.field_schemas import value_kind_type
+from cdc_assets.decode.debezium.values import canonical_values
 
 ROW_OPS = {"c": INSERT, "i": INSERT, "u": UPDATE, "d": DELETE, "r": READ}
 WATERMARK_OP, DDL_OP = "m", "a"

@@ -1,8 +1,8 @@
-"""Debezium / Kafka Connect column values -> the change log's canonical text and MySQL type names.
+"""Debezium / Kafka Connect column values -> the change log's canonical text.
 
-A value arrives as parsed JSON with its numbers kept as written (`JsonNumber`: decimals keep
-every digit, numbers stay apart from strings), plus, when the message carries a schema, its
-Connect field schema (type, logical name, parameters, TiCDC's `tidb_type`).
+A value arrives as parsed JSON with its numbers kept as written (`exact_json`), plus, when
+the message carries a schema, the rule its Connect field schema picks (`field_schemas`:
+type, logical name, parameters, TiCDC's `tidb_type`).
 Semantic types (debezium.io MySQL connector "data type mappings"):
 
 - io.debezium.time.Date (days) -> `YYYY-MM-DD`; Timestamp / MicroTimestamp /
@@ -28,70 +28,19 @@ Semantic types (debezium.io MySQL connector "data type mappings"):
 
 A value that does not convert for its rule (bad base64, a time out of range, ...) becomes
 None; the decoder quarantines its event as `invalid_value`.
-
-Column types: `tidb_type` (TiCDC extension) > the propagated source type parameter
-(`column.propagate.source.type`) > the logical name > the Connect type. Without a
-schema, from the JSON kind of the value (number -> decimal, string/null -> varchar).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import functools
-import json
 import re
 from datetime import date, datetime, timedelta, timezone
 
-from cdc_assets.decode.common.arrow_events import as_text
-
-_TIME = "io.debezium.time."
-DATE, TIMESTAMP, MICRO_TIMESTAMP, NANO_TIMESTAMP, ZONED_TIMESTAMP = (
-    _TIME + n for n in ("Date", "Timestamp", "MicroTimestamp", "NanoTimestamp", "ZonedTimestamp")
-)
-TIME, MICRO_TIME, NANO_TIME, YEAR = (_TIME + n for n in ("Time", "MicroTime", "NanoTime", "Year"))
-# `time.precision.mode=isostring`: ISO-8601 text, always labelled UTC.
-ISO_DATE, ISO_TIME, ISO_TIMESTAMP = (_TIME + n for n in ("IsoDate", "IsoTime", "IsoTimestamp"))
-CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
-# `time.precision.mode=connect`: Kafka Connect's own logical types (days, ms of the day, epoch ms).
-CONNECT_DATE, CONNECT_TIME, CONNECT_TIMESTAMP = (
-    f"org.apache.kafka.connect.data.{n}" for n in ("Date", "Time", "Timestamp")
-)
-VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
-BITS, JSON, ENUM, ENUM_SET = (f"io.debezium.data.{n}" for n in ("Bits", "Json", "Enum", "EnumSet"))
-SOURCE_TYPE, SOURCE_LENGTH, SOURCE_SCALE = (
-    f"__debezium.source.column.{n}" for n in ("type", "length", "scale")
+from cdc_assets.decode.debezium.exact_json import (
+    INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, plain_number_text, text_of, to_int, to_long,
 )
 
-_NAMED_TYPES = {
-    DATE: "date", TIMESTAMP: "datetime", MICRO_TIMESTAMP: "datetime", NANO_TIMESTAMP: "datetime",
-    ZONED_TIMESTAMP: "timestamp", TIME: "time", MICRO_TIME: "time", NANO_TIME: "time", YEAR: "year",
-    BITS: "bit", JSON: "json", ENUM: "enum", ENUM_SET: "set", VARIABLE_SCALE_DECIMAL: "decimal",
-    "io.debezium.data.geometry.Geometry": "geometry", "io.debezium.data.geometry.Point": "geometry",
-    "io.debezium.data.TiDBVectorFloat32": "vector",
-    CONNECT_DATE: "date", CONNECT_TIME: "time", CONNECT_TIMESTAMP: "datetime",
-    ISO_DATE: "date", ISO_TIME: "time", ISO_TIMESTAMP: "datetime",
-}
-_CONNECT_TYPES = {
-    "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint",
-    "float": "float", "float32": "float", "double": "double", "float64": "double",
-    "boolean": "boolean", "string": "varchar", "bytes": "varbinary",
-    "struct": "json", "array": "json", "map": "json",
-}
-# How a column's values convert: decided once per distinct field schema.
-_RULE_BY_NAME = {
-    DATE: "date", TIMESTAMP: "datetime_ms", MICRO_TIMESTAMP: "datetime_us", NANO_TIMESTAMP: "datetime_ns",
-    ZONED_TIMESTAMP: "zoned", TIME: "time_ms", MICRO_TIME: "time_us", NANO_TIME: "time_ns", BITS: "bits",
-    CONNECT_DECIMAL: "decimal", VARIABLE_SCALE_DECIMAL: "variable_decimal",
-    CONNECT_DATE: "date", CONNECT_TIME: "time_ms", CONNECT_TIMESTAMP: "datetime_ms",
-    ISO_DATE: "iso_date", ISO_TIME: "iso_time", ISO_TIMESTAMP: "iso_timestamp",
-}
-_BINARY_TYPE_RE = re.compile(r"\s*((var)?binary|(tiny|medium|long)?blob)\b", re.A)
-_UNSIGNED_BIGINT_RE = re.compile(r"\s*bigint\s+unsigned", re.A)
-_DECIMAL_TYPE_RE = re.compile(r"\s*(decimal|numeric)\b", re.A)
-_SOURCE_DECIMAL_RE = re.compile(r"(decimal|numeric)( unsigned)?( zerofill)?")
-_INTEGER_RE = re.compile(r"[+-]?[0-9]+")
-_EXPONENT_RE = re.compile(r"(-?)(\d+)(?:\.(\d+))?[eE]([+-]?\d+)")
 _ZONED_RE = re.compile(
     r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{0,9}))?)?)?"
     r"\s*(Z|UTC|[+-]\d{1,2}(?::?\d{2})?)?", re.A
@@ -100,181 +49,18 @@ _UTC_LABEL = r"(?:Z|[+-]00:?00)?"  # isostring values are labelled UTC (Debezium
 _ISO_DATE_RE = re.compile(rf"(\d{{4}}-\d{{2}}-\d{{2}}){_UTC_LABEL}", re.A)
 _ISO_TIME_RE = re.compile(rf"([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d)(?:\.(\d{{1,9}}))?)?{_UTC_LABEL}", re.A)
 _WHITESPACE = re.compile(r"\s+")
-_LEADING_ZEROS = re.compile(r"^0+(?=\d)")
 _US_PER_DAY = 86_400_000_000
 # 0001-01-01 .. 9999-12-31 23:59:59.999999 in epoch microseconds; TIME within +-10^15 us.
 _MIN_DATETIME_US, _MAX_DATETIME_US = -62_135_596_800_000_000, 253_402_300_799_999_999
 _MAX_TIME_US = 10**15
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _TWO_POW_64 = 1 << 64
 _MAX_UNSCALED = 10**76  # beyond MySQL's 65 digits with room to spare
-_MAX_EXPONENT = 1000  # a plain-digit rewrite longer than this keeps the exponent form
 _EPOCH = date(1970, 1, 1)
 _EPOCH_DT = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-class JsonNumber(str):
-    """A JSON number with a fraction or exponent, kept as written (`json.loads(parse_float=)`):
-    a double would re-print 9999999999.99 and drop DECIMAL digits beyond 17."""
-
-    __slots__ = ()
-
-
-def _number_text(n: JsonNumber) -> str:
-    """A number's digits without trailing fraction zeros (`1.50` -> `1.5`, `1.0` -> `1`):
-    JSON numbers carry no scale, so a schema-less `1.0` and a typed `1` are the same value."""
-    text = str.__str__(n)
-    if "." in text and "e" not in text and "E" not in text:
-        text = text.rstrip("0").rstrip(".")
-        if text == "-0":
-            text = "0"
-    return text
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
-
-
-#: Parses JSON keeping every number's digits (integers as Python ints, others as
-#: `JsonNumber`); NaN / Infinity are not JSON and fail like any other malformed text.
-EXACT_JSON = json.JSONDecoder(parse_float=JsonNumber, parse_constant=_reject_constant)
-
-
-def loads_exact(text: str):
-    return EXACT_JSON.decode(text)
-
-
-def _json_text(v) -> str:
-    """Compact JSON of a parsed value, numbers exactly as they came."""
-    if type(v) is dict:
-        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _json_text(x) for k, x in v.items()) + "}"
-    if type(v) is list:
-        return "[" + ",".join(_json_text(x) for x in v) + "]"
-    if type(v) is JsonNumber:
-        return _number_text(v)
-    return json.dumps(v, ensure_ascii=False)
-
-
-def text_of(v) -> str | None:
-    """A JSON value read as text: strings as they are, numbers with their digits, booleans
-    `true` / `false`, objects and arrays as compact JSON (numbers inside kept as written)."""
-    t = type(v)
-    if v is None or t is str:
-        return v
-    if t is JsonNumber:
-        return _number_text(v)
-    if t is dict or t is list:
-        return _json_text(v)
-    return as_text(v)
-
-
-def to_long(v) -> int | None:
-    """A JSON value as a 64-bit integer, as a lenient cast reads it: integers, integral text,
-    numbers with a fraction truncated; None when it does not fit or is not a number."""
-    t = type(v)
-    if t is int:
-        return v if _INT64_MIN <= v <= _INT64_MAX else None
-    if t is str:
-        s = v.strip()
-        n = int(s) if _INTEGER_RE.fullmatch(s) else None
-    elif t is JsonNumber:
-        try:
-            n = int(float(v)) if "e" in v or "E" in v else int(v.split(".")[0] or "0")
-        except (ValueError, OverflowError):
-            return None
-    elif t is bool:
-        return int(v)
-    else:
-        return None
-    return n if n is not None and _INT64_MIN <= n <= _INT64_MAX else None
-
-
-def to_int(v) -> int | None:
-    n = to_long(v)
-    return n if n is not None and _INT32_MIN <= n <= _INT32_MAX else None
-
-
-# -- field schemas ------------------------------------------------------------------------
-def _params(f: dict) -> dict:
-    p = f.get("parameters")
-    return p if type(p) is dict else {}
-
-
-# `binary.handling.mode` -> the rule of a binary column written as a Connect string.
-BINARY_STRING_RULES = {"bytes": "base64", "base64": "base64", "base64-url-safe": "base64url", "hex": "hex"}
-
-
-def field_facts(f: dict, binary_mode: str = "bytes") -> tuple[str, int | None, str]:
-    """A Connect field schema -> (conversion rule, its `scale` parameter, MySQL type name).
-    `binary_mode`: the connector's `binary.handling.mode` (see BINARY_STRING_RULES)."""
-    p = _params(f)
-    return _facts(
-        text_of(f.get("type")), text_of(f.get("name")), text_of(f.get("tidb_type")),
-        text_of(p.get(SOURCE_TYPE)), text_of(p.get(SOURCE_LENGTH)), text_of(p.get(SOURCE_SCALE)),
-        text_of(p.get("scale")), text_of(p.get("connect.decimal.precision")), binary_mode,
-    )
-
-
-@functools.lru_cache(maxsize=4096)
-def _facts(type_: str | None, name: str | None, tidb_type: str | None, source_type: str | None,
-           source_length: str | None, source_scale: str | None, scale: str | None,
-           precision: str | None, binary_mode: str) -> tuple[str, int | None, str]:
-    declared = (tidb_type if tidb_type is not None else source_type)
-    declared = declared.lower() if declared is not None else None
-    binary_string = tidb_type is None and (type_ or "").lower() == "string"  # TiCDC's strings are base64
-    rule = (
-        _RULE_BY_NAME.get(name)
-        or ("base64" if (type_ or "").lower() == "bytes" else None)
-        or ((BINARY_STRING_RULES[binary_mode] if binary_string else "base64")
-            if declared and _BINARY_TYPE_RE.match(declared) else None)
-        or ("unsigned_bigint" if declared and _UNSIGNED_BIGINT_RE.match(declared) else None)
-        # TiCDC writes DECIMAL as a JSON double: its digits, never an exponent.
-        or ("decimal_number" if declared and _DECIMAL_TYPE_RE.match(declared) else None)
-        or "text"
-    )
-    return rule, to_int(scale), _column_type(type_, name, tidb_type, source_type, source_length,
-                                              source_scale, scale, precision)
-
-
-def _column_type(type_, name, tidb_type, source_type, source_length, source_scale, scale, precision) -> str:
-    if tidb_type is not None:
-        return tidb_type.strip(" ").lower()
-    if source_type is not None:  # `column.propagate.source.type`: "decimal(10,2)", "varbinary", ...
-        base = source_type.strip(" ").lower()
-        if source_length is not None and _SOURCE_DECIMAL_RE.fullmatch(base):
-            return f"decimal({source_length},{source_scale if source_scale is not None else '0'})"
-        word, _, rest = base.partition(" ")
-        if word == "float" and source_length is not None and source_scale is None:
-            # FLOAT(53) [UNSIGNED] is a double (mysql_types.spark_type)
-            return f"float({source_length}){' ' + rest if rest else ''}"
-        return base
-    if name == CONNECT_DECIMAL:
-        return f"decimal({precision},{scale if scale is not None else '0'})" if precision is not None else "decimal"
-    named = _NAMED_TYPES.get(name)
-    if named is not None:
-        return named
-    return _CONNECT_TYPES.get(type_.lower() if type_ is not None else None, "varchar")
-
-
-def value_kind_type(v) -> str:
-    """No schema: the JSON kind of the value -> a type that holds it without loss."""
-    t = type(v)
-    if t is bool:
-        return "boolean"
-    if t is int:
-        return "decimal" if len(str(abs(v))) <= 38 else "double"
-    if t is JsonNumber:
-        digits = sum(c.isdigit() for c in v)
-        return "double" if "e" in v or "E" in v or digits > 38 else "decimal"
-    if t is dict or t is list:
-        return "json"
-    return "varchar"
-
-
-# -- value conversion -----------------------------------------------------------------------
 def canonical_values(raw: dict | None, rules: dict, bad: list) -> dict | None:
-    """An image's values -> canonical text per the column rules (`field_facts`); the names
+    """An image's values -> canonical text per the column rules (`field_schemas.field_facts`); the names
     of values that did not convert are appended to `bad`."""
     if raw is None:
         return None
@@ -346,7 +132,7 @@ def _convert(rule: str, scale: int | None, v) -> str | None:
         return None
     unit = rule.rsplit("_", 1)[1]
     micros = number * 1000 if unit == "ms" else number if unit == "us" else number // 1000
-    if unit == "ms" and not _INT64_MIN <= micros <= _INT64_MAX:
+    if unit == "ms" and not INT64_MIN <= micros <= INT64_MAX:
         return None
     return micros_to_time_text(micros) if rule.startswith("time") else micros_to_datetime_text(micros)
 
@@ -390,27 +176,6 @@ def _byte_decimal(b: bytes | None, scale: int | None) -> str | None:
     return "-" + body if unscaled < 0 else body
 
 
-def plain_number_text(text: str | None) -> str | None:
-    """A JSON number in exponent form ("1.0E38", "-9.5e-7") -> plain decimal text; other
-    text unchanged. For DECIMAL columns written as doubles (TiCDC's Debezium), so the
-    snapshot sees the digits and not an exponent it cannot read as a decimal."""
-    m = _EXPONENT_RE.fullmatch(text) if text is not None and ("e" in text or "E" in text) else None
-    if m is None:
-        return text
-    sign, whole, fraction, exponent = m.groups()
-    digits = whole + (fraction or "")
-    point = len(whole) + int(exponent)
-    if abs(point) > _MAX_EXPONENT:
-        return text
-    if point <= 0:
-        body = "0." + "0" * -point + digits
-    elif point >= len(digits):
-        body = digits + "0" * (point - len(digits))
-    else:
-        body = digits[:point] + "." + digits[point:]
-    return sign + _LEADING_ZEROS.sub("", body)
-
-
 def _valid_date(text: str) -> str | None:
     try:
         return date.fromisoformat(text).isoformat()
@@ -419,7 +184,7 @@ def _valid_date(text: str) -> str | None:
 
 
 def _date_text(days: int | None) -> str | None:
-    if days is None or not _INT32_MIN <= days <= _INT32_MAX:
+    if days is None or not INT32_MIN <= days <= INT32_MAX:
         return None
     try:
         return (_EPOCH + timedelta(days=days)).isoformat()

@@ -42,7 +42,7 @@ from zoneinfo import ZoneInfo
 
 from cdc_assets.decode.common.arrow_events import Reject
 from cdc_assets.decode.common.key_option import NO_KEYS, KeyOption
-from cdc_assets.decode.debezium.values import plain_number_text
+from cdc_assets.decode.debezium.exact_json import plain_number_text
 from cdc_assets.decode.dts_avro.schema import OPERATIONS
 
 DML_OPERATIONS = ("INSERT", "UPDATE", "DELETE")
