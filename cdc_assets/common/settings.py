@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from cdc_assets.common.jvm_archive import configured_archive
-from cdc_assets.common.warehouse import CATALOG_FILE, SECRET_KEY, Warehouse
+from cdc_assets.common.warehouse import SECRET_KEY, WORK_FOLDER, Warehouse, sqlite_catalog_uri
 
 DEFAULT_START = "2026-01-01T00:00"
 
@@ -82,11 +82,11 @@ class Settings:
         """The warehouse with its catalog and S3 settings: what Spark and pyiceberg open."""
         uri = self.catalog_uri
         if uri is None and self.catalog_type == "jdbc" and str(self.warehouse).startswith("s3://"):
-            uri = f"jdbc:sqlite:{self.home / CATALOG_FILE}"
+            uri = sqlite_catalog_uri(self.home)
         return Warehouse(str(self.warehouse), catalog_type=self.catalog_type, catalog_uri=uri,
                          catalog_properties=tuple(self.catalog_properties.items()),
                          s3_endpoint=self.s3_endpoint_url, s3_region=self.s3_region, s3_path_style=self.s3_path_style,
-                         work_dir=str(self.home / "work") if str(self.warehouse).startswith("s3://") else None)
+                         work_dir=str(self.home / WORK_FOLDER) if str(self.warehouse).startswith("s3://") else None)
 
     @property
     def window_ms(self) -> int:

@@ -25,6 +25,10 @@ from urllib.parse import urlparse
 
 CATALOG = "cdc"
 CATALOG_FILE = "catalog.db"
+# Under CDC_ASSETS_HOME: the local folder of an s3 warehouse (`Warehouse.work_dir`, Settings).
+WORK_FOLDER = "work"
+# Under a source's local folder: the mirror of its S3 dump, which the landing reads.
+INPUT_MIRROR = ("landing", "s3_mirror")
 SNAPSHOTS_FOLDER = "snapshots"  # under a source's folder: one folder per snapshot table
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 # The Iceberg Spark runtime, its AWS bundle and the SQLite JDBC driver (jars/pom.xml).
@@ -81,7 +85,7 @@ class Warehouse:
             if self.is_s3:
                 raise ValueError(f"the s3 warehouse {location} needs a JDBC catalog URI: the SQLite catalog file "
                                  "cannot live in a bucket (Settings default it to <CDC_ASSETS_HOME>/catalog.db)")
-            object.__setattr__(self, "catalog_uri", f"jdbc:sqlite:{Path(location) / CATALOG_FILE}")
+            object.__setattr__(self, "catalog_uri", sqlite_catalog_uri(location))
         _check_catalog(self.catalog_type, self.catalog_uri)
         for key, _ in self.catalog_properties:
             if key in _S3_CREDENTIALS:
@@ -131,6 +135,12 @@ class Warehouse:
         """A folder of this machine for one source (`local_work`/<source>/...)."""
         return self.local_work.joinpath(source, *parts)
 
+    def input_mirror(self, source: str) -> Path:
+        """The local folder an S3 source's objects are mirrored to (the landing reads local
+        files): `<warehouse>/<source>/landing/s3_mirror` for a local warehouse, beside the
+        source's tables; under the local work folder for an `s3://` one (`local_work`)."""
+        return self.local_folder(source, *INPUT_MIRROR)
+
     def __fspath__(self) -> str:
         """A local warehouse still goes where a `Path` did (`Path(warehouse)`); an s3 one cannot."""
         if self.is_s3:
@@ -139,6 +149,11 @@ class Warehouse:
 
     def __str__(self) -> str:
         return self.location
+
+
+def sqlite_catalog_uri(folder: Path | str) -> str:
+    """The embedded JDBC catalog in `folder`: the SQLite file `<folder>/catalog.db`."""
+    return f"jdbc:sqlite:{Path(folder) / CATALOG_FILE}"
 
 
 def table_identifier(source: str, name: str) -> str:

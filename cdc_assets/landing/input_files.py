@@ -20,7 +20,6 @@ from cdc_assets.landing.layouts.base import is_hidden_name
 from cdc_assets.landing.s3_input import MirrorResult, is_s3_uri, list_objects, mirror_prefix, not_mirrored
 from cdc_assets.landing.tables import load_state
 
-MIRROR_DIR = "s3_mirror"  # below `<warehouse>/<source>/landing`
 CHECKPOINT_FILE = "metadata"  # the storage sink's checkpoint-ts: needed to move its watermark
 
 
@@ -32,10 +31,8 @@ class InputFile:
 
 
 def mirror_root(warehouse, source_name: str) -> Path:
-    """The local folder an S3 source's objects are mirrored to (the landing reads local files):
-    `<warehouse>/<source>/landing/s3_mirror` for a local warehouse, beside the source's tables;
-    under the settings' local work folder for an `s3://` one (`Warehouse.local_work`)."""
-    return as_warehouse(warehouse).local_folder(source_name, "landing", MIRROR_DIR)
+    """The local folder an S3 source's objects are mirrored to (`Warehouse.input_mirror`)."""
+    return as_warehouse(warehouse).input_mirror(source_name)
 
 
 def local_dump_root(source: SourceConfig, warehouse) -> Path:
