@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from cdc_assets.common.jvm_archive import configured_archive
-from cdc_assets.common.warehouse import SECRET_KEY, WORK_FOLDER, Warehouse, sqlite_catalog_uri
+from cdc_assets.common.warehouse import HOME_WAREHOUSE, SECRET_KEY, WORK_FOLDER, Warehouse, sqlite_catalog_uri
 
 DEFAULT_START = "2026-01-01T00:00"
 
@@ -276,7 +276,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         data, sources = load_sources_file(Path(env["CDC_ASSETS_SOURCES"]).absolute(), home)
         return _checked(Settings(
             home=home,
-            warehouse=warehouse_location(env.get("CDC_ASSETS_WAREHOUSE", data.get("warehouse", home / "warehouse"))),
+            warehouse=warehouse_location(env.get("CDC_ASSETS_WAREHOUSE", data.get("warehouse", home / HOME_WAREHOUSE))),
             sources=sources,
             partition_start=parse_start(str(env.get("CDC_ASSETS_START", data.get("start", DEFAULT_START)))),
             window_minutes=int(env.get("CDC_ASSETS_WINDOW_MINUTES", data.get("window_minutes", 60))),
@@ -296,7 +296,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     )
     return _checked(Settings(
         home=home,
-        warehouse=warehouse_location(env.get("CDC_ASSETS_WAREHOUSE", str(home / "warehouse"))),
+        warehouse=warehouse_location(env.get("CDC_ASSETS_WAREHOUSE", str(home / HOME_WAREHOUSE))),
         sources=(source,),
         partition_start=parse_start(env.get("CDC_ASSETS_START", DEFAULT_START)),
         window_minutes=int(env.get("CDC_ASSETS_WINDOW_MINUTES", "60")),

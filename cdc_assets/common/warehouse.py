@@ -25,8 +25,9 @@ from urllib.parse import urlparse
 
 CATALOG = "cdc"
 CATALOG_FILE = "catalog.db"
-# Under CDC_ASSETS_HOME: the local folder of an s3 warehouse (`Warehouse.work_dir`, Settings).
-WORK_FOLDER = "work"
+# Under CDC_ASSETS_HOME (Settings): the warehouse unless one is configured, and the local
+# folder of an s3 warehouse (`Warehouse.work_dir`).
+HOME_WAREHOUSE, WORK_FOLDER = "warehouse", "work"
 # Under a source's local folder: the mirror of its S3 dump, which the landing reads.
 INPUT_MIRROR = ("landing", "s3_mirror")
 SNAPSHOTS_FOLDER = "snapshots"  # under a source's folder: one folder per snapshot table
