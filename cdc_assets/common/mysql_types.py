@@ -52,11 +52,6 @@ class MysqlType:
             return None
         return precision, scale
 
-    @property
-    def declared_scale(self) -> int | None:
-        params = self.decimal_params
-        return params[1] if params else None
-
 
 def parse_mysql_type(text: str | None) -> MysqlType:
     m = _TYPE_RE.match(text.lower() if isinstance(text, str) else "")

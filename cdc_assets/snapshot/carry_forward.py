@@ -10,11 +10,6 @@ from cdc_assets.snapshot import manifests
 from cdc_assets.snapshot.manifests import DdlRecord, WindowManifest
 
 
-def carry_forward_window(warehouse, source: str, window_start_ms: int, window_end_ms: int,
-                         previous: WindowManifest) -> WindowManifest:
-    return carry_forward_windows(warehouse, source, [window_start_ms], window_end_ms - window_start_ms, previous)
-
-
 def carry_forward_windows(warehouse, source: str, starts: list[int], window_ms: int,
                           previous: WindowManifest) -> WindowManifest:
     """Commit consecutive windows in which nothing landed, after `previous`: every table keeps

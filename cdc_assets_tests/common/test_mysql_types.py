@@ -77,12 +77,12 @@ def test_spark_type_of_type_text(text, expected):
 def test_garbage_type_text_never_raises(text):
     mtype = parse_mysql_type(text)
     assert not is_decimal_without_params(mtype) or mtype.params == ()
-    assert mtype.decimal_params is None and mtype.declared_scale is None
+    assert mtype.decimal_params is None
 
 
 def test_decimal_parameters_and_flags():
     assert parse_mysql_type("decimal(10, 2)").decimal_params == (10, 2)
-    assert parse_mysql_type("numeric(7)").declared_scale == 0
+    assert parse_mysql_type("numeric(7)").decimal_params == (7, 0)
     assert is_decimal_without_params(parse_mysql_type("decimal"))
     assert is_decimal_without_params(parse_mysql_type("DECIMAL unsigned"))
     assert not is_decimal_without_params(parse_mysql_type("decimal(10,2)"))

@@ -14,7 +14,7 @@ from cdc_assets.common.iceberg_tables import end_tag
 from cdc_assets.common.warehouse import load_pyiceberg_catalog
 from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
 from cdc_assets.snapshot import manifests
-from cdc_assets.snapshot.carry_forward import carry_forward_window, carry_forward_windows
+from cdc_assets.snapshot.carry_forward import carry_forward_windows
 from cdc_assets.snapshot.entry_tables import read_entry_arrow
 from cdc_assets.snapshot.manifests import ManifestConflict, OldFormatWarehouse, WindowManifest
 from cdc_assets.snapshot.store import (
@@ -98,7 +98,7 @@ def test_quiet_windows_and_reruns_move_tags_only(spark, store):
     first = write_window_snapshot(spark, _changes(spark, [("INSERT", 1, "a")], W1), *store, W1, W1 + HOUR, None)
     second = write_window_snapshot(spark, _changes(spark, [("INSERT", 2, "b")], W1 + HOUR), *store,
                                    W1 + HOUR, W1 + 2 * HOUR, first)
-    quiet = carry_forward_window(*store, W1 + 2 * HOUR, W1 + 3 * HOUR, second)
+    quiet = carry_forward_windows(*store, [W1 + 2 * HOUR], HOUR, second)
     table = _table(warehouse)
     assert quiet.carried_forward and quiet.tag == "end-20260101T0300Z"
     assert table.metadata.refs["end-20260101T0300Z"].snapshot_id == second.tables["db.t"].snapshot_id
@@ -162,7 +162,7 @@ def test_a_commit_of_other_windows_in_between_is_no_conflict(spark, store):
     retried on the new state."""
     first = write_window_snapshot(spark, _changes(spark, [("INSERT", 1, "a")], W1), *store, W1, W1 + HOUR, None)
     since = manifests.begin(*store)
-    carry_forward_window(*store, W1 + HOUR, W1 + 2 * HOUR, first)  # another writer, another window
+    carry_forward_windows(*store, [W1 + HOUR], HOUR, first)  # another writer, another window
     manifests.commit(*store, since, [replace(first, window_start_ms=W1 + 5 * HOUR, window_end_ms=W1 + 6 * HOUR)])
     assert list_manifests(*store) == [W1, W1 + HOUR, W1 + 5 * HOUR]
     assert read_manifest(*store, W1 + HOUR).carried_forward
@@ -175,7 +175,7 @@ def test_a_stored_manifest_reads_back_as_written_and_round_trips(spark, store):
     read back, it is that manifest again, and written again, the same document."""
     first = write_window_snapshot(spark, _changes(spark, [("INSERT", 1, "a"), ("INSERT", 2, "b")], W1),
                                   *store, W1, W1 + HOUR, None)
-    carry_forward_window(*store, W1 + HOUR, W1 + 2 * HOUR, first)
+    carry_forward_windows(*store, [W1 + HOUR], HOUR, first)
     rows = _windows_table(store[0]).scan().to_arrow().to_pylist()
     stored = {r["window_start_ms"]: json.loads(r["manifest"]) for r in rows}
     assert stored[W1] == first.to_json() and WindowManifest.from_json(stored[W1]) == first
