@@ -36,7 +36,7 @@ from cdc_assets.common.warehouse import SECRET_KEY, Warehouse, qualified_name, t
 from cdc_assets.defs.source_build import LAYER_TABLES
 
 
-# The run tag with the Spark jobs a run ran (local sessions; issue 45's per-window budget).
+# The run tag with the Spark jobs a run ran (local sessions): what a window costs in jobs (docs/performance.md).
 SPARK_JOBS_TAG = "cdc_assets/spark_jobs"
 
 
