@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from cdc_assets.decode import Protocol
 from cdc_assets.decode.common import large_messages
 from cdc_assets.decode.dts_avro.events import Reject as AvroReject, decode_value
 from cdc_assets.decode.dts_avro.schema import parsed_record_schema
@@ -40,19 +41,19 @@ _OPEN_PROTOCOL_VERSION = VERSION.to_bytes(8, "big")
 class Guess:
     """One message's protocol and what it shows of the producer's settings."""
 
-    protocol: str
+    protocol: Protocol
     marks: frozenset[str] = frozenset()  # e.g. "tidb-extension", "schema", "compression=lz4"
 
 
 @dataclass
 class Detection:
-    protocol: str
+    protocol: Protocol
     options: dict[str, str]
     facts: dict[str, str]  # what was seen, for people: extension, schema, compression, large messages
     recognised: int
     unrecognised: int
     first_unrecognised: str | None = None  # where, and the first bytes
-    per_protocol: dict[str, int] = field(default_factory=dict)
+    per_protocol: dict[Protocol, int] = field(default_factory=dict)
 
 
 def where(m: SampledMessage) -> str:
@@ -95,7 +96,7 @@ def _open_protocol(key: bytes | None, value: bytes | None) -> Guess | None:
             _, codec = _json(frame)
             if codec:
                 marks.add(f"compression={codec}")
-    return Guess("open-protocol", frozenset(marks))
+    return Guess(Protocol.OPEN_PROTOCOL, frozenset(marks))
 
 
 def _debezium(m: dict) -> Guess | None:
@@ -107,12 +108,12 @@ def _debezium(m: dict) -> Guess | None:
     if payload.get("op") == "m":
         marks.add("tidb-extension")
     ticdc = "commit_ts" in source or source.get("connector") == "TiCDC"
-    return Guess("debezium" if ticdc else "debezium-json", frozenset(marks))
+    return Guess(Protocol.DEBEZIUM if ticdc else Protocol.DEBEZIUM_JSON, frozenset(marks))
 
 
 def _canal(m: dict, codec: str | None) -> Guess | None:
     if any(k in m for k in ("entryType", "execTs", "dbValType")):
-        return Guess("cloudcanal-json")
+        return Guess(Protocol.CLOUDCANAL_JSON)
     if "isDdl" not in m or "type" not in m:
         return None
     marks = {f"compression={codec}"} if codec else set()
@@ -125,7 +126,7 @@ def _canal(m: dict, codec: str | None) -> Guess | None:
             marks.add("large-message=handle-key-only")
     elif type(m.get("id")) is int and m["id"] > 0:
         marks.add("official-canal")
-    return Guess("canal-json", frozenset(marks))
+    return Guess(Protocol.CANAL_JSON, frozenset(marks))
 
 
 def _dts_avro(value: bytes | None) -> Guess | None:
@@ -134,10 +135,10 @@ def _dts_avro(value: bytes | None) -> Guess | None:
     try:
         rec = decode_value(value, parsed_record_schema())
     except AvroReject as r:
-        return Guess("dts-avro") if r.reason != "invalid_avro" and r.reason != "empty_message" else None
+        return Guess(Protocol.DTS_AVRO) if r.reason != "invalid_avro" and r.reason != "empty_message" else None
     except Exception:  # noqa: BLE001 - any bytes that are no DTS record
         return None
-    return Guess("dts-avro") if rec.get("operation") else None
+    return Guess(Protocol.DTS_AVRO) if rec.get("operation") else None
 
 
 def sniff_message(key: bytes | None, value: bytes | None) -> Guess | None:
@@ -150,7 +151,7 @@ def sniff_message(key: bytes | None, value: bytes | None) -> Guess | None:
     return None if m is not None else _dts_avro(value)
 
 
-def _options(protocol: str, marks: Counter) -> tuple[dict[str, str], dict[str, str]]:
+def _options(protocol: Protocol, marks: Counter) -> tuple[dict[str, str], dict[str, str]]:
     """(decoder options, facts for people) from the marks the sample's messages showed."""
     codecs = sorted(m.split("=", 1)[1] for m in marks if m.startswith("compression="))
     large = sorted(m.split("=", 1)[1] for m in marks if m.startswith("large-message="))
@@ -160,17 +161,17 @@ def _options(protocol: str, marks: Counter) -> tuple[dict[str, str], dict[str, s
     options: dict[str, str] = {}
     if codecs:
         options[large_messages.OPTION] = codecs[0]
-    if protocol == "canal-json":
+    if protocol == Protocol.CANAL_JSON:
         ext = "tidb-extension" in marks
         options["enable-tidb-extension"] = "true" if ext else "false"
         facts["variant"] = ("TiCDC with the TiDB extension" if ext
                             else "official Canal" if "official-canal" in marks else "TiCDC without the TiDB extension")
         if not ext and "official-canal" in marks:
             options["content-compatible"] = "true"
-    elif protocol in ("debezium", "debezium-json"):
+    elif protocol in (Protocol.DEBEZIUM, Protocol.DEBEZIUM_JSON):
         facts["schema"] = "on" if "schema" in marks and "no-schema" not in marks else (
             "off" if "schema" not in marks else "mixed")
-        if protocol == "debezium":
+        if protocol == Protocol.DEBEZIUM:
             options["enable-tidb-extension"] = "true" if "tidb-extension" in marks else "false"
             options["debezium-disable-schema"] = "false" if "schema" in marks else "true"
             facts["watermarks"] = "checkpoint events" if "tidb-extension" in marks else "none seen"
