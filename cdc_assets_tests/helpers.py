@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
+from cdc_assets.align.change_table import AlignmentCounts, alignment_counts, alignment_metrics
 from cdc_assets.contracts.schemas import RAW_MESSAGE_SCHEMA, REJECT_REASON
 from cdc_assets.decode import get_decoder
 
@@ -36,6 +37,12 @@ def decode(spark: SparkSession, values: list[bytes], protocol: str = "canal-json
 
 def reasons(bad: list[dict]) -> list[str]:
     return [b[REJECT_REASON] for b in bad]
+
+
+def count_alignment(marked: DataFrame) -> AlignmentCounts:
+    """The alignment counts in a job of their own: the reference for what the pipeline
+    observes (`alignment_metrics`) on the change table's write."""
+    return alignment_counts(marked.agg(*alignment_metrics()).first().asDict())
 
 
 # Parquet's names for a dictionary-encoded column chunk (v1 and v2 pages).

@@ -162,11 +162,6 @@ def alignment_counts(row: dict) -> AlignmentCounts:
     return AlignmentCounts(**{f: int(row[f] or 0) for f in AlignmentCounts.__dataclass_fields__})
 
 
-def count_alignment(marked: DataFrame) -> AlignmentCounts:
-    """The counts in a job of their own; the pipeline observes `alignment_metrics` on its write."""
-    return alignment_counts(marked.agg(*alignment_metrics()).first().asDict())
-
-
 _BAR = "_bar"
 
 

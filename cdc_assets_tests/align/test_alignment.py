@@ -7,9 +7,10 @@ import random
 from pyspark.sql import functions as F
 
 from cdc_assets.align import change_table as alignment
-from cdc_assets.align.change_table import count_alignment, mark_late_and_duplicates
+from cdc_assets.align.change_table import mark_late_and_duplicates
 from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA, ROW
 from cdc_assets.landing.window_messages import WATERMARK_INDEX_SCHEMA
+from cdc_assets_tests.helpers import count_alignment
 
 START = 1_000 << 18  # the window start, as a TSO
 

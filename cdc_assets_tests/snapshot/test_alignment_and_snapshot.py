@@ -7,12 +7,12 @@ from decimal import Decimal
 
 from pyspark.sql import functions as F, types as T
 
-from cdc_assets.align.change_table import aligned_events, count_alignment, mark_late_and_duplicates
+from cdc_assets.align.change_table import aligned_events, mark_late_and_duplicates
 from cdc_assets.decode import get_decoder
 from cdc_assets.snapshot.reconstruct import TableSchema, key_actions, reconstruct_table, typed_actions
 from cdc_assets.snapshot.window_schema import window_table_schemas
 from cdc_assets_tests.canal_messages import row, values, watermark
-from cdc_assets_tests.helpers import raw_frame
+from cdc_assets_tests.helpers import count_alignment, raw_frame
 
 T0 = 1767225600000 << 18  # 2026-01-01T00:00Z as a TSO
 
