@@ -69,6 +69,7 @@ def machine(load_at_start: tuple[float, float, float] | None = None) -> list[str
         f"- pyspark {version('pyspark')} (`local[2]`, driver memory 4g, the project's `spark_config`), "
         f"duckdb {version('duckdb')}, pyarrow {version('pyarrow')}, dagster {version('dagster')}",
         f"- Driver JVM class archive (`cdc-assets jvm-archive`, docs/configuration.md): {_jvm_archive()}",
+        f"- Commit measured: `{_cmd(['git', 'rev-parse', '--short', 'HEAD'])}`",
         *(["- **The machine was busy before the run (load above the core count): every figure is slower and noisier "
            "than on a quiet machine, the JVM ones most.**"] if busy else []),
     ]
@@ -417,227 +418,46 @@ def render(sections: list[dict], history: dict | None, *, command: str, total_s:
 
 GAPS = """## Why targets are missed, and what would close the gap
 
-- **Decode.** Canal-JSON is parsed once per message with orjson inside `mapInArrow`
-  (`cdc_assets/decode/canal_json/events.py`); Spark's `from_json` into per-message maps,
-  the previous decoder, ran at about 50,000 messages/s on this machine when it was quiet. In one
-  Python process the new path measured about 8.5 µs per message when it was built; measured
-  again on 2026-11-23 over 170,000 messages of the 1,000,000-event dump it took 12–14 µs:
-  3.3–4 µs for orjson, 4.3–5.6 µs for the events (images, keys, the reject rules) and about
-  4 µs to build the Arrow columns, maps included. Spark's two Python workers share the
-  machine's two vCPUs with the JVM, which reads the Parquet and moves the Arrow batches.
-  300,000 events/s on 2 cores needs a parser that creates no Python object
-  per message, and even then it is about the rate at which Spark only reads the values in a
-  fresh session, as every step here runs (`read_floor_spark`, listed with the target): in
-  Spark on this machine the target leaves hardly any time for parsing. Arrow's C++ JSON reader was measured and is slower than orjson here (0.88 s
-  against 0.37 s for 205,000 messages in one process); it also has no map type, and one
-  malformed message fails its whole block. DuckDB's vectorised JSON functions parse at that
-  speed, but running a second engine inside Spark's workers was not done.
-  Where a 1,000,000-message decode's time goes (2026-11-23, Spark's event log and variants of
-  the job in one session): the first decode of a session takes 16–18 s, later ones 10.5–11.5 s
-  (about 95,000 messages/s).
-  In the first, each core's first task takes about 4.8 s against about 2 s later (the Python
-  workers start, the JVM compiles its hot paths), which is why the 10,000,000-event decode
-  runs at nearly twice the messages per second of the 1,000,000-event one. Of a later run,
-  reading the values and moving them to Python takes 2.1–2.5 s, the Python decode about
-  8–9.5 s, and moving the events back about 1 s. Converting each table's repeated column
-  types once per batch instead of once per message (an Arrow `take`) was tried and saved
-  nothing measurable. The decoders used to send every message's raw bytes
-  back with its events; since 2026-11-23 they send them for rejected events only
-  (docs/architecture.md): first decodes of 17.2, 17.5 and 16.8 s before, 17.4, 16.3 and 16.6 s
-  after (alternating processes), and the decode step's two caches filled in 22.3–24.5 s
-  before, 18.9–21.1 s after (warm runs in one session each, two sessions per side).
-- **Other protocols.** The per-protocol table decodes the simulator's workload: wide tables
-  with every common MySQL type, 100,000 row changes, so fixed job costs weigh more than in
-  the 1M Canal-JSON dump. Debezium's envelope carries the Connect schema (about two thirds
-  of its 3 KB), and its values must keep their exact digits. Until 2026-11-23 it was decoded
-  with Spark's variant functions (`try_parse_json` / `try_variant_get`) and was the slowest
-  decoder (31–35 s in `make bench` runs). Since then it is parsed once per message in Python
-  per Arrow batch like Canal-JSON (`debezium_events.py`), with the standard library's JSON
-  parser keeping every number's text, and each distinct schema text is read and interpreted
-  once (`debezium_envelope.py`: the payload is parsed and the schema's text looked up).
-  Measured side by side on 2026-11-23 (the same dump, the previous commit in a second
-  checkout, alternating, one process per run): 35.5, 31.8, 33.4 and 31.6 s before; 10.9 and
-  11.2 s with the Python path alone, 7.8 and 7.6 s with the schema read once. In one Python
-  process the decode costs about 25 µs per message (60 µs before the schema cache), half of
-  it parsing the payload. DTS Avro's rule for the type of a NULL value reads the decoded
-  events twice, so Spark decodes each record twice in Python (about 3.3 s of a warm 8 s for
-  this dump). An exchange between the decode and the two reads lets the second reuse the
-  first's output: 7.3 and 7.7 s against 8.1 and 8.3 s warm, but no gain in a fresh session as
-  `make bench` runs it (14.6, 14.2, 14.0 s against 16.2, 14.4, 13.6 s), so it was not kept.
-  CloudCanal JSON was decoded with Spark's `from_json` into per-message maps until
-  2026-11-24; it is now parsed once per message with orjson like Canal-JSON
-  (`cloudcanal_json_events.py`), with the same events on this dump (every column but the raw
-  bytes, which now come back for rejected events only). Measured side by side (the previous
-  commit in a second checkout, alternating, one process per run, two decodes per process):
-  first decodes of 11.8, 11.7 and 9.4 s before, 6.7, 6.1 and 6.3 s after; second decodes
-  of 6.0, 5.1 and 4.4 s before, 2.6, 2.6 and 3.2 s after.
-- **End to end.** `cdc-assets replay` runs one Dagster `execute_in_process` per window.
-  Every layer is written as Parquet by the IO manager and read back by the next one, and
-  every window runs the contracts and the snapshot checks. Each window pays these fixed
-  costs whatever its size, so the total grows with the number of windows as well as with
-  the events. Spark's event log of one replay of the 1,000,000-event dump (landing, then
-  four windows of about 250,000 messages) showed about 190 Spark jobs per window, most of
-  them far under a second, and the driver idle between jobs for about a fifth of the run:
-  per window, the fixed cost of each job weighs more than the data. On 2026-11-22 two
-  changes cut jobs. The contract checks now count every pandera column check in one
-  aggregate; pandera ran a job per check, about two dozen per window (some 2 s in each of
-  decode and change_table). The snapshot step now writes its tables, the history's parts
-  and the key checks from a few driver threads: one window's snapshot step alone measured
-  20.9 and 19.0 s one table after another, 18.2 and 16.8 s with four threads (alternating
-  runs in one session, after a warm-up pair that measured 33.9 and 20.7 s). Whole
-  replays of the 1,000,000-event dump, alternating the code before these changes and
-  after them on the same machine, measured 211.2 and 226.5 s before, 200.2 and 232.2 s
-  after: end to end, the gain is within this machine's run-to-run noise (about 10%).
-  The row count of every folder a window writes (each layer's partition, each snapshot
-  table, each history part) was then a Spark count of the folder, about a dozen SQL
-  executions per window; it is now summed from the Parquet footers on the driver. A replay
-  of a 5,000-event dump, where nearly all of a window's time is this fixed cost, went from
-  201 SQL executions to 153, and windows 2–4 from a median of 16.8 s to 14.7 s (old and new
-  code alternating, two replays each; whole replays 99.1 and 101.2 s before, 93.7 and
-  98.2 s after).
-  Step times with the one-aggregate contracts (Dagster's step
-  statistics, event log on, before the threads; single runs): landing 24 s; per window, raw_messages
-  1.5–2 s, decode 11–12 s (17 s for the first window, which starts the Python workers),
-  change_table 9–11 s, snapshots and history 20–23 s; in the same kind of run before it,
-  decode 16–21 s and change_table 12.5–15 s. Until 2026-11-21 the decode step took
-  20–31 s: each layer writes one file per window, Spark splits a file only at row groups,
-  and Parquet's default 128 MB row group put the whole window's decode on one core; every
-  action after the cache also re-ran the value-conversion casts. The session now writes ~4 MB row groups and the decode step
-  caches the converted events (docs/configuration.md, docs/architecture.md). What remains
-  per window is the decoder (about 5 s of the two cores), the conversion, the counts per
-  kind and reason, and writing the change log and the quarantine; the snapshot step is
-  the largest (see below).
-  Since 2026-11-23 adaptive execution may also coalesce the shuffle partitions of cached
-  frames (`spark.sql.optimizer.canChangeCachedPlanOutputPartitioning`, docs/configuration.md).
-  Spark's default kept each cached frame in 8 partitions whatever its size, so a window of
-  5,000 events wrote its change table as 8 files, each small snapshot table as 10 and each
-  history part as 16, with a task per file. With the setting, each layer writes one file per
-  window, a small snapshot table 2 and a history part 2. Measured in-process on a
-  20,000-event dump (4 windows), two replays each, alternating: the snapshot step of windows
-  2–4 took 8.3, 8.1, 7.5, 8.1, 7.0 and 7.0 s before and 6.7, 5.4, 5.3, 5.8, 6.3 and 5.3 s
-  after; whole replays 72.1 and 70.4 s before, 67.6 and 63.8 s after. On the 1M dump
-  (250,000 events per window) it is within the noise, or slightly slower: replays of
-  164.5 and 171.0 s without it, 172.3 and 179.9 s with it, and snapshot steps of windows
-  2–4 with a median of 12.4 s against 13.0 s. In the `make bench` of `7c20a5b`, on a machine
-  about 10% slower (see the snapshot-core note), the history test's windows of 20,000
-  events took 10.2–13.0 s (12.7–18.9 s in the `bf6cdb8` run), and the 1M replay took 196,
-  203 and 204 s (172 s median before).
-  Where a 1M replay's time went on 2026-11-23 (one process, Dagster's step statistics and
-  Spark's event log; 181 s in all): landing 25 s, about 9 s of it the session start and the
-  JVM's first jobs; per window of about 250,000 messages, raw_messages 1.2–2.3 s, decode
-  10.3–15.5 s, change_table 7–10.5 s, snapshots and history 11–16.4 s. Of a later window's
-  decode step: the decoder filling the first cache 4.9 s, the conversion filling the second
-  and the counts 2.4 s, the contract 0.5 s, writing the change log 1.6 s; of its snapshot
-  step: the window's schema 4 s, the typed actions and counts 4 s, the writes 3.6 s.
-  Since that day a driver JVM maps a class-data-sharing archive of Spark's classes when one
-  exists (`cdc-assets jvm-archive`, docs/configuration.md): the session start measured 5.1,
-  4.5 and 4.6 s without it and 2.9, 2.7 and 2.7 s with it, the first job after it 2.1–2.3 s
-  against 1.2–1.4 s (fresh processes, alternating); replays of a 20,000-event dump took
-  67.9, 71.3 and 64.3 s without it, 67.5, 62.6 and 65.3 s with it. About 3 s per process:
-  it counts for runs launched from the UI, a schedule or a sensor (a process each), hardly
-  for the 1M replay. In the `make bench` of `5d34cf7` (archive mapped) the Spark session
-  start, which includes the imports and a first job, read 5.2–5.9 s, against 8.0–10.2 s in
-  the run of `7c20a5b`.
-  The archive does not remove the JIT warm-up: a fresh process's first window of the
-  20,000-event dump took 16–19 s, its later windows 9–12 s. A long-lived local Spark
-  Connect server does (`cdc-assets connect-server`, since 2026-11-24; the
-  `cdc_replay_connect` row): runs find its JVM compiled and its Python workers started.
-  Measured by hand on 2026-11-24, replays of the 20,000-event dump, alternating: 59.5 and
-  66.0 s in local mode, 38.1 and 38.6 s against a server that had already run one replay
-  (windows 7.8–9.0 s each); a fresh server's first replay took 64.8 and 70.1 s. Of the
-  1,000,000-event dump, 146.1 s against a warm server. The gain is a process's fixed cost,
-  so it counts for runs launched from the UI, a schedule or a sensor, and little per event.
-  The `make bench` of `c1922ca` (2026-11-24) ran on a host about a quarter slower than for
-  `5d34cf7` two days before, and loaded by a smoke test just before the run. The peers slowed down as much: DuckDB took 4.13 s against 3.15 s at 1M and plain
-  Spark 28.7 s against 22.2 s, the session start read 7.0–8.0 s against 5.2–5.9 s, while the
-  ratios hardly moved (snapshot core 17.70× DuckDB against 17.95×, decode 0.78× plain
-  Spark's time against 0.72×). In that run the 1M replay took 185–193 s in local mode and
-  162–165 s against a warm Connect server, about 14% less.
-- **Snapshot core.** Everything after decode works on the change log's map columns
-  (`before`, `after`, `column_types`), where DuckDB works on parsed, typed columns. Measured on 2026-11-21
-  at 1,000,000 events, one process per step as above: in `cdc_snapshot` the per-table schema
-  job took 19 s when it exploded every cell; it now groups the rows by shape (table, column
-  names, types) first (`cdc_assets/snapshot/window_schema.py`) and takes about 11 s, most of it
-  the JVM's first scan of the maps. The latest-action-per-key window then takes about 8 s,
-  and each table's counts about 1 s (skipping them altogether saved 2.6 s, so they were
-  kept). Since 2026-11-23 (`a8444ca`) that window-wide sort is gone: each table's actions
-  are typed and sorted once, and the snapshot and the history both read that one sort
-  (0.4–1.5 s less per 250,000-event window's snapshot step with its history, measured side
-  by side). In `cdc_align`, the dedup identity is a window sort over full rows. Its partition
-  key carried both images' sorted entries, a second copy of the images through the shuffle
-  and the sort; since 2026-11-22 it carries their hashes, and a copy is dropped only when its
-  images also equal those of the first event of its group, so a collision cannot drop a
-  real change. The same day the IO manager and the landing stopped dictionary-encoding the
-  images' values and the raw bytes (`benchmarks/parquet_write.py`): those values are
-  nearly all distinct, so the dictionary overflowed and was discarded in every 4 MB row
-  group, and writing the 1M change log took about 8–10 s with it and 5–6 s without. The
-  schema job now groups on the images' key arrays and the type entries as they come, and
-  merges the few groups afterwards. Measured in one Spark session on the 1M change log,
-  the code before and after alternating (medians of five runs after a warm-up pair):
-  alignment with its Parquet write 21.3 → 17.7 s, the schema job 7.9 → 5.1 s, the same rows
-  and schemas out. One process per step, as `make bench` runs them, adds the JVM's warm-up
-  to each. The late rule was a second window sort, over each Kafka partition; it is now an as-of lookup through two broadcast joins (docs/architecture.md):
-  measured on 2026-11-22 on the change log's Parquet (medians of three runs after a
-  warm-up), alignment went from about 10.7 s to 9.6 s with this dump's three partitions,
-  and from about 14.1 s to 10.6 s with all events in one partition, which the window had
-  sorted in a single task.
-  On 2026-11-23 a pre-pass was tried that sorts only the events whose content hash occurs
-  more than once (about 2% here) and passes the others through. On one 250,000-event window
-  of the 1M dump, with the marked events cached as the change_table step does, the dedup
-  costs about 1.4 s of the step's core: 0.5 s to hash the images and 0.9 s for the window
-  sort. The pre-pass needs an aggregate over the hashes and a union that every later job
-  re-runs, and these cost more than the sort: 6.7 s against 5.6 s for the marking, its counts
-  and its write (warm runs, the same counts out). It was dropped. Tried again on the whole
-  1M change log, the same day: 23.8 and 23.0 s against 17.1 and 16.8 s, the same rows out.
-  The window's row events are cached when the history is written (each table's history
-  re-read the window's Parquet, maps included). Closing the gap needs the change table in
-  typed columns per table instead of maps.
-  The `make bench` of 2026-11-23 (`7c20a5b`) measured `cdc_snapshot` at 36.0 s, against
-  27.3 s in the run of `bf6cdb8`. The machine was slower that day: its peers took longer too
-  (plain Spark 25.8 s against 22.7 s, Spark's read floor 3.6 s against 3.3 s). Run side by
-  side on the same change table, alternating, the newer code was still slower: 33.8 and
-  32.8 s against 30.6 and 27.9 s for `bf6cdb8`. The cause is not the cached-plan setting of
-  that day: 31.7 and 33.6 s with it, 34.4 and 35.0 s without. This step writes no history
-  (`keep_history` false). Since `a8444ca` / `84500d2`, every action of the window is typed and
-  sorted once, because the history needs all of them. Without a history, only the latest
-  action per key is needed. The replay always writes the history, and there the shared sort
-  measured faster. Typing only each key's latest action when no history is kept would win
-  back this case. It was not done: the inserted and deleted counts and the conversion
-  failures are counted over every action, so a pre-filter would change them.
-  Where a warm `cdc_snapshot` of the 1M change table goes (2026-11-24, the third run in one
-  session, 24.4 s on that day's slower host, from Spark's event log): the schema job, which
-  also fills the cache of the window's row events, 10.8 s (timed apart: filling the cache
-  4–6 s, nearly all of it reading the map columns from Parquet, and the schema job on the
-  cache 3.5–4 s); the four tables' typed sorts and counts, run together on the two cores,
-  9.9 s (one table's typed sort alone takes 2–4 s, and typing its values without the sort
-  0.4 s, so sorting wide rows is the cost, not the casts); the writes about 2 s; the rest,
-  about 1.5 s, the DDL barrier job and the driver between jobs. An uncompressed in-memory
-  cache (`spark.sql.inMemoryColumnarStorage.compressed=false`) gained nothing measurable
-  (first, second and third runs 44.8/32.9/27.2 and 41.8/32.2/28.1 s against
-  51.6/30.3/26.9 and 43.5/27.4/22.5 s, alternating processes) and was not kept. The
-  candidate-only dedup pre-pass above, tried again on the 1M change log, was again slower
-  once warm (15.0 and 13.1 s against 12.3 and 11.6 s for the marking and its counts).
-- **Window cost against history.** A table's snapshot is an unpartitioned Iceberg table
-  written sorted by its primary key (`WRITE ORDERED BY`, recorded in the table property
-  `cdc.sort-columns`; Spark range-distributes the rows), so each data file holds one range
-  of keys. A window in which only rows changed (no DDL, a primary key) is written as one
-  copy-on-write MERGE of the keys it touched: Iceberg rewrites the data files that hold one
-  of those keys and keeps the rest; any other window overwrites the whole table. The
-  uniqueness check reads the table at the snapshot the window wrote. So keys that cluster at
-  the end of the key space (AUTO_INCREMENT inserts, updates of recent rows) rewrite the last
-  files, and keys drawn over the whole key space rewrite nearly all of them. How many files
-  a table has depends on Iceberg's target file size and on how many tasks write it: a table
-  smaller than one target file is one file per write task, so a MERGE of a few keys rewrites
-  most of it. The table-size section sets a smaller target on its tables and lists, per
-  workload, how many files a window's MERGE rewrote and what it cost against the whole-table
-  overwrite. The history workload above draws its keys uniformly and its tables stay small
-  (their final rows are listed there), so it measures the fixed costs of a window, which
-  dominate at that size.
+docs/performance.md lists every Spark action of a window, with the plan that removes it.
+
+- **Spark jobs and the fixed cost of a window (target 2).** A window runs 93-118 Spark jobs.
+  Adaptive query execution submits every exchange as a job of its own, and each job costs a
+  tenth of a second or more here, whatever its data: that is most of the fixed cost of a
+  5,000-event window. Since issue 45 no count, check figure or chart runs a job of its own (they
+  are observed by the writes), so what is left is the writes: per window, the decode and
+  alignment (about 18 jobs, one write of the change table and one of the quarantine) and the
+  snapshot step (75-95 jobs for four tables: the window's schema collect, then for each table
+  the MERGE source's checkpoint, the MERGE and the history write). Fewer writes per window
+  (the history of every table in one pass) and a range run that pays them once for N windows
+  (target 3) are what remains to close it.
+- **End to end (target 1).** The replay of the 1,000,000-event dump is its landing, then four
+  Dagster runs of a window, each paying the fixed cost above plus its data: the decoder, the
+  alignment's sort, the typed sort of each table's actions and the writes. DuckDB does the same
+  reconstruction in one vectorised pass over parsed columns.
+- **Decode (target 4).** Canal-JSON, CloudCanal and Debezium are parsed once per message with
+  orjson (Debezium: the standard library, to keep every number's digits) inside `mapInArrow`;
+  about 12-14 µs per message in one Python process, on two cores that Spark's JVM also uses
+  to read the Parquet and move the Arrow batches. Spark only reading the values runs at about
+  290,000 messages/s here (`read_floor_spark`), so 250,000/s leaves hardly any time to parse:
+  it needs a parser that makes no Python object per message (Arrow's C++ JSON reader was
+  slower than orjson and has no map type; DuckDB's JSON functions inside the workers were not
+  tried). Spark's `from_json` into per-message maps, the earlier decoder, ran at about 50,000
+  messages/s. Open Protocol batches about 13 events per message: its events/s is the figure to
+  compare. DTS Avro reads the decoded events twice for the type of a NULL value.
+- **Window cost against table size.** A table's snapshot is an unpartitioned Iceberg table
+  written sorted by its primary key (`WRITE ORDERED BY`), so each data file holds one range of
+  keys, and a window in which only rows changed is one copy-on-write MERGE of the keys it
+  touched: Iceberg rewrites the files that hold one of those keys. Keys that cluster at the end
+  of the key space (`recent`) rewrite the same few files at every size; keys drawn over the
+  whole key space (`uniform`) rewrite nearly every file, which is copy-on-write's cost
+  (merge-on-read would move it to the readers). Until the commit after `0d4a098` this step also
+  timed a scan of the whole table for duplicate keys, which the snapshots asset has not run for
+  a MERGE window since issue 45 (one source row per key is observed on the MERGE's source); the
+  step now checks uniqueness as the asset does.
 - **Memory.** Spark's RSS is mostly the JVM heap (`spark.driver.memory=4g`), which the JVM
   grows lazily up to its limit; it does not hold the dump in memory (decode streams through
-  Parquet batches), so peak RSS is bounded by the heap setting rather than by the dump size.
-  Where the peak lands below that bound varies from run to run: single runs of the same
-  decoder at 10,000,000 events measured 2,000, 2,043 and 2,671 MB on 2026-11-21/22, and
-  1,917, 2,032 and 2,769 MB on 2026-11-23. So the memory step runs three times at every
-  size and the target compares the median of the runs' peaks (the tables list the highest).
+  Parquet batches), so peak RSS is bounded by the heap setting rather than by the dump size,
+  and where it lands below that bound varies from run to run. So the memory step runs three
+  times at every size and the target compares the median of the runs' peaks (the tables list
+  the highest).
 """

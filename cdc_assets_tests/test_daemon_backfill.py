@@ -32,11 +32,10 @@ from cdc_assets.simulator.compare import load_truth
 pytestmark = [pytest.mark.slow, pytest.mark.daemon]
 
 SOURCE = "src"
-LAYERS = ("raw_messages", "change_log", "quarantine", "change_table", "snapshots", "history")
+LAYERS = ("raw_messages", "quarantine", "change_table", "snapshots", "history")
 CHECKS = {
-    "change_log": ["change_log_contract"],
     "quarantine": ["nothing_quarantined", "quarantine_rate_within_limit"],
-    "change_table": ["window_complete", "events_inside_window", "change_table_contract"],
+    "change_table": ["window_complete", "events_inside_window", "change_log_contract", "change_table_contract"],
     "snapshots": ["primary_key_unique", "reconciliation", "values_convert", "tables_built", "ddl_applied"],
 }
 HOUR = 3_600_000

@@ -74,6 +74,24 @@ def test_each_snapshot_counts_the_events_of_its_windows_change_table(parquet_run
     assert sum(events_in.values()) == summary.events - summary.duplicates - summary.late
 
 
+def test_the_decoded_change_log_is_counted_on_the_change_table_and_not_stored(parquet_run, parquet_instance):
+    """Decode and align are one step (issue 45): the decode's figures ride on the change
+    table's materialization, and no change_log table is written (it was a second copy of the
+    window's data)."""
+    _, summary, settings = parquet_run
+    records = parquet_instance.fetch_materializations(AssetKey(["src", "change_table"]), limit=1000).records
+    assert records
+    figures = [{k: v.value for k, v in r.asset_materialization.metadata.items()
+                if k in ("messages_in", "row_events", "ddl_events", "watermark_events", "events_in",
+                         "duplicates_dropped", "late_dropped", "events_out")} for r in records]
+    for f in figures:
+        assert f["events_in"] == f["row_events"] + f["ddl_events"] > 0  # watermarks are not aligned
+        assert f["events_out"] == f["events_in"] - f["duplicates_dropped"] - f["late_dropped"]
+        assert f["messages_in"] > 0 and f["watermark_events"] > 0
+    assert sum(f["events_in"] for f in figures) == summary.events
+    assert not load_pyiceberg_catalog(settings.warehouse).table_exists("src.change_log")
+
+
 def test_each_layer_output_names_its_iceberg_table_snapshot_and_columns(parquet_run, parquet_instance):
     """The UI links a run to the table version it wrote: the change table's materializations
     name `cdc.src.change_table`, a snapshot of that table, and its columns."""

@@ -90,7 +90,7 @@ def test_a_flink_canal_json_dump_replays_in_kafka_order(tmp_path):
     instance = DagsterInstance.ephemeral()
     summary = replay(settings, "src", instance, progress=lambda _m: None)
     assert (summary.ok, summary.windows, summary.quarantined, summary.events) == (True, 2, 0, 6)
-    logged = instance.get_latest_materialization_event(AssetKey(["src", "change_log"]))
+    logged = instance.get_latest_materialization_event(AssetKey(["src", "change_table"]))
     assert logged.asset_materialization.metadata["commit_order"].value == (
         "Kafka record timestamp, then partition offset (commit-time=kafka-timestamp): "
         "a total order within each partition only, none across partitions")

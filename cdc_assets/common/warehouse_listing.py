@@ -35,7 +35,7 @@ class TablesError(Exception):
 
 # The layers stored as one table per source, partitioned by window (no database or table). The
 # raw layer stores no messages, only its record of each window's read (`window_reads`).
-WINDOWED_LAYERS = ("window_reads", "change_log", "quarantine", "change_table")
+WINDOWED_LAYERS = ("window_reads", "quarantine", "change_table")
 # The snapshot windows' commit point: one table per source, a row per window (snapshot/manifests).
 SNAPSHOT_WINDOWS = "snapshot_windows"
 SOURCE_TABLES = (*WINDOWED_LAYERS, SNAPSHOT_WINDOWS)

@@ -23,8 +23,8 @@ OUTPUT_METADATA_PROPERTY = "cdc.output-metadata"
 
 @dataclass(frozen=True)
 class WindowTable:
-    """A layer stored as one Iceberg table partitioned by window (`raw_messages`,
-    `change_log`, `quarantine`, `change_table`): a window's write replaces its partition in
+    """A layer stored as one Iceberg table partitioned by window (`quarantine`,
+    `change_table`): a window's write replaces its partition in
     one commit, and that commit's summary says which window it wrote (`cdc.window-start-ms`)
     and carries the output's metadata, so an empty window is a commit too."""
 

@@ -1,9 +1,9 @@
 """The decode step of one window: raw messages -> change-log events and the quarantine,
-with the counts the change log's metadata and checks report.
+with the counts the change table's metadata and checks report.
 
 Decoding and the rules that reject after decoding (an implausible commit_ts, an invalid
-table name, a value the snapshot could not convert) run here; the Dagster asset
-(`defs/layers/change_log.py`) only wires the result to its outputs and checks.
+table name, a value the snapshot could not convert) run here; the Dagster step
+(`defs/layers/change_table.py`) aligns the events and wires both to its outputs and checks.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class DecodedWindow:
     with its counts.
 
     The counts are observed (`DataFrame.observe`) by the first action on `events`, the job
-    that writes the change log: read them after it (reading earlier blocks). `quarantine`
+    that writes the change table: read them after it (reading earlier blocks). `quarantine`
     is built on first use, after that action, because it depends on the reasons counted."""
 
     def __init__(self, events: DataFrame, rejected: DataFrame, raw_messages: DataFrame,

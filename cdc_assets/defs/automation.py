@@ -22,7 +22,7 @@ from dagster import (
 from dagster_aws.s3 import S3Resource
 
 from cdc_assets.defs.partitions import partition_key_for_ms
-from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, HISTORY, LANDED, QUARANTINE, RAW, SNAPSHOTS, SourceBuild
+from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, LANDED, QUARANTINE, RAW, SNAPSHOTS, SourceBuild
 from cdc_assets.landing.input_files import InputFile, files_not_landed, list_input_files, settled
 from cdc_assets.landing.tables import load_state
 from cdc_assets.snapshot.carry_forward import carry_forward_windows
@@ -36,7 +36,7 @@ _ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStat
 def _windows_with_active_runs(instance: DagsterInstance, b: SourceBuild) -> set[str]:
     """Windows a queued or running run is already working on: runs of the window job, and
     backfill or UI runs that target any windowed layer of this source."""
-    layers = {b.key(k) for k in (RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY)}
+    layers = {b.key(k) for k in (RAW, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY)}
     runs = instance.get_runs(filters=RunsFilter(statuses=_ACTIVE))
     return {r.tags.get("dagster/partition") for r in runs
             if r.job_name == window_job_name(b) or layers & set(r.asset_selection or ())}
@@ -99,7 +99,7 @@ def build_jobs(b: SourceBuild):
         window_job_name(b),
         tags=tags,
         # Partitioned by the selected assets' windows (Dagster infers it).
-        selection=AssetSelection.assets(*[b.key(k) for k in (RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY)]),
+        selection=AssetSelection.assets(*[b.key(k) for k in (RAW, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY)]),
         description="Every layer of one commitTs window, with its checks.",
     )
     land = define_asset_job(

@@ -15,8 +15,8 @@ from cdc_assets.landing.s3_input import is_s3_uri
 from cdc_assets.landing.source_config import checked_source
 from cdc_assets.landing.state import AUTO_COMPLETENESS, Completeness, CompletenessMode
 
-LANDED, RAW, CHANGE_LOG, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY = (
-    "landed_dump", "raw_messages", "change_log", "quarantine", "change_table", "snapshots", "history",
+LANDED, RAW, QUARANTINE, CHANGE_TABLE, SNAPSHOTS, HISTORY = (
+    "landed_dump", "raw_messages", "quarantine", "change_table", "snapshots", "history",
 )
 # The Definitions' key of `resources.IcebergIOManager`: what a layer's output is written with.
 ICEBERG_IO_MANAGER = "iceberg_io_manager"

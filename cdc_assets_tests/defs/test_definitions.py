@@ -21,11 +21,10 @@ def test_module_definitions_load_with_every_layer_and_check():
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert keys == {f"sample/{layer}" for layer in
-                    ("landed_dump", "raw_messages", "change_log", "quarantine", "change_table", "snapshots",
-                     "history")}
+                    ("landed_dump", "raw_messages", "quarantine", "change_table", "snapshots", "history")}
     checks = {f"{c.asset_key.to_user_string()}:{c.name}" for c in graph.asset_check_keys}
     assert checks == {
-        "sample/change_log:change_log_contract",
+        "sample/change_table:change_log_contract",
         "sample/quarantine:nothing_quarantined",
         "sample/quarantine:quarantine_rate_within_limit",
         "sample/landed_dump:watermarks_trusted",

@@ -1,4 +1,10 @@
-"""Layer 3: deduplicated, watermark-aligned change table of one window."""
+"""Layer 2-3: decode a window's raw messages and align them, in one step: the change table
+(duplicates and late events dropped) and the quarantine.
+
+The decoded change log is not stored (issue 45): the change table is the change log without
+its duplicate, late and outside-window events, so a stored copy of it was a second copy of
+the window's data that no consumer read but the next step. The decode figures and the
+change-log contract ride on the change table's write (`DataFrame.observe`), with its own."""
 
 
 from dagster import (
@@ -6,114 +12,182 @@ from dagster import (
     AssetCheckSeverity,
     AssetExecutionContext,
     AssetIn,
+    AssetOut,
     AssetsDefinition,
     MetadataValue,
     Output,
-    asset,
+    multi_asset,
 )
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame
 
 from cdc_assets.align.change_table import mark_late_and_duplicates, observe_alignment
 from cdc_assets.common.tso import ms_to_tso, tso_to_datetime
-from cdc_assets.contracts.checks import ChangeTableModel, observed
+from cdc_assets.contracts.checks import ChangeLogModel, ChangeTableModel, observed
+from cdc_assets.decode.window_decode import DecodedWindow, decode_window
 from cdc_assets.defs.check_results import contract_check
-from cdc_assets.defs.metadata import MAX_BARS, events_per_minute_chart, watermark_lag_chart, watermark_table
+from cdc_assets.defs.metadata import MAX_BARS, counts_table, events_per_minute_chart, watermark_lag_chart, watermark_table
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import ObservedOutput, WarehouseResource, window_output_metadata
-from cdc_assets.defs.source_build import CHANGE_LOG, CHANGE_TABLE, QUARANTINE, RAW, SourceBuild
+from cdc_assets.defs.source_build import CHANGE_TABLE, QUARANTINE, RAW, SourceBuild
+from cdc_assets.landing.state import LandingState
 from cdc_assets.landing.tables import load_state
 from cdc_assets.landing.window_messages import read_watermark_index
 
 WINDOW_COMPLETE = "window_complete"
 INSIDE_WINDOW = "events_inside_window"
 CONTRACT = "change_table_contract"
+DECODED_CONTRACT = "change_log_contract"
+QUARANTINE_CHECK = "nothing_quarantined"
+QUARANTINE_RATE_CHECK = "quarantine_rate_within_limit"
 
 
 def build_change_table(b: SourceBuild) -> AssetsDefinition:
-    key = b.key(CHANGE_TABLE)
+    table_key, quarantine_key = b.key(CHANGE_TABLE), b.key(QUARANTINE)
 
-    @asset(
-        **b.layer_output(CHANGE_TABLE, "Row and DDL events of the window with at-least-once duplicates removed and "
-                         "late events (below an earlier watermark of their partition) dropped; counts in metadata."),
+    @multi_asset(
+        name=f"{b.source.name}__decode_and_align",
+        ins={"raw_messages": AssetIn(key=b.key(RAW))},
+        outs={
+            "change_table": AssetOut(**b.layer_output(
+                CHANGE_TABLE, "Row and DDL events of the window, decoded into the one change-log schema "
+                "(docs/architecture.md), with at-least-once duplicates removed and late events (below an "
+                "earlier watermark of their partition) dropped; counts in metadata.")),
+            "quarantine": AssetOut(**b.layer_output(
+                QUARANTINE, "Messages (or single events of a batch) that could not be used: "
+                "reason code, detail, raw key/value bytes and lineage.")),
+        },
         **b.in_windows(),
-        ins={"change_log": AssetIn(key=b.key(CHANGE_LOG))},
         # Checks are partitioned like their asset: the UI shows pass/fail per window.
         check_specs=[
             b.window_check(WINDOW_COMPLETE, CHANGE_TABLE, blocking=True,
                            description="the global watermark (min over Kafka partitions) passed the window end"),
             b.window_check(INSIDE_WINDOW, CHANGE_TABLE, blocking=True,
-                           description="every event of the change log has its commit_ts inside the window "
+                           description="every decoded event has its commit_ts inside the window "
                            "(one outside is a routing bug: dropped, never applied)"),
+            b.window_check(DECODED_CONTRACT, CHANGE_TABLE, "every decoded event (watermarks, duplicates and late "
+                           "events included): pandera ChangeLogModel + row invariants, failing counts in metadata"),
             b.window_check(CONTRACT, CHANGE_TABLE, "pandera ChangeTableModel + row invariants"),
+            b.window_check(QUARANTINE_CHECK, QUARANTINE, "warns when the window quarantined anything but records "
+                           "that carry no change by design (tombstones, control records)"),
+            b.window_check(QUARANTINE_RATE_CHECK, QUARANTINE, "errors when the share of quarantined messages "
+                           f"exceeds the source's max_quarantine_rate ({b.source.max_quarantine_rate:g})"),
         ],
     )
-    def change_table(
+    def decode_and_align(
         context: AssetExecutionContext,
-        change_log: DataFrame,
+        raw_messages: DataFrame,
         pyspark: PySparkResource,
         warehouse: WarehouseResource,
     ):
         start_ms, end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
         state = load_state(warehouse.iceberg, b.source.name)
         marks = read_watermark_index(pyspark.spark_session, warehouse.iceberg, b.source.name, state)
-        marked = mark_late_and_duplicates(change_log, marks, ms_to_tso(start_ms), ms_to_tso(end_ms))
-        # One pass: the counts (late, duplicate and outside rows too: observed before the
-        # filter), the events per minute and the contract are observed by the write.
-        alignment = observe_alignment(marked, start_ms, b.settings.window_ms, MAX_BARS)
-        aligned, outcome = observed(ChangeTableModel, alignment.aligned)
-        policy = b.completeness()
-        # Judge completeness as of when raw_messages read the landing area: a landing
-        # since then may have closed the window with events this run has not seen.
-        at_read = window_output_metadata(warehouse.iceberg, list(b.key(RAW).path), start_ms)
-        wm = at_read.get("global_watermark_ts_at_read", state.global_watermark_ts(policy) or -1)
-        wm = None if wm == -1 else wm
-        complete = bool(at_read.get("window_complete_at_read", state.is_complete(end_ms, policy)))
-        quarantined = window_output_metadata(warehouse.iceberg, list(b.key(QUARANTINE).path),
-                                             start_ms).get("quarantined", 0)
+        with decode_window(b.decoder(), raw_messages, start_ms, b.settings.window_ms) as w:
+            events, decoded_outcome = observed(ChangeLogModel, w.events)
+            marked = mark_late_and_duplicates(events, marks, ms_to_tso(start_ms), ms_to_tso(end_ms))
+            # One pass: the decode counts, the alignment counts (late, duplicate and outside
+            # rows too: observed before the filter), the events per minute and both
+            # contracts are observed by the change table's write; the quarantine, written
+            # next, reads the cached decode.
+            alignment = observe_alignment(marked, start_ms, b.settings.window_ms, MAX_BARS)
+            aligned, outcome = observed(ChangeTableModel, alignment.aligned)
 
-        def observed_metadata() -> dict:
+            def observed_metadata() -> dict:
+                counts = alignment.counts()
+                return {
+                    **_decode_figures(w),
+                    "events_in": counts.events_in,
+                    "duplicates_dropped": counts.duplicates,
+                    "late_dropped": counts.late,
+                    "outside_window_dropped": counts.outside_window,
+                    "events_out": counts.events_out,
+                    "row_events_out": counts.rows_out,
+                    "ddl_events_out": counts.ddl_out,
+                    "events_per_minute_chart": MetadataValue.md(events_per_minute_chart(
+                        alignment.events_per_bar(), start_ms, b.settings.window_ms)),
+                }
+
+            at_read = window_output_metadata(warehouse.iceberg, list(b.key(RAW).path), start_ms)
+            complete, wm = _completeness_at_read(b, state, at_read, end_ms)
+            yield Output(
+                ObservedOutput(aligned, observed_metadata),
+                output_name="change_table",
+                metadata={
+                    "commit_order": b.decoder().commit_order(),
+                    "window_complete": complete,
+                    "global_watermark_ts": wm if wm is not None else -1,
+                    "kafka_partitions": MetadataValue.md(watermark_table(state)),
+                    "watermark_lag_chart": MetadataValue.md(watermark_lag_chart(state)),
+                },
+            )
+            yield Output(
+                w.quarantine, output_name="quarantine",
+                metadata={"quarantined": w.quarantined, "quarantined_messages": w.quarantined_messages,
+                          "no_change_records": w.no_change_records, "messages_in": w.messages,
+                          "by_reason": MetadataValue.md(counts_table(w.reasons, ("reason", "messages")))},
+            )
+            yield from _quarantine_checks(b, quarantine_key, w)
             counts = alignment.counts()
-            return {
-                "events_in": counts.events_in,
-                "duplicates_dropped": counts.duplicates,
-                "late_dropped": counts.late,
-                "outside_window_dropped": counts.outside_window,
-                "events_out": counts.events_out,
-                "row_events_out": counts.rows_out,
-                "ddl_events_out": counts.ddl_out,
-                "events_per_minute_chart": MetadataValue.md(events_per_minute_chart(
-                    alignment.events_per_bar(), start_ms, b.settings.window_ms)),
-            }
+            yield contract_check(table_key, DECODED_CONTRACT, decoded_outcome())
+            yield contract_check(table_key, CONTRACT, outcome())
+            # The blocking checks come last: a failed one stops the step where it is yielded.
+            yield AssetCheckResult(
+                asset_key=table_key,
+                check_name=WINDOW_COMPLETE,
+                passed=complete,
+                metadata={
+                    "window_end_tso": ms_to_tso(end_ms),
+                    "global_watermark_ts": wm if wm is not None else -1,
+                    "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
+                    "completeness_mode": b.completeness().mode.value,
+                },
+            )
+            yield AssetCheckResult(
+                asset_key=table_key,
+                check_name=INSIDE_WINDOW,
+                passed=counts.outside_window == 0,
+                severity=AssetCheckSeverity.ERROR,
+                metadata={"outside_window": counts.outside_window, "window_start_tso": ms_to_tso(start_ms),
+                          "window_end_tso": ms_to_tso(end_ms)},
+            )
 
-        yield Output(
-            ObservedOutput(aligned, observed_metadata),
-            metadata={
-                "quarantined": quarantined,
-                "window_complete": complete,
-                "global_watermark_ts": wm if wm is not None else -1,
-                "kafka_partitions": MetadataValue.md(watermark_table(state)),
-                "watermark_lag_chart": MetadataValue.md(watermark_lag_chart(state)),
-            },
-        )
-        counts = alignment.counts()
-        yield AssetCheckResult(
-            check_name=WINDOW_COMPLETE,
-            passed=complete,
-            metadata={
-                "window_end_tso": ms_to_tso(end_ms),
-                "global_watermark_ts": wm if wm is not None else -1,
-                "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
-                "completeness_mode": policy.mode.value,
-            },
-        )
-        yield AssetCheckResult(
-            check_name=INSIDE_WINDOW,
-            passed=counts.outside_window == 0,
-            severity=AssetCheckSeverity.ERROR,
-            metadata={"outside_window": counts.outside_window, "window_start_tso": ms_to_tso(start_ms),
-                      "window_end_tso": ms_to_tso(end_ms)},
-        )
-        yield contract_check(key, CONTRACT, outcome())
+    return decode_and_align
 
-    return change_table
+
+def _decode_figures(w: DecodedWindow) -> dict:
+    """What the decode read and made of it (observed by the change table's write)."""
+    return {
+        "messages_in": w.messages,
+        "row_events": w.kinds.get("row", 0),
+        "ddl_events": w.kinds.get("ddl", 0),
+        "watermark_events": w.kinds.get("watermark", 0),
+        "quarantined": w.quarantined,
+    }
+
+
+def _completeness_at_read(b: SourceBuild, state: LandingState, at_read: dict, end_ms: int) -> tuple[bool, int | None]:
+    """Whether the window was complete, and the global watermark, as of when raw_messages read
+    the landing: a landing since then may have closed the window with events this run has
+    not seen."""
+    policy = b.completeness()
+    wm = at_read.get("global_watermark_ts_at_read", state.global_watermark_ts(policy) or -1)
+    complete = bool(at_read.get("window_complete_at_read", state.is_complete(end_ms, policy)))
+    return complete, None if wm == -1 else wm
+
+
+def _quarantine_checks(b: SourceBuild, key, w: DecodedWindow):
+    yield AssetCheckResult(
+        asset_key=key, check_name=QUARANTINE_CHECK,
+        passed=w.quarantined == w.no_change_records, severity=AssetCheckSeverity.WARN,
+        metadata={"quarantined": w.quarantined, "no_change_records": w.no_change_records,
+                  "by_reason": MetadataValue.json(w.reasons)},
+    )
+    yield AssetCheckResult(
+        asset_key=key, check_name=QUARANTINE_RATE_CHECK,
+        passed=w.quarantine_rate <= b.source.max_quarantine_rate, severity=AssetCheckSeverity.ERROR,
+        metadata={"messages": w.messages, "no_change_messages": w.no_change_messages,
+                  "quarantined_messages": w.quarantined_messages,
+                  "rate": MetadataValue.float(round(w.quarantine_rate, 6)),
+                  "max_rate": MetadataValue.float(b.source.max_quarantine_rate)},
+    )
