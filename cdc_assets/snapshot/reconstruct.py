@@ -262,12 +262,6 @@ def _typed_key(column: str, schema: TableSchema) -> Column:
     return typed_value(F.get(F.col("key"), position), schema.spark_type_of(column))
 
 
-def action_keys(typed: DataFrame, schema: TableSchema) -> DataFrame:
-    """The current key of each action of `typed_actions` that has one, columns named as the key."""
-    return typed.where("_cdc_key_ok").select(
-        *[F.col(key_column(i)).alias(c) for i, c in enumerate(schema.primary_key)])
-
-
 def reconstruct_table(
     actions: DataFrame,
     schema: TableSchema,
@@ -355,6 +349,7 @@ def merge_source(typed: DataFrame, schema: TableSchema, previous: DataFrame) -> 
         F.count_if(~key_ok & F.col("_cdc_first")).alias("unidentified"),
         F.count_if(keep).alias("source_rows"),
         F.count_if(key_ok & F.col("_cdc_first")).alias("source_keys"),
+        F.count_if(keep & F.col("_cdc_in_prev").isNotNull()).alias("matched"),
     )
     source = counted.where(keep).select(
         *[(F.col(key_names[pk.index(c)]) if c in pk else F.col(value_column(i))).alias(c) for i, c in enumerate(cols)],
@@ -367,9 +362,11 @@ def merge_source(typed: DataFrame, schema: TableSchema, previous: DataFrame) -> 
 
 def observed_counts(metrics: ObservedMetrics) -> dict[str, int]:
     """What `merge_source` observed: inserted and deleted keys, conversion failures, and
-    duplicate_source_keys (source rows - distinct keys; 0: one row per key). Call it only
+    duplicate_source_keys (source rows - distinct keys; 0: one row per key), and matched_keys
+    (source keys the previous snapshot has; 0: the MERGE only inserts). Call it only
     after the source was written: it waits for that job."""
     got = {k: int(v or 0) for k, v in metrics.values().items()}
     return {"inserted_keys": got["inserted"], "deleted_keys": got["deleted"],
             "conversion_failures": got["value_failures"] + got["unidentified"],
-            "duplicate_source_keys": got["source_rows"] - got["source_keys"]}
+            "duplicate_source_keys": got["source_rows"] - got["source_keys"],
+            "matched_keys": got["matched"]}

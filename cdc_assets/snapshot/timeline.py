@@ -41,15 +41,15 @@ from cdc_assets.contracts.schemas import ROW
 from cdc_assets.snapshot.column_changes import alter_columns
 from cdc_assets.snapshot.ddl import parse as D
 from cdc_assets.snapshot.ddl.barriers import (
-    SEGMENT, Barrier, is_single_rename, order_unknown, rename_order, window_barriers, with_segments,
+    SEGMENT, Barrier, barriers_from, ddl_rows, is_single_rename, order_unknown, rename_order, with_segments,
 )
 from cdc_assets.snapshot.ddl.rewrite import changes_rows_or_names
 from cdc_assets.snapshot.reconstruct import (
-    COMMIT_TS_COLUMN, TableResult, TableSchema, action_keys, conform_frame, conformed, key_actions, merge_source,
+    COMMIT_TS_COLUMN, TableResult, TableSchema, conform_frame, conformed, key_actions, merge_source,
     reconstruct_table, typed_actions,
 )
 from cdc_assets.snapshot.table_errors import TableFailed, caught, naming_table
-from cdc_assets.snapshot.window_schema import window_table_schemas
+from cdc_assets.snapshot.window_schema import schemas_and_rows, window_table_schemas
 from cdc_assets.snapshot.window_state import Closure, Flush, Name, TableState, WindowResult
 
 
@@ -81,8 +81,9 @@ class _Run:
         self.touched_keys_only = touched_keys_only
         self.states = dict(previous)
         self.keep_history = keep_history
-        self.barriers = window_barriers(changes)
-        self.rows = with_segments(changes.where(F.col("event_kind") == ROW), self.barriers)
+        self.changes = changes
+        self.barriers: list[Barrier] = []  # known once `apply` starts
+        self.rows = changes.where(F.col("event_kind") == ROW)
         self.dropped: dict[Name, dict] = {}
         self.unparsed: list[dict] = []
         self.flushes: list[Flush] = []
@@ -94,16 +95,23 @@ class _Run:
     def apply(self) -> None:
         # Cached: the schema job and every table's actions read it (otherwise each table
         # re-reads the whole window's Parquet, maps included), and every DDL segment.
-        self.rows = self.rows.persist()
-        self.persisted.append(self.rows)
-        schemas = None
+        rows = self.rows.persist()
+        self.persisted.append(rows)
+        # One Spark action: the tables' schemas (which fills the cache) and the DDL events.
+        schemas, ddl = schemas_and_rows(rows, ddl_rows(self.changes))
+        self.barriers = barriers_from(ddl)
+        self.rows = with_segments(rows, self.barriers)
         if self.barriers:
+            schemas = None  # each segment's own, when it is applied
+            self.rows = self.rows.persist()  # the segments, computed once
+            self.persisted.append(self.rows)
             self._pending = {
                 (r.database, r.table): sorted(r.segments)
                 for r in self.rows.groupBy("database", "table").agg(F.collect_set(SEGMENT).alias("segments")).collect()
             }
-        else:  # one segment: the tables with rows are the ones the schema job sees (one job less)
-            schemas = window_table_schemas(self.rows)
+            self.persisted.remove(rows)  # read whole by the job above: the segments' cache holds it
+            rows.unpersist()
+        else:  # one segment: the tables with rows are the ones the schema job saw
             self._pending = {name: [0] for name in schemas}
         for barrier in self._in_applicable_order():
             if (barrier.database, barrier.table or "") in self.failed:
@@ -179,7 +187,7 @@ class _Run:
             if isinstance(outcome, TableFailed):
                 self.failed[name] = str(outcome)
                 continue
-            typed, touched, before, result = outcome
+            typed, before, result = outcome
             if self.keep_history:  # the rows before, in the schema the images grew to (new columns null)
                 self.flushes.append(Flush(name, typed, None if before is None else conformed(before, schema), schema))
             if state is None:
@@ -193,45 +201,41 @@ class _Run:
             state.conversion_failures += result.conversion_failures
 
     def _rebuild(self, actions: DataFrame, state: TableState | None, schema: TableSchema,
-                 checkpoint: bool) -> tuple[DataFrame, DataFrame | None, DataFrame | None, TableResult]:
-        """One table's rows after `actions`: (its typed actions, cached; keys touched; the
-        rows it started from; result). Reads `state` only; the caller applies the result."""
+                 checkpoint: bool) -> tuple[DataFrame, DataFrame | None, TableResult]:
+        """One table's rows after `actions`: (its typed actions, cached; the rows it started
+        from; result). Reads `state` only; the caller applies the result."""
         with naming_table(schema.id, "applying its rows"):
             return self._rebuild_table(actions, state, schema, checkpoint)
 
     def _rebuild_table(self, actions: DataFrame, state: TableState | None, schema: TableSchema,
-                       checkpoint: bool) -> tuple[DataFrame, DataFrame | None, DataFrame | None, TableResult]:
-        # Typed and sorted once per table: the touched keys, the snapshot and the history read them.
+                       checkpoint: bool) -> tuple[DataFrame, DataFrame | None, TableResult]:
+        # Typed and sorted once per table: the MERGE source, the snapshot and the history read them.
         typed = typed_actions(actions, schema).persist()
         self.persisted.append(typed)  # list.append is atomic: safe from the pool's threads
         before = state.frame if state else None
-        touched = self._touched_keys(typed, state, schema) if not checkpoint else None
-        if touched is not None:  # the previous rows of the keys the window touched
-            before = state.frame.join(touched, on=schema.primary_key, how="left_semi")
-        # Untouched by this window so far, the frame is the previous snapshot's: the manifest
-        # knows its rows.
-        known_rows = None
-        if state is not None and not state.changed and before is not None and touched is None:
-            known_rows = state.previous_rows
-        if touched is not None:  # only the touched keys are written: counted as they are (no job here)
+        if not checkpoint and self._merges_touched_keys(state, schema):
+            # Only the touched keys are written: counted as they are (no job here). The history
+            # reads the previous rows of these keys by joining `before` with each key's first action.
             result = merge_source(typed, schema, state.frame)
         else:
+            # Untouched by this window so far, the frame is the previous snapshot's: the manifest
+            # knows its rows.
+            known_rows = None
+            if state is not None and not state.changed and before is not None:
+                known_rows = state.previous_rows
             result = reconstruct_table(actions, schema, before, previous_rows=known_rows, typed=typed)
         if checkpoint:
             result = replace(result, frame=result.frame.localCheckpoint())
             if not self.keep_history:  # the checkpoint holds the rows: nothing reads the actions again
                 typed.unpersist()
-        return typed, touched, before, result
+        return typed, before, result
 
-    def _touched_keys(self, typed: DataFrame, state: TableState | None, schema: TableSchema) -> DataFrame | None:
-        """The keys this window's actions touch, when only their rows need writing: rows alone
-        changed the table (no DDL before in this window, same schema). The writer merges
-        them into the previous snapshot (iceberg_tables.IcebergTable.write_window); the history
-        reads the previous rows of these keys."""
-        if not (self.touched_keys_only and state is not None and state.frame is not None and not state.changed
-                and schema == state.schema and schema.primary_key):
-            return None
-        return action_keys(typed, schema).distinct()
+    def _merges_touched_keys(self, state: TableState | None, schema: TableSchema) -> bool:
+        """Whether only the keys this window's actions touch need writing: rows alone changed
+        the table (no DDL before in this window, same schema). The writer merges them into the
+        previous snapshot (iceberg_tables.IcebergTable.write_window)."""
+        return bool(self.touched_keys_only and state is not None and state.frame is not None and not state.changed
+                    and schema == state.schema and schema.primary_key)
 
     # DDL --------------------------------------------------------------------------------------
     def _apply_ddl(self, b: Barrier, change: D.SchemaChange) -> None:

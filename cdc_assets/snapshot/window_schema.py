@@ -14,7 +14,7 @@ only for the columns that some row types as a decimal without parameters.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window, functions as F
+from pyspark.sql import Column, DataFrame, Window, functions as F, types as T
 
 from cdc_assets.common.mysql_types import is_decimal_without_params, parse_mysql_type
 from cdc_assets.contracts.schemas import ROW
@@ -52,14 +52,17 @@ def _shapes(rows: DataFrame) -> DataFrame:
     )
 
 
-def _columns(shapes: DataFrame) -> list:
+def _columns(shapes: DataFrame) -> DataFrame:
+    """One row per (table, column): where it first appears, its newest type and key, its place."""
     cells = shapes.select(
         "database", "table", "first_o", "last_o", "pk", F.map_from_entries("types").alias("types"),
         F.posexplode("names").alias("_pos", "col"),
     )
     mtype = F.try_element_at("types", F.col("col"))
     per_table = Window.partitionBy("database", "table")
-    return cells.groupBy("database", "table", "col").agg(
+    # Clustered by table, the shapes feed both the per-column grouping and the per-table window
+    # with one exchange (each exchange is a Spark job of its own under AQE).
+    return cells.repartition("database", "table").groupBy("database", "table", "col").agg(
         F.min(F.struct("first_o", "_pos")).alias("first_seen"),
         F.max("last_o").alias("last_seen"),
         F.max_by("pk", "last_o").alias("pk"),
@@ -69,7 +72,7 @@ def _columns(shapes: DataFrame) -> list:
         "*",
         F.row_number().over(per_table.orderBy("first_seen")).alias("position"),
         (F.col("last_seen") == F.max("last_seen").over(per_table)).alias("newest"),
-    ).drop("last_seen").collect()
+    ).drop("last_seen")
 
 
 def _decimal_digits(rows: DataFrame, columns: list[str]) -> dict[tuple[str, str, str], tuple[int, int]]:
@@ -90,8 +93,14 @@ def _decimal_digits(rows: DataFrame, columns: list[str]) -> dict[tuple[str, str,
 
 def window_table_schemas(changes: DataFrame) -> dict[Name, TableSchema]:
     """Schema of every table touched in the window (one Spark action, two with such decimals)."""
+    return schemas_and_rows(changes)[0]
+
+
+def schemas_and_rows(changes: DataFrame, other: DataFrame | None = None) -> tuple[dict[Name, TableSchema], list]:
+    """`window_table_schemas`, and the rows of `other` collected by the same Spark action (the
+    window's DDL events: `ddl.barriers.ddl_rows`)."""
     rows = changes.where(F.col("event_kind") == ROW)
-    per_column = _columns(_shapes(rows))
+    per_column, other_rows = _collect_with(_columns(_shapes(rows)), other)
     paramless = sorted({r.col for r in per_column if r.paramless_decimal})
     digits = _decimal_digits(rows, paramless) if paramless else {}
 
@@ -107,4 +116,21 @@ def window_table_schemas(changes: DataFrame) -> dict[Name, TableSchema]:
             s.decimal_scales[r.col], s.decimal_integer_digits[r.col] = found
         if r.newest:
             s.primary_key = list(r.pk or [])
-    return schemas
+    return schemas, other_rows
+
+
+def _collect_with(frame: DataFrame, other: DataFrame | None) -> tuple[list, list]:
+    """The rows of both frames, collected by one action: each side as a struct column of a
+    union, null on the other side's rows."""
+    if other is None:
+        return frame.collect(), []
+    mine, theirs = T.StructType(frame.schema.fields), T.StructType(other.schema.fields)
+    both = frame.select(F.struct(*[F.col(_quote(c)) for c in frame.columns]).alias("a"),
+                        F.lit(None).cast(theirs).alias("b")).unionByName(
+        other.select(F.lit(None).cast(mine).alias("a"),
+                     F.struct(*[F.col(_quote(c)) for c in other.columns]).alias("b"))).collect()
+    return [r.a for r in both if r.a is not None], [r.b for r in both if r.b is not None]
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"

@@ -43,6 +43,14 @@ class TableState:
     # RENAME TABLE; None: created in this window). A swap gives each name the other's origin.
     origin: Name | None = None
 
+    def inserts_only(self) -> bool:
+        """Whether the MERGE source inserts keys and no key of it is in the previous snapshot
+        (each other row deletes an absent key); call it once the source was materialized."""
+        if self.observed is None:
+            return False
+        counts = observed_counts(self.observed)
+        return counts["matched_keys"] == 0 and counts["inserted_keys"] > 0
+
     def settle(self) -> None:
         """Add the counts observed on the MERGE source; call it after the source was written."""
         if self.observed is None:

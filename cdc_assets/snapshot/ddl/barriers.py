@@ -52,22 +52,41 @@ class Barrier:
     op: str | None = None
 
 
+_DDL_COLUMNS = ("database", "table", "commit_ts", "source_position", "topic", "kafka_partition", "kafka_offset",
+                "event_index", "ddl_type", "ddl_sql", "column_types", "pk_names", "op")
+
+
+def ddl_rows(changes: DataFrame) -> DataFrame:
+    """The window's DDL events, unordered: `barriers_from` orders the collected rows (a sort
+    in Spark would cost a sampling job and a shuffle for a handful of rows)."""
+    return changes.where(F.col("event_kind") == DDL).select(*_DDL_COLUMNS)
+
+
 def window_barriers(changes: DataFrame) -> list[Barrier]:
     """The window's DDL events in commit order, parsed (one small Spark action)."""
-    rows = (
-        changes.where(F.col("event_kind") == DDL)
-        .select("database", "table", "commit_ts", "source_position", "topic", "kafka_partition", "kafka_offset",
-                "event_index", "ddl_type", "ddl_sql", "column_types", "pk_names", "op")
-        .orderBy("commit_ts", F.asc_nulls_last("source_position"), "topic", "kafka_partition", "kafka_offset",
-                 "event_index")
-        .collect()
-    )
+    return barriers_from(ddl_rows(changes).collect())
+
+
+def _nulls_first(value) -> tuple:
+    return (0,) if value is None else (1, value)
+
+
+def _commit_order(r) -> tuple:
+    # As Spark orders them: ascending, nulls first but for the source position (nulls last).
+    # Python compares text by code point, as Spark does (UTF-8 byte order is code point order).
+    return (_nulls_first(r.commit_ts), (1,) if r.source_position is None else (0, r.source_position),
+            _nulls_first(r.topic), _nulls_first(r.kafka_partition), _nulls_first(r.kafka_offset),
+            _nulls_first(r.event_index))
+
+
+def barriers_from(rows: list) -> list[Barrier]:
+    """Collected `ddl_rows` as barriers, in commit order, parsed."""
     return [
         Barrier(i, r.database or "", r.table or "", int(r.commit_ts), r.source_position, r.topic,
                 int(r.kafka_partition), int(r.kafka_offset), int(r.event_index), r.ddl_type, r.ddl_sql or "",
                 tuple(parse_ddl(r.ddl_sql or "", r.database or "")),
                 dict(r.column_types) if r.column_types else None, tuple(r.pk_names or ()), r.op)
-        for i, r in enumerate(rows)
+        for i, r in enumerate(sorted(rows, key=_commit_order))
     ]
 
 
