@@ -144,7 +144,7 @@ def aligned_events(marked: DataFrame) -> DataFrame:
 
 
 def alignment_metrics() -> list[Column]:
-    """The aggregates of `count_alignment` over a marked frame (`AlignmentCounts`' fields)."""
+    """The counts of a marked frame (`AlignmentCounts`' fields), observed by the write of its kept events."""
     is_kept = kept()
     return [
         F.count(F.lit(1)).alias("events_in"),
