@@ -55,12 +55,14 @@ _OFFSET_BUCKETS = 4096
 _PARTITION = ["topic", "kafka_partition"]
 
 
-def _prior_watermark(events: DataFrame, watermarks: DataFrame) -> DataFrame:
+def _prior_watermark(events: DataFrame, watermarks: DataFrame, offsets: DataFrame) -> DataFrame:
     """Adds `_prior_watermark`: the highest watermark at or before each event's offset in its
     partition (null: none). An as-of lookup through two broadcast joins: the events are not
-    shuffled, and a topic with one partition is not one task (a window over the partition was)."""
-    # Only watermarks up to the last event of a partition can precede one of its events.
-    reach = events.groupBy(*_PARTITION).agg(F.max("kafka_offset").alias("_reach"))
+    shuffled, and a topic with one partition is not one task (a window over the partition was).
+    `offsets`: rows with the events' lineage columns or more (see `mark_late_and_duplicates`)."""
+    # Only watermarks up to the last offset of a partition can precede one of its events (a
+    # higher bound than the last event's only adds intervals no event falls in).
+    reach = offsets.groupBy(*_PARTITION).agg(F.max("kafka_offset").alias("_reach"))
     by_offset = Window.partitionBy(*_PARTITION).orderBy("kafka_offset", "watermark_ts")
     steps = (
         watermarks.join(reach, on=_PARTITION, how="inner")
@@ -100,16 +102,21 @@ def _prior_watermark(events: DataFrame, watermarks: DataFrame) -> DataFrame:
 
 
 def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_start_tso: int,
-                             window_end_tso: int | None = None) -> DataFrame:
+                             window_end_tso: int | None = None, offsets: DataFrame | None = None) -> DataFrame:
     """Add `_late`, `_duplicate` and `_outside` flags to every non-watermark event
-    (`_outside`: its commit_ts is not in [window_start_tso, window_end_tso); never, without an end)."""
+    (`_outside`: its commit_ts is not in [window_start_tso, window_end_tso); never, without an end).
+
+    `offsets` (default: the events): the window's messages or any superset of the events'
+    Kafka positions, which bound the watermarks the lookup reads. Pass the raw messages when
+    `changes` carries observations (`DataFrame.observe`): the events then appear once in the
+    plan, which Spark Connect requires of an observed frame."""
     events = changes.where(F.col("event_kind") != WATERMARK).select(*CHANGE_LOG_COLUMNS)
     # Only watermarks above the window start can make an event of this window late; one
     # without an offset has no place in its partition's order and is not used.
     marks = watermarks.where(
         (F.col("watermark_ts") > F.lit(window_start_tso)) & F.col("kafka_offset").isNotNull()
     ).select(*_PARTITION, "kafka_offset", "watermark_ts")
-    with_prior = _prior_watermark(events, marks)
+    with_prior = _prior_watermark(events, marks, events if offsets is None else offsets)
     late = (F.col("event_kind") == ROW) & F.coalesce(
         F.col("commit_ts") < F.col("_prior_watermark"), F.lit(False)
     )

@@ -38,17 +38,17 @@ def test_windows_written_by_spark_are_read_by_pyiceberg_through_rest(spark, ware
     catalog = use_catalog(spark, warehouse)
     assert spark.conf.get("spark.sql.catalog.cdc.type") == "rest"
     assert spark.conf.get("spark.sql.catalog.cdc.jdbc.schema-version", None) is None  # the previous one's, unset
-    layer = WindowTable(IcebergTable(catalog, "src", "change_log", warehouse.table_location("src", "change_log")))
+    layer = WindowTable(IcebergTable(catalog, "src", "change_table", warehouse.table_location("src", "change_table")))
     layer.write(spark, spark.createDataFrame([(1, "a"), (2, "b")], ROWS), W1, {"cdc.output-metadata": "{}"})
     layer.write(spark, spark.createDataFrame([(3, "c")], ROWS), W2, {"cdc.output-metadata": "{}"})
     layer.write(spark, spark.createDataFrame([(4, "d")], ROWS), W2, {"cdc.output-metadata": "{}"})  # a rerun
 
-    table = load_pyiceberg_catalog(warehouse).load_table(("src", "change_log"))
+    table = load_pyiceberg_catalog(warehouse).load_table(("src", "change_table"))
     # the server qualifies the local path (`file:/…`)
-    assert table.location().removeprefix("file:") == f"{warehouse.location}/src/change_log"
+    assert table.location().removeprefix("file:") == f"{warehouse.location}/src/change_table"
     rows = sorted(tuple(r.values()) for r in table.scan().to_arrow().to_pylist())
     assert rows == [(1, "a", W1), (2, "b", W1), (4, "d", W2)]
-    assert window_commit(warehouse, "src.change_log", W2)["added-records"] == "1"
+    assert window_commit(warehouse, "src.change_table", W2)["added-records"] == "1"
     assert not (Path(warehouse.location) / CATALOG_FILE).exists()  # the catalog is the server's
 
 
@@ -72,4 +72,4 @@ def test_a_snapshot_table_is_published_through_rest_and_listed(spark, warehouse)
     assert document["catalog"]["properties"] == {"type": "rest", "warehouse": Path(warehouse.location).as_uri(),
                                                  "uri": warehouse.catalog_uri}
     assert {t["identifier"]: t["tags"] for t in document["tables"]} == {
-        "src.change_log": [], f"src.{name}": [end_tag(W2 + HOUR)]}
+        "src.change_table": [], f"src.{name}": [end_tag(W2 + HOUR)]}

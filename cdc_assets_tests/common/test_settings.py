@@ -44,7 +44,7 @@ def test_sources_file_declares_every_source(tmp_path):
     graph = build_definitions(settings).resolve_asset_graph()
     groups = {graph.get(k).group_name for k in graph.get_all_asset_keys()}
     assert groups == {"tidb_orders", "legacy_mysql"}
-    assert len(graph.get_all_asset_keys()) == 14  # 7 layers x 2 sources
+    assert len(graph.get_all_asset_keys()) == 12  # 6 layers x 2 sources
 
 
 def test_without_extension_canal_json_completes_windows_by_event_time(tmp_path):

@@ -85,7 +85,8 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
         marks = read_watermark_index(pyspark.spark_session, warehouse.iceberg, b.source.name, state)
         with decode_window(b.decoder(), raw_messages, start_ms, b.settings.window_ms) as w:
             events, decoded_outcome = observed(ChangeLogModel, w.events)
-            marked = mark_late_and_duplicates(events, marks, ms_to_tso(start_ms), ms_to_tso(end_ms))
+            marked = mark_late_and_duplicates(events, marks, ms_to_tso(start_ms), ms_to_tso(end_ms),
+                                              offsets=raw_messages)
             # One pass: the decode counts, the alignment counts (late, duplicate and outside
             # rows too: observed before the filter), the events per minute and both
             # contracts are observed by the change table's write; the quarantine, written
