@@ -30,7 +30,7 @@ from cdc_assets.defs.metadata import MAX_BARS, counts_table, events_per_minute_c
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import ObservedOutput, WarehouseResource, window_output_metadata
 from cdc_assets.defs.source_build import CHANGE_TABLE, QUARANTINE, RAW, SourceBuild
-from cdc_assets.landing.state import LandingState
+from cdc_assets.landing.state import Completeness, LandingState
 from cdc_assets.landing.tables import load_state
 from cdc_assets.landing.window_messages import read_watermark_index
 
@@ -83,7 +83,8 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
         start_ms, end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
         state = load_state(warehouse.iceberg, b.source.name)
         marks = read_watermark_index(pyspark.spark_session, warehouse.iceberg, b.source.name, state)
-        with decode_window(b.decoder(), raw_messages, start_ms, b.settings.window_ms) as w:
+        decoder, policy = b.decoder(), b.completeness()
+        with decode_window(decoder, raw_messages, start_ms, b.settings.window_ms) as w:
             events, decoded_outcome = observed(ChangeLogModel, w.events)
             marked = mark_late_and_duplicates(events, marks, ms_to_tso(start_ms), ms_to_tso(end_ms),
                                               offsets=raw_messages)
@@ -110,12 +111,12 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
                 }
 
             at_read = window_output_metadata(warehouse.iceberg, list(b.key(RAW).path), start_ms)
-            complete, wm = _completeness_at_read(b, state, at_read, end_ms)
+            complete, wm = _completeness_at_read(policy, state, at_read, end_ms)
             yield Output(
                 ObservedOutput(aligned, observed_metadata),
                 output_name="change_table",
                 metadata={
-                    "commit_order": b.decoder().commit_order(),
+                    "commit_order": decoder.commit_order(),
                     "window_complete": complete,
                     "global_watermark_ts": wm if wm is not None else -1,
                     "kafka_partitions": MetadataValue.md(watermark_table(state)),
@@ -141,7 +142,7 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
                     "window_end_tso": ms_to_tso(end_ms),
                     "global_watermark_ts": wm if wm is not None else -1,
                     "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
-                    "completeness_mode": b.completeness().mode.value,
+                    "completeness_mode": policy.mode.value,
                 },
             )
             yield AssetCheckResult(
@@ -167,11 +168,11 @@ def _decode_figures(w: DecodedWindow) -> dict:
     }
 
 
-def _completeness_at_read(b: SourceBuild, state: LandingState, at_read: dict, end_ms: int) -> tuple[bool, int | None]:
+def _completeness_at_read(policy: Completeness, state: LandingState, at_read: dict,
+                          end_ms: int) -> tuple[bool, int | None]:
     """Whether the window was complete, and the global watermark, as of when raw_messages read
     the landing: a landing since then may have closed the window with events this run has
     not seen."""
-    policy = b.completeness()
     wm = at_read.get("global_watermark_ts_at_read", state.global_watermark_ts(policy) or -1)
     complete = bool(at_read.get("window_complete_at_read", state.is_complete(end_ms, policy)))
     return complete, None if wm == -1 else wm

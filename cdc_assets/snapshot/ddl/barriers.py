@@ -62,11 +62,6 @@ def ddl_rows(changes: DataFrame) -> DataFrame:
     return changes.where(F.col("event_kind") == DDL).select(*_DDL_COLUMNS)
 
 
-def window_barriers(changes: DataFrame) -> list[Barrier]:
-    """The window's DDL events in commit order, parsed (one small Spark action)."""
-    return barriers_from(ddl_rows(changes).collect())
-
-
 def _nulls_first(value) -> tuple:
     return (0,) if value is None else (1, value)
 
