@@ -189,7 +189,9 @@ class ObservedAlignment:
         minute = F.floor(tso_ms_col(F.col("commit_ts")) / 60_000).cast("long") * 60_000
         bar = F.floor((minute - F.lit(window_start_ms)) / F.lit(self._bar_ms)).cast("long")
         self._observation = Observation()
-        per_bar = [F.count_if(kept() & (F.col(_BAR) == i)).alias(f"{_BAR}{i}") for i in range(self._bars)]
+        # One Column reused: each builder call is a py4j round trip, and there are 60 bars.
+        is_kept, bar_col = kept(), F.col(_BAR)
+        per_bar = [F.count_if(is_kept & (bar_col == i)).alias(f"{_BAR}{i}") for i in range(self._bars)]
         self.aligned = aligned_events(marked.withColumn(_BAR, bar).observe(
             self._observation, *alignment_metrics(), *per_bar))
 
