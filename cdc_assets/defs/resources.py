@@ -112,6 +112,17 @@ class WarehouseResource(ConfigurableResource):
         return WindowTable(IcebergTable(use_catalog(spark, warehouse), source, layer,
                                         warehouse.table_location(source, layer)))
 
+    def read_layer_window(self, spark, asset_path: list[str], window_start_ms: int) -> DataFrame:
+        """A window of a windowed layer's table. Refuses a window that no commit names and that
+        has no rows: never written (a commit that expired under table maintenance left its rows)."""
+        table = self.layer_table(spark, asset_path)
+        if (window_commit(self.iceberg, table.table.identifier, window_start_ms) is None
+                and table.read(spark, window_start_ms).limit(1).count() == 0):
+            raise FileNotFoundError(
+                f"{'/'.join(asset_path)} has no commit of window {window_start_ms} in the Iceberg table "
+                f"{table.table.identifier}: materialize that partition first")
+        return table.read(spark, window_start_ms)
+
     def layer_commit(self, asset_path: list[str], window_start_ms: int) -> dict | None:
         """The summary of the commit that wrote a window of a windowed layer (None: never
         written, or expired by maintenance)."""
@@ -175,16 +186,8 @@ class IcebergIOManager(ConfigurableIOManager):
             context.add_output_metadata(observed())
 
     def load_input(self, context: InputContext) -> DataFrame:
-        table, start_ms = self._table(context)
-        spark = self.pyspark.spark_session
-        # No commit names the window: never written, or its commit expired (table maintenance)
-        # and then its rows are still there.
-        if (window_commit(self.warehouse.iceberg, table.table.identifier, start_ms) is None
-                and table.read(spark, start_ms).limit(1).count() == 0):
-            raise FileNotFoundError(
-                f"{context.asset_key.to_user_string()} has no commit of window {start_ms} in the Iceberg table "
-                f"{table.table.identifier}: materialize that partition first")
-        return table.read(spark, start_ms)
+        start_ms = int(context.asset_partitions_time_window.start.timestamp() * 1000)
+        return self.warehouse.read_layer_window(self.pyspark.spark_session, list(context.asset_key.path), start_ms)
 
 
 def column_schema(frame: DataFrame) -> TableSchema:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dagster import AssetKey, TimeWindowPartitionsDefinition
+from dagster import AssetKey, BackfillPolicy, TimeWindowPartitionsDefinition
 
 from cdc_assets.common.settings import load_settings
 from cdc_assets.defs.factory import build_definitions
@@ -45,15 +45,16 @@ def test_module_definitions_load_with_every_layer_and_check():
     assert {s.name for s in defs.sensors} == {"sample__landing_sensor"}
 
 
-def test_windows_are_hourly_utc_commit_ts_partitions_with_per_window_backfills():
+def test_windows_are_hourly_utc_commit_ts_partitions_and_a_backfill_of_snapshots_is_one_run():
     defs = build_definitions(load_settings({"CDC_ASSETS_START": "2026-01-01T00:00"}))
     snapshots = defs.resolve_assets_def(AssetKey(["sample", "snapshots"]))
     pdef = snapshots.partitions_def
     assert isinstance(pdef, TimeWindowPartitionsDefinition)
     assert pdef.timezone == "UTC" and pdef.cron_schedule == "0 * * * *"
     assert pdef.get_first_partition_key() == "2026-01-01-00:00"
-    # No policy: a backfill runs one window per run, tagged with its partition key.
-    assert snapshots.backfill_policy is None
+    # One run per backfilled range: the step applies its windows in order and reports each
+    # window's materializations and checks with that window's partition.
+    assert snapshots.backfill_policy == BackfillPolicy.single_run()
     # The snapshot of window N depends on window N-1 of itself.
     deps = defs.resolve_asset_graph().get(AssetKey(["sample", "snapshots"])).parent_keys
     assert AssetKey(["sample", "snapshots"]) in deps

@@ -7,8 +7,9 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetDep,
+    BackfillPolicy,
     AssetExecutionContext,
-    AssetIn,
+    AssetMaterialization,
     AssetsDefinition,
     AssetSpec,
     Failure,
@@ -25,6 +26,7 @@ from cdc_assets.common.iceberg_tables import end_tag, table_name
 from cdc_assets.common.names import table_id
 from cdc_assets.common.tso import tso_to_datetime
 from cdc_assets.common.warehouse import qualified_name, table_identifier
+from cdc_assets.defs.check_results import in_partition
 from cdc_assets.defs.metadata import schema_version, table_rows_chart
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource
@@ -53,7 +55,6 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
 
     @multi_asset(
         name=f"{b.source.name}__snapshots_and_history",
-        ins={"change_table": AssetIn(key=b.key(CHANGE_TABLE))},
         specs=[
             AssetSpec(**b.layer_asset(
                 SNAPSHOTS, "Each table's rows at the window end (latest version per key; deletes removed; DDL "
@@ -71,6 +72,8 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                 **b.in_windows(), deps=[b.key(CHANGE_TABLE)]),
         ],
         partitions_def=b.partitions_def,
+        # A backfill of N windows is one run, the windows applied in order inside it.
+        backfill_policy=BackfillPolicy.single_run(),
         # Either output alone is allowed (a backfill or the UI may select one); the window is applied once.
         can_subset=True,
         check_specs=[
@@ -84,18 +87,20 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                            "one that was not, say a TRUNCATE PARTITION, may leave rows the source removed)"),
         ],
     )
-    def snapshots(
-        context: AssetExecutionContext,
-        change_table: DataFrame,
-        pyspark: PySparkResource,
-        warehouse: WarehouseResource,
-    ):
-        spark = pyspark.spark_session
-        start_ms, end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
+    def snapshots(context: AssetExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource):
+        # A range run (a backfill, a replay) applies its windows in order, each on the one
+        # before, and reports each window's materializations and checks as that window's own.
+        for partition in context.partition_keys:
+            yield from window(context, pyspark.spark_session, warehouse, partition)
+
+    def window(context: AssetExecutionContext, spark: SparkSession, warehouse: WarehouseResource, partition: str):
+        start_ms, end_ms = window_bounds_ms(b.partitions_def, partition)
         store = (warehouse.iceberg, b.source.name)  # what the snapshot store's functions take
         previous = _previous_manifest(b, warehouse, start_ms)
         selected = context.selected_asset_keys
-        events_in = _change_table_rows(warehouse, list(b.key(CHANGE_TABLE).path), start_ms, change_table)
+        change_path = list(b.key(CHANGE_TABLE).path)
+        change_table = warehouse.read_layer_window(spark, change_path, start_ms)
+        events_in = _change_table_rows(warehouse, change_path, start_ms, change_table)
         checks = context.selected_asset_check_keys
         events: list = []
 
@@ -119,14 +124,15 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                     b.completeness()),
             )
         except WindowWithheld as withheld:
-            yield from (e for e in events if isinstance(e, AssetCheckResult))
-            raise Failure(description=str(withheld),
+            yield from (in_partition(e, partition) for e in events if isinstance(e, AssetCheckResult))
+            raise Failure(description=f"window {partition}: {withheld}",
                           metadata={"published": False, "tag": end_tag(end_ms)}) from withheld
-        yield from events
+        yield from (in_partition(e, partition) for e in events)
         ended = manifest.ddl.history_versions_ended
         if history_key in selected:
-            yield MaterializeResult(
+            yield AssetMaterialization(
                 asset_key=history_key,
+                partition=partition,
                 metadata={
                     "versions_ended": sum(ended.values()),
                     "versions_ended_by_table": MetadataValue.json(ended),
