@@ -115,8 +115,13 @@ def iceberg_type(dtype: T.DataType) -> T.DataType:
 
 
 def as_stored(frame: DataFrame) -> DataFrame:
+    """`frame` with the column types Iceberg stores; `frame` itself when it has them already
+    (nearly always): every column expression built is a few py4j round trips."""
+    fields = frame.schema.fields
+    if all(iceberg_type(f.dataType) == f.dataType for f in fields):
+        return frame
     return frame.select([F.col(_quote(f.name)).cast(iceberg_type(f.dataType)).alias(f.name)
-                         for f in frame.schema.fields])
+                         if iceberg_type(f.dataType) != f.dataType else F.col(_quote(f.name)) for f in fields])
 
 
 MERGE_PRESENT = "_cdc_present"  # a MERGE source's column: true for a key with a row, null for a deleted key

@@ -147,7 +147,10 @@ def _write_table(spark: SparkSession, warehouse, source: str, name: Name, versio
 def _fit(spark: SparkSession, table: IcebergTable, frame: DataFrame) -> DataFrame:
     """`frame` in the table's schema, which grows to hold it (module docstring: new columns
     added, types widened, another type in a `<name>__<type>` column)."""
-    have = {f.name: f.dataType for f in spark.table(table.sql).schema.fields}
+    stored = spark.table(table.sql).schema.fields
+    have = {f.name: f.dataType for f in stored}
+    if [(f.name, f.dataType) for f in frame.schema.fields] == [(f.name, f.dataType) for f in stored]:
+        return frame  # the table's schema already (each window's, mostly): no expression to build
     columns = {}
     for field in frame.schema.fields:
         name, dtype = field.name, field.dataType
