@@ -227,12 +227,15 @@ class EventRows:
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             self._as_text(redo)
             columns = self._columns(self.rows)
+        reason = columns[_NAMES.index(REJECT_REASON)]
         if self.source_rows == list(range(batch.num_rows)):
             arrays = [batch.column(c) for c in PASSED]
+            arrays[-2:] = _on_rejects_only(arrays[-2:], reason)
         else:
             take = pa.array(self.source_rows, pa.int64())
-            arrays = [batch.column(c).take(take) for c in PASSED]
-        arrays[-2:] = _on_rejects_only(arrays[-2:], columns[_NAMES.index(REJECT_REASON)])
+            # the raw bytes are taken for rejected events only: a message of many events
+            # (Open Protocol) would otherwise copy its whole value once per event
+            arrays = [batch.column(c).take(take) for c in PASSED[:-2]] + _rejects_raw(batch, take, reason)
         return pa.RecordBatch.from_arrays(arrays + columns, names=[*PASSED, *_NAMES])
 
     def _as_text(self, redo: Callable[[int], list[tuple]] | None) -> None:
@@ -340,6 +343,16 @@ def _on_rejects_only(raw: list[pa.Array], reason: pa.Array) -> list[pa.Array]:
         return [pa.nulls(len(reason), a.type) for a in raw]
     rejected = pc.is_valid(reason)
     return kept_bytes([pc.if_else(rejected, a, pa.scalar(None, a.type)) for a in raw], reason)
+
+
+def _rejects_raw(batch: pa.RecordBatch, take: pa.Array, reason: pa.Array) -> list[pa.Array]:
+    """The key / value of each event's source message (`take`) on rejected events, null on
+    the others, copying no other event's bytes (a null index takes a null)."""
+    raw = [batch.column(c) for c in PASSED[-2:]]
+    if reason.null_count == len(reason):
+        return [pa.nulls(len(reason), a.type) for a in raw]
+    rejected_take = pc.if_else(pc.is_valid(reason), take, pa.scalar(None, pa.int64()))
+    return kept_bytes([a.take(rejected_take) for a in raw], reason)
 
 
 def kept_bytes(raw: list[pa.Array], reason: pa.Array) -> list[pa.Array]:
