@@ -49,8 +49,8 @@ _STATEMENT_DML = ("query_event", "Canal DML record without rows but with its sta
 def _large_message_reject(tidb: dict, op: str | None) -> tuple[str, str] | None:
     """TiCDC's large-message handling (`large_messages.py`). Old TiCDC's claim-check message
     holds nothing but `_tidb`, so it has no `type` either."""
-    if op == "DELETE":
-        return None
+    if op == "DELETE" or ("claimCheckLocation" not in tidb and "onlyHandleKey" not in tidb):
+        return None  # the common message: whole
     err = key_only_reject(False, as_text(tidb.get("claimCheckLocation")), bool_field(tidb.get("onlyHandleKey")))
     return None if err is None else (err.reason, err.detail)
 
