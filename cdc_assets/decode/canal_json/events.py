@@ -2,7 +2,9 @@
 
 Spark's `from_json` parses this shape row by row into maps and was the decoder's cost;
 orjson plus a few dict operations per message is faster (1.2x at 1M messages, more on
-larger dumps, on two cores: BENCHMARKS.md).
+larger dumps, on two cores: BENCHMARKS.md). Per message this costs about 10 µs of one core
+(98k messages/s without Spark over the 1M bench dump; docs/performance.md, step 12): orjson
+about a quarter, the rules here about a third, the batch's Arrow columns the rest.
 The rules are those of `canal_json/decoder.py`'s docstring; the first failing reject rule wins, in
 the order `_events` checks them (the large-message reasons first).
 """
