@@ -3,7 +3,7 @@
 Spark's `from_json` parses this shape row by row into maps and was the decoder's cost;
 orjson plus a few dict operations per message is faster (1.2x at 1M messages, more on
 larger dumps, on two cores: BENCHMARKS.md). Per message this costs about 10 µs of one core
-(98k messages/s without Spark over the 1M bench dump; docs/performance.md, step 12): orjson
+(99k messages/s without Spark over the 1M bench dump; docs/performance.md, step 12): orjson
 about a quarter, the rules here about a third, the batch's Arrow columns the rest.
 The rules are those of `canal_json/decoder.py`'s docstring; the first failing reject rule wins, in
 the order `_events` checks them (the large-message reasons first).
@@ -20,7 +20,7 @@ import pyarrow as pa
 from cdc_assets.common.tso import ms_to_commit_ts
 from cdc_assets.contracts.schemas import CONTROL_RECORD, DDL, ROW, WATERMARK
 from cdc_assets.decode.common.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, as_text, event, name_text
-from cdc_assets.decode.common.canal_values import row_events, type_flags
+from cdc_assets.decode.common.canal_values import row_events, shared_types, type_flags
 from cdc_assets.decode.common.json_fields import (
     bool_field, decode_each_object, long_field, object_field, objects_field, positive_long_field, texts_field,
 )
@@ -98,6 +98,8 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption, kafka_commit_time: bool 
     pk_names = texts_field(m.get("pkNames")) or key_option.names_for(database, table)
     types, data, old = object_field(m.get("mysqlType")), objects_field(m.get("data")), objects_field(m.get("old")) or ()
     op = None if kind_text is None else kind_text.upper()
+    if types:
+        types = shared_types(types)
     flags = type_flags(types, tz) if types else (False, False)
     message_reason = _large_message_reject(tidb, op) or (
         _NOT_ROW_EVENTS[op] if op in _NOT_ROW_EVENTS

@@ -146,6 +146,22 @@ def map_array(values) -> pa.Array:
     )
 
 
+def shared_map_array(values) -> pa.Array:
+    """`map_array` for a column whose equal maps are mostly one object (a table's column
+    types, `canal_values.shared_types`): each distinct object is built once, then taken."""
+    position: dict[int, int] = {}
+    distinct, take = [], []
+    for d in values:
+        i = position.get(id(d))
+        if i is None:
+            i = position[id(d)] = len(distinct)
+            distinct.append(d)
+        take.append(i)
+    if 2 * len(distinct) > len(values):
+        return map_array(values)
+    return map_array(distinct).take(pa.array(take, pa.int32()))
+
+
 def as_text(v) -> str | None:
     """A JSON value read as text: strings as is; numbers, booleans, objects as their JSON
     (as Spark's JSON reader reads any value into a string field)."""
@@ -277,8 +293,8 @@ class EventRows:
     @staticmethod
     def _columns(rows: list[tuple]) -> list[pa.Array]:
         columns = list(zip(*rows)) if rows else [()] * len(EVENT_FIELDS)
-        return [map_array(col) if typ == STR_MAP else pa.array(col, typ)
-                for (_, typ), col in zip(EVENT_FIELDS, columns)]
+        return [(shared_map_array if name == "column_types" else map_array)(col) if typ == STR_MAP
+                else pa.array(col, typ) for (name, typ), col in zip(EVENT_FIELDS, columns)]
 
 
 def _has_double(event: tuple) -> bool:
