@@ -2,7 +2,9 @@
 
 Spark's `from_json` parses this shape row by row into maps and was the decoder's cost;
 orjson plus a few dict operations per message is faster (1.2x at 1M messages, more on
-larger dumps, on two cores: BENCHMARKS.md).
+larger dumps, on two cores: BENCHMARKS.md). Per message this costs about 10 µs of one core
+(99k messages/s without Spark over the 1M bench dump; docs/performance.md, step 12): orjson
+about a quarter, the rules here about a third, the batch's Arrow columns the rest.
 The rules are those of `canal_json/decoder.py`'s docstring; the first failing reject rule wins, in
 the order `_events` checks them (the large-message reasons first).
 """
@@ -18,7 +20,7 @@ import pyarrow as pa
 from cdc_assets.common.tso import ms_to_commit_ts
 from cdc_assets.contracts.schemas import CONTROL_RECORD, DDL, ROW, WATERMARK
 from cdc_assets.decode.common.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, as_text, event, name_text
-from cdc_assets.decode.common.canal_values import row_events, type_flags
+from cdc_assets.decode.common.canal_values import row_events, shared_types, type_flags
 from cdc_assets.decode.common.json_fields import (
     bool_field, decode_each_object, long_field, object_field, objects_field, positive_long_field, texts_field,
 )
@@ -49,8 +51,8 @@ _STATEMENT_DML = ("query_event", "Canal DML record without rows but with its sta
 def _large_message_reject(tidb: dict, op: str | None) -> tuple[str, str] | None:
     """TiCDC's large-message handling (`large_messages.py`). Old TiCDC's claim-check message
     holds nothing but `_tidb`, so it has no `type` either."""
-    if op == "DELETE":
-        return None
+    if op == "DELETE" or ("claimCheckLocation" not in tidb and "onlyHandleKey" not in tidb):
+        return None  # the common message: whole
     err = key_only_reject(False, as_text(tidb.get("claimCheckLocation")), bool_field(tidb.get("onlyHandleKey")))
     return None if err is None else (err.reason, err.detail)
 
@@ -96,6 +98,8 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption, kafka_commit_time: bool 
     pk_names = texts_field(m.get("pkNames")) or key_option.names_for(database, table)
     types, data, old = object_field(m.get("mysqlType")), objects_field(m.get("data")), objects_field(m.get("old")) or ()
     op = None if kind_text is None else kind_text.upper()
+    if types:
+        types = shared_types(types)
     flags = type_flags(types, tz) if types else (False, False)
     message_reason = _large_message_reject(tidb, op) or (
         _NOT_ROW_EVENTS[op] if op in _NOT_ROW_EVENTS

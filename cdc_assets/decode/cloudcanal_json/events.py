@@ -15,7 +15,7 @@ import pyarrow as pa
 from cdc_assets.common.tso import ms_to_commit_ts
 from cdc_assets.contracts.schemas import DDL, ROW, WATERMARK
 from cdc_assets.decode.common.arrow_events import DEFAULT_MAX_MESSAGE_BYTES, as_text, event, name_text
-from cdc_assets.decode.common.canal_values import row_events, type_flags
+from cdc_assets.decode.common.canal_values import row_events, shared_types, type_flags
 from cdc_assets.decode.common.json_fields import (
     bool_field, decode_each_object, long_field, object_field, objects_field, texts_field,
 )
@@ -82,6 +82,8 @@ def _events(m: dict, tz: tzinfo, key_option: KeyOption) -> list[tuple]:
                       source_position=position, event_ms=exec_ts, ddl_type=action_text, ddl_sql=sql,
                       column_types=columns, pk_names=declared_pk)]
     op = None if action_text is None else action_text.upper()
+    if types:
+        types = shared_types(types)
     flags = type_flags(types, tz) if types else (False, False)
     message_reject = (
         missing_ts

@@ -95,7 +95,9 @@ def timestamp_to_utc(text: str, tz: tzinfo) -> str:
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """Decoding a batch allocates many small, acyclic objects that stay alive until the batch
-    is built: the cyclic collector would rescan them over and over (about 20% of the time)."""
+    is built: the cyclic collector would rescan them over and over (about 20% of the time).
+    The batch is built, and its objects freed, inside: re-enabled with them still alive, the
+    collector scanned them all once more (about 15% of the time)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -142,6 +144,22 @@ def map_array(values) -> pa.Array:
         pa.array(offsets, pa.int32()), pa.array(keys, pa.string()), pa.array(items, pa.string()),
         mask=pa.array(mask, pa.bool_()) if any(mask) else None,
     )
+
+
+def shared_map_array(values) -> pa.Array:
+    """`map_array` for a column whose equal maps are mostly one object (a table's column
+    types, `canal_values.shared_types`): each distinct object is built once, then taken."""
+    position: dict[int, int] = {}
+    distinct, take = [], []
+    for d in values:
+        i = position.get(id(d))
+        if i is None:
+            i = position[id(d)] = len(distinct)
+            distinct.append(d)
+        take.append(i)
+    if 2 * len(distinct) > len(values):
+        return map_array(values)
+    return map_array(distinct).take(pa.array(take, pa.int32()))
 
 
 def as_text(v) -> str | None:
@@ -227,12 +245,15 @@ class EventRows:
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             self._as_text(redo)
             columns = self._columns(self.rows)
+        reason = columns[_NAMES.index(REJECT_REASON)]
         if self.source_rows == list(range(batch.num_rows)):
             arrays = [batch.column(c) for c in PASSED]
+            arrays[-2:] = _on_rejects_only(arrays[-2:], reason)
         else:
             take = pa.array(self.source_rows, pa.int64())
-            arrays = [batch.column(c).take(take) for c in PASSED]
-        arrays[-2:] = _on_rejects_only(arrays[-2:], columns[_NAMES.index(REJECT_REASON)])
+            # the raw bytes are taken for rejected events only: a message of many events
+            # (Open Protocol) would otherwise copy its whole value once per event
+            arrays = [batch.column(c).take(take) for c in PASSED[:-2]] + _rejects_raw(batch, take, reason)
         return pa.RecordBatch.from_arrays(arrays + columns, names=[*PASSED, *_NAMES])
 
     def _as_text(self, redo: Callable[[int], list[tuple]] | None) -> None:
@@ -272,8 +293,8 @@ class EventRows:
     @staticmethod
     def _columns(rows: list[tuple]) -> list[pa.Array]:
         columns = list(zip(*rows)) if rows else [()] * len(EVENT_FIELDS)
-        return [map_array(col) if typ == STR_MAP else pa.array(col, typ)
-                for (_, typ), col in zip(EVENT_FIELDS, columns)]
+        return [(shared_map_array if name == "column_types" else map_array)(col) if typ == STR_MAP
+                else pa.array(col, typ) for (name, typ), col in zip(EVENT_FIELDS, columns)]
 
 
 def _has_double(event: tuple) -> bool:
@@ -313,26 +334,41 @@ def decode_each_value(batches: Iterator[pa.RecordBatch], time_zone: str,
     A message above `max_bytes` (as landed) is quarantined unread (`oversized`)."""
     tz = zone(time_zone)
     for batch in batches:
-        out = EventRows()
-        big = oversized(batch, max_bytes)
-        values = batch.column("value").to_pylist()
-        if big:
-            values = [None if i in big else v for i, v in enumerate(values)]
-        if unpack is not None:
-            values = [v if v is None else unpack(v) for v in values]
         with gc_paused():
-            for i, value in enumerate(values):
-                if big and i in big:
-                    events = _rejected(big[i])
-                else:
-                    try:  # `_events_or_reject` inlined: the hot path
-                        events = events_of(value, tz)
-                    except Exception as e:
-                        events = _rejected(e)
-                for ev in events:
-                    out.row(i, ev)
-        redo = None if exact_events_of is None else lambda i: _events_or_reject(exact_events_of, values[i], tz)
-        yield out.batch(batch, redo)
+            decoded = _decoded_batch(batch, tz, events_of, exact_events_of, unpack, max_bytes)
+        yield decoded
+
+
+def _decoded_batch(batch: pa.RecordBatch, tz: tzinfo, events_of: Callable[[bytes | None, tzinfo], list[tuple]],
+                   exact_events_of: Callable[[bytes | None, tzinfo], list[tuple]] | None,
+                   unpack: Callable[[bytes], bytes] | None, max_bytes: int) -> pa.RecordBatch:
+    """`decode_each_value` of one batch. Called with the collector paused: its events are
+    freed (by reference counting) when it returns, before the collector runs again, which
+    would otherwise scan them all once more."""
+    out = EventRows()
+    big = oversized(batch, max_bytes)
+    values = batch.column("value").to_pylist()
+    if big:
+        values = [None if i in big else v for i, v in enumerate(values)]
+    if unpack is not None:
+        values = [v if v is None else unpack(v) for v in values]
+    sources, rows = out.source_rows, out.rows
+    for i, value in enumerate(values):
+        if big and i in big:
+            events = _rejected(big[i])
+        else:
+            try:  # `_events_or_reject` inlined: the hot path
+                events = events_of(value, tz)
+            except Exception as e:
+                events = _rejected(e)
+        if len(events) == 1:
+            sources.append(i)
+            rows.append(events[0])
+        else:
+            sources += [i] * len(events)
+            rows += events
+    redo = None if exact_events_of is None else lambda i: _events_or_reject(exact_events_of, values[i], tz)
+    return out.batch(batch, redo)
 
 
 def _on_rejects_only(raw: list[pa.Array], reason: pa.Array) -> list[pa.Array]:
@@ -340,6 +376,16 @@ def _on_rejects_only(raw: list[pa.Array], reason: pa.Array) -> list[pa.Array]:
         return [pa.nulls(len(reason), a.type) for a in raw]
     rejected = pc.is_valid(reason)
     return kept_bytes([pc.if_else(rejected, a, pa.scalar(None, a.type)) for a in raw], reason)
+
+
+def _rejects_raw(batch: pa.RecordBatch, take: pa.Array, reason: pa.Array) -> list[pa.Array]:
+    """The key / value of each event's source message (`take`) on rejected events, null on
+    the others, copying no other event's bytes (a null index takes a null)."""
+    raw = [batch.column(c) for c in PASSED[-2:]]
+    if reason.null_count == len(reason):
+        return [pa.nulls(len(reason), a.type) for a in raw]
+    rejected_take = pc.if_else(pc.is_valid(reason), take, pa.scalar(None, pa.int64()))
+    return kept_bytes([a.take(rejected_take) for a in raw], reason)
 
 
 def kept_bytes(raw: list[pa.Array], reason: pa.Array) -> list[pa.Array]:

@@ -106,6 +106,24 @@ def type_flags(types: dict, tz: tzinfo) -> tuple[bool, bool]:
 _flags_by_types: dict[tuple, tuple[bool, bool]] = {}
 
 
+def shared_types(types: dict) -> dict:
+    """`types`, or an equal dict of column types seen before (texts only): a table's events
+    then share one object, whose map a batch builds once (`arrow_events.shared_map_array`)."""
+    key = (*types, *types.values())  # n names then n types: equal keys, equal dicts
+    try:
+        seen = _shared_types.get(key)
+    except TypeError:  # a type that is not text (not shared)
+        return types
+    if seen is not None:
+        return seen
+    if len(_shared_types) < 4096 and all(type(t) is str for t in types.values()):
+        _shared_types[key] = types
+    return types
+
+
+_shared_types: dict[tuple, dict] = {}
+
+
 def has_non_latin1_binary(row: dict | None, types: dict) -> bool:
     for k, v in (row or {}).items():
         t = types.get(k)

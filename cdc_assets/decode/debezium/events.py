@@ -365,13 +365,18 @@ def _row_event(payload: dict, row_schema: RowSchema, source: dict, op: str, key:
 def decode_batches(batches: Iterator[pa.RecordBatch], options: Options) -> Iterator[pa.RecordBatch]:
     reader = EnvelopeReader(options.binary_mode)
     for batch in batches:
-        out = EventRows()
-        big = oversized(batch, options.max_message_bytes)
-        with gc_paused():
-            keys = batch.column("key").to_pylist()
-            for i, value in enumerate(batch.column("value").to_pylist()):
-                if big and i in big:
-                    out.add(i, 0, ROW, reason=big[i].reason, detail=big[i].detail)
-                else:
-                    decode_message(out, i, keys[i], value, options, reader)
-        yield out.batch(batch)
+        with gc_paused():  # the events are freed before the collector runs again (`gc_paused`)
+            decoded = _decoded_batch(batch, options, reader)
+        yield decoded
+
+
+def _decoded_batch(batch: pa.RecordBatch, options: Options, reader: EnvelopeReader) -> pa.RecordBatch:
+    out = EventRows()
+    big = oversized(batch, options.max_message_bytes)
+    keys = batch.column("key").to_pylist()
+    for i, value in enumerate(batch.column("value").to_pylist()):
+        if big and i in big:
+            out.add(i, 0, ROW, reason=big[i].reason, detail=big[i].detail)
+        else:
+            decode_message(out, i, keys[i], value, options, reader)
+    return out.batch(batch)

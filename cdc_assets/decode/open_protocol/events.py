@@ -168,12 +168,18 @@ def decode_batches(batches: Iterator[pa.RecordBatch], time_zone: str, key_option
     """`max_bytes`: the `max-message-bytes` option; a larger message is one reject, unread."""
     tz = zone(time_zone)
     for batch in batches:
-        out = EventRows()
-        big = oversized(batch, max_bytes)
-        with gc_paused():
-            for i, (k, v) in enumerate(zip(batch.column("key").to_pylist(), batch.column("value").to_pylist())):
-                events = [_rejected(0, big[i])] if big and i in big else decode_message(k, v, tz, key_option, codec)
-                for ev in events:
-                    out.add(i, ev.pop("event_index"), ev.pop("event_kind"), reason=ev.pop(REJECT_REASON, None),
-                            detail=ev.pop(REJECT_DETAIL, None), **ev)
-        yield out.batch(batch)
+        with gc_paused():  # the events are freed before the collector runs again (`gc_paused`)
+            decoded = _decoded_batch(batch, tz, key_option, codec, max_bytes)
+        yield decoded
+
+
+def _decoded_batch(batch: pa.RecordBatch, tz: tzinfo, key_option: KeyOption, codec: str,
+                   max_bytes: int) -> pa.RecordBatch:
+    out = EventRows()
+    big = oversized(batch, max_bytes)
+    for i, (k, v) in enumerate(zip(batch.column("key").to_pylist(), batch.column("value").to_pylist())):
+        events = [_rejected(0, big[i])] if big and i in big else decode_message(k, v, tz, key_option, codec)
+        for ev in events:
+            out.add(i, ev.pop("event_index"), ev.pop("event_kind"), reason=ev.pop(REJECT_REASON, None),
+                    detail=ev.pop(REJECT_DETAIL, None), **ev)
+    return out.batch(batch)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import re
 from datetime import tzinfo
@@ -54,6 +55,19 @@ def _parse_int(text: str) -> int:
     return _NegativeZero(0) if text == "-0" else int(text)
 
 
+# `json.loads` with options builds a decoder per call; these are built once. Text without
+# `-0` takes the one that parses ints natively (no Python call per number).
+_JSON = json.JSONDecoder(parse_float=str, parse_constant=_no_constants)
+_JSON_NEGATIVE_ZERO = json.JSONDecoder(parse_float=str, parse_int=_parse_int, parse_constant=_no_constants)
+
+
+def _loads(text: str):
+    """`json.loads(text, parse_float=str, parse_int=_parse_int, parse_constant=_no_constants)`."""
+    if text.startswith("\ufeff"):  # as json.loads refuses it
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return (_JSON_NEGATIVE_ZERO if "-0" in text else _JSON).decode(text)
+
+
 def parse_json(raw: bytes, what: str) -> dict:
     """Floats keep their text (parse_float=str); ints stay exact Python ints (`-0` too)."""
     try:
@@ -61,7 +75,7 @@ def parse_json(raw: bytes, what: str) -> dict:
     except UnicodeDecodeError:
         raise Reject("invalid_utf8", f"the {what} JSON is not valid UTF-8") from None
     try:
-        obj = json.loads(text, parse_float=str, parse_int=_parse_int, parse_constant=_no_constants)
+        obj = _loads(text)
     except ValueError as e:
         raise Reject("invalid_json", f"the {what} is not valid JSON: {e}") from None
     except RecursionError:
@@ -133,6 +147,7 @@ def column_value(name: str, code: int, binary: bool, v, tz: tzinfo) -> str | Non
     return timestamp_to_utc(text, tz) if code == _TIMESTAMP_CODE else text
 
 
+@functools.lru_cache(maxsize=4096)
 def column_type(code: int, flag: int) -> str:
     plain, with_binary = COLUMN_TYPES[code]
     name = with_binary if flag & BINARY_FLAG else plain
