@@ -28,7 +28,7 @@ from cdc_assets.common.warehouse import qualified_name, table_identifier
 from cdc_assets.defs.metadata import schema_version, table_rows_chart
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource
-from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, SNAPSHOTS, SourceBuild
+from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, ICEBERG_IO_MANAGER, SNAPSHOTS, SourceBuild
 from cdc_assets.landing.tables import load_state
 from cdc_assets.snapshot.entry_tables import read_entry
 from cdc_assets.snapshot.history import HISTORY_LAYER
@@ -53,7 +53,8 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
 
     @multi_asset(
         name=f"{b.source.name}__snapshots_and_history",
-        ins={"change_table": AssetIn(key=b.key(CHANGE_TABLE))},
+        # The change table is written by a range step (no output value): its IO manager loads the window.
+        ins={"change_table": AssetIn(key=b.key(CHANGE_TABLE), input_manager_key=ICEBERG_IO_MANAGER)},
         specs=[
             AssetSpec(**b.layer_asset(
                 SNAPSHOTS, "Each table's rows at the window end (latest version per key; deletes removed; DDL "
