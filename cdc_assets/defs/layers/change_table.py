@@ -1,5 +1,12 @@
-"""Layer 2-3: decode a window's raw messages and align them, in one step: the change table
+"""Layers 1-3 of each window of the run, in one step: record the window's read of the landing
+(raw_messages, layers/raw.py), decode its messages and align them: the change table
 (duplicates and late events dropped) and the quarantine.
+
+One run may cover a range of windows (`BackfillPolicy.single_run()`): the step handles them
+in order, each written in its own commits and reported with its own partition
+(defs/window_events.py); a failed blocking check stops it after that window. Both tables are
+written whichever of them the run selected (one decode makes both); only the selected ones
+are reported.
 
 The decoded change log is not stored (issue 45): the change table is the change log without
 its duplicate, late and outside-window events, so a stored copy of it was a second copy of
@@ -17,6 +24,7 @@ from dagster import (
     multi_asset,
 )
 from dagster_pyspark import PySparkResource
+from pyspark.sql import DataFrame
 
 from cdc_assets.align.change_table import mark_late_and_duplicates, observe_alignment
 from cdc_assets.common.tso import ms_to_tso, tso_to_datetime
@@ -26,12 +34,13 @@ from cdc_assets.defs.check_results import contract_check
 from cdc_assets.defs.metadata import MAX_BARS, counts_table, events_per_minute_chart, watermark_lag_chart, watermark_table
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.landing_view_io import pinned_window_messages
+from cdc_assets.defs.layers.raw import raw_messages_spec, read_window
 from cdc_assets.defs.resources import ObservedOutput, WarehouseResource, window_output_metadata, write_layer_window
 from cdc_assets.defs.source_build import CHANGE_TABLE, QUARANTINE, RAW, SourceBuild
 from cdc_assets.defs.window_events import WindowEvents
 from cdc_assets.landing.state import Completeness, LandingState
 from cdc_assets.landing.tables import load_state
-from cdc_assets.landing.window_messages import read_watermark_index
+from cdc_assets.landing.window_messages import read_pinned_messages, read_watermark_index
 
 WINDOW_COMPLETE = "window_complete"
 INSIDE_WINDOW = "events_inside_window"
@@ -45,6 +54,7 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
     @multi_asset(
         name=f"{b.source.name}__decode_and_align",
         specs=[
+            raw_messages_spec(b),
             b.layer_spec(CHANGE_TABLE, "Row and DDL events of the window, decoded into the one change-log schema "
                          "(docs/architecture.md), with at-least-once duplicates removed and late events (below an "
                          "earlier watermark of their partition) dropped; counts in metadata.", deps=[b.key(RAW)]),
@@ -73,23 +83,34 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
     )
     def decode_and_align(context: AssetExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource):
         decoder, policy = b.decoder(), b.completeness()
+        spark, source, raw_key = pyspark.spark_session, b.source.name, b.key(RAW)
+        decode = bool(context.selected_asset_keys - {raw_key})
         for partition in context.partition_keys:
             events = WindowEvents(context, partition)
-            yield from _window(b, events, pyspark.spark_session, warehouse, decoder, policy)
+            read = None
+            if raw_key in context.selected_asset_keys:
+                read, metadata = read_window(b, warehouse, partition)
+                yield from events.materialized(raw_key, metadata)
+            if decode:
+                # Without raw_messages in the run: the window's read recorded when it was materialized.
+                raw_messages = (read_pinned_messages(spark, warehouse.iceberg, source, read) if read is not None
+                                else pinned_window_messages(spark, warehouse.iceberg, source,
+                                                            window_bounds_ms(b.partitions_def, partition)[0],
+                                                            raw_key.to_user_string()))
+                yield from _window(b, events, spark, warehouse, raw_messages, decoder, policy)
             events.stop_if_blocked()
 
     return decode_and_align
 
 
-def _window(b: SourceBuild, events: WindowEvents, spark, warehouse: WarehouseResource, decoder, policy: Completeness):
-    """Decode, align and write one window of the run, then report it: its materializations and
-    its check results."""
+def _window(b: SourceBuild, events: WindowEvents, spark, warehouse: WarehouseResource, raw_messages: DataFrame,
+            decoder, policy: Completeness):
+    """Decode, align and write one window of the run (both tables, whichever the run selected),
+    then report it: its materializations and its check results."""
     table_key, quarantine_key = b.key(CHANGE_TABLE), b.key(QUARANTINE)
     start_ms, end_ms = window_bounds_ms(b.partitions_def, events.partition)
     state = load_state(warehouse.iceberg, b.source.name)
     marks = read_watermark_index(spark, warehouse.iceberg, b.source.name, state)
-    raw_messages = pinned_window_messages(spark, warehouse.iceberg, b.source.name, start_ms,
-                                          b.key(RAW).to_user_string())
     with decode_window(decoder, raw_messages, start_ms, b.settings.window_ms) as w:
         decoded, decoded_outcome = observed(ChangeLogModel, w.events)
         marked = mark_late_and_duplicates(decoded, marks, ms_to_tso(start_ms), ms_to_tso(end_ms),
