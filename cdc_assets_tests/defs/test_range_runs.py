@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from dagster import AssetKey, DagsterEventType, DagsterInstance
+from dagster import AssetKey, DagsterEventType, instance_for_test
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import EmptyWorkspaceTarget
+from dagster_graphql.test.utils import execute_dagster_graphql
 
 from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.defs.factory import build_definitions
@@ -29,7 +32,7 @@ def _dump(dump):
         for j in range(k + 1):
             i += 1
             messages.append(row("INSERT", ms_to_tso(T0 + k * HOUR + 1000 * (j + 1)), values(i, f"n{i}")))
-    messages.insert(3, messages[2])  # window 1's first insert again: an at-least-once duplicate
+    messages.insert(3, messages[2])  # window 1's second insert again: an at-least-once duplicate
     messages.append(watermark(ms_to_tso(T0 + 3 * HOUR)))
     (dump / "topic.txt").write_bytes(b"\n".join(messages) + b"\n")
 
@@ -39,7 +42,20 @@ def test_three_windows_are_one_layer_run_with_per_window_materializations_and_ch
     dump.mkdir()
     _dump(dump)
     settings = settings_for(tmp_path / "home", dump, layout="lines")
-    instance = DagsterInstance.ephemeral()
+    # A persistent instance: the UI's GraphQL reads it (below).
+    with instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        _replay_and_check(settings, instance)
+
+
+# What the UI asks for a check's executions of one window (the partition filter of PR #33231).
+CHECK_EXECUTIONS = """query ($path: [String!]!, $check: String!, $partition: String) {
+  assetCheckExecutions(assetKey: {path: $path}, checkName: $check, limit: 20, partition: $partition) {
+    partition status runId
+  }
+}"""
+
+
+def _replay_and_check(settings, instance):
     lines: list[str] = []
     summary = replay(settings, "src", instance, progress=lines.append)
 
@@ -79,6 +95,19 @@ def test_three_windows_are_one_layer_run_with_per_window_materializations_and_ch
         assert sorted(h.partition for h in in_range) == KEYS, check
         assert {h.status for h in in_range} == {AssetCheckExecutionRecordStatus.SUCCEEDED}, check
         assert all(h.partition is not None for h in history)
+    # ... and so does the UI's GraphQL: each window's executions, and none without a partition.
+    with WorkspaceProcessContext(instance, EmptyWorkspaceTarget()) as process:
+        context = process.create_request_context()
+        for check in step.check_keys:
+            for partition in KEYS:
+                found = execute_dagster_graphql(context, CHECK_EXECUTIONS, {
+                    "path": list(check.asset_key.path), "check": check.name, "partition": partition,
+                }).data["assetCheckExecutions"]
+                assert [(e["partition"], e["status"]) for e in found if e["runId"] == layers.run_id] == [
+                    (partition, "SUCCEEDED")], (check, partition)
+            unpartitioned = execute_dagster_graphql(context, CHECK_EXECUTIONS, {
+                "path": list(check.asset_key.path), "check": check.name, "partition": ""})
+            assert unpartitioned.data["assetCheckExecutions"] == [], check
 
     # the snapshots built on one another, window by window
     manifests = list_manifests(settings.warehouse, "src")
