@@ -43,7 +43,7 @@ def test_three_windows_are_one_layer_run_with_per_window_materializations_and_ch
     _dump(dump)
     settings = settings_for(tmp_path / "home", dump, layout="lines")
     # A persistent instance: the UI's GraphQL reads it (below).
-    with instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+    with instance_for_test() as instance:
         _replay_and_check(settings, instance)
 
 
