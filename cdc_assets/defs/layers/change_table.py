@@ -85,30 +85,31 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
         decoder, policy = b.decoder(), b.completeness()
         spark, source, raw_key = pyspark.spark_session, b.source.name, b.key(RAW)
         decode = bool(context.selected_asset_keys - {raw_key})
+        events = WindowEvents(context)
         for partition in context.partition_keys:
-            events = WindowEvents(context, partition)
             read = None
             if raw_key in context.selected_asset_keys:
                 read, metadata = read_window(b, warehouse, partition)
-                yield from events.materialized(raw_key, metadata)
+                yield from events.materialized(raw_key, partition, metadata)
             if decode:
                 # Without raw_messages in the run: the window's read recorded when it was materialized.
                 raw_messages = (read_pinned_messages(spark, warehouse.iceberg, source, read) if read is not None
                                 else pinned_window_messages(spark, warehouse.iceberg, source,
                                                             window_bounds_ms(b.partitions_def, partition)[0],
                                                             raw_key.to_user_string()))
-                yield from _window(b, events, spark, warehouse, raw_messages, decoder, policy)
-            events.stop_if_blocked()
+                yield from _window(b, events, partition, spark, warehouse, raw_messages, decoder, policy)
+            yield from events.stop_if_blocked(partition)
+        yield from events.outputs()
 
     return decode_and_align
 
 
-def _window(b: SourceBuild, events: WindowEvents, spark, warehouse: WarehouseResource, raw_messages: DataFrame,
-            decoder, policy: Completeness):
+def _window(b: SourceBuild, events: WindowEvents, partition: str, spark, warehouse: WarehouseResource,
+            raw_messages: DataFrame, decoder, policy: Completeness):
     """Decode, align and write one window of the run (both tables, whichever the run selected),
     then report it: its materializations and its check results."""
     table_key, quarantine_key = b.key(CHANGE_TABLE), b.key(QUARANTINE)
-    start_ms, end_ms = window_bounds_ms(b.partitions_def, events.partition)
+    start_ms, end_ms = window_bounds_ms(b.partitions_def, partition)
     state = load_state(warehouse.iceberg, b.source.name)
     marks = read_watermark_index(spark, warehouse.iceberg, b.source.name, state)
     with decode_window(decoder, raw_messages, start_ms, b.settings.window_ms) as w:
@@ -148,19 +149,19 @@ def _window(b: SourceBuild, events: WindowEvents, spark, warehouse: WarehouseRes
         }
         table_metadata.update(write_layer_window(warehouse, spark, list(table_key.path),
                                                  ObservedOutput(aligned, observed_metadata), start_ms, table_metadata))
-        yield from events.materialized(table_key, table_metadata)
+        yield from events.materialized(table_key, partition, table_metadata)
         quarantine_metadata = {
             "quarantined": w.quarantined, "quarantined_messages": w.quarantined_messages,
             "no_change_records": w.no_change_records, "messages_in": w.messages,
             "by_reason": MetadataValue.md(counts_table(w.reasons, ("reason", "messages")))}
         quarantine_metadata.update(write_layer_window(warehouse, spark, list(quarantine_key.path), w.quarantine,
                                                       start_ms, quarantine_metadata))
-        yield from events.materialized(quarantine_key, quarantine_metadata)
+        yield from events.materialized(quarantine_key, partition, quarantine_metadata)
         for result in _quarantine_checks(b, quarantine_key, w):
-            yield from events.checked(result)
+            yield from events.checked(result, partition)
         counts = alignment.counts()
-        yield from events.checked(contract_check(table_key, DECODED_CONTRACT, decoded_outcome()))
-        yield from events.checked(contract_check(table_key, CONTRACT, outcome()))
+        yield from events.checked(contract_check(table_key, DECODED_CONTRACT, decoded_outcome()), partition)
+        yield from events.checked(contract_check(table_key, CONTRACT, outcome()), partition)
         # The blocking checks come last: a failed one stops the run after this window.
         yield from events.checked(AssetCheckResult(
             asset_key=table_key,
@@ -172,7 +173,7 @@ def _window(b: SourceBuild, events: WindowEvents, spark, warehouse: WarehouseRes
                 "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
                 "completeness_mode": policy.mode.value,
             },
-        ), blocking=True)
+        ), partition, blocking=True)
         yield from events.checked(AssetCheckResult(
             asset_key=table_key,
             check_name=INSIDE_WINDOW,
@@ -180,7 +181,7 @@ def _window(b: SourceBuild, events: WindowEvents, spark, warehouse: WarehouseRes
             severity=AssetCheckSeverity.ERROR,
             metadata={"outside_window": counts.outside_window, "window_start_tso": ms_to_tso(start_ms),
                       "window_end_tso": ms_to_tso(end_ms)},
-        ), blocking=True)
+        ), partition, blocking=True)
 
 
 def _decode_figures(w: DecodedWindow) -> dict:

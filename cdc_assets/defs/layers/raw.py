@@ -1,9 +1,9 @@
 """Layer 1: the raw messages of a commitTs window, with lineage: a pinned view of the landing
 area (defs/landing_view_io.py records the read, not the rows).
 
-Written by the decode-and-align step (layers/change_table.py), window by window, before it
-decodes the window: a range run's step must yield no output of its own (docs/performance.md
-§3), and a step after one that yielded none in the same run would be skipped."""
+Written by the decode-and-align step (layers/change_table.py), window by window, just before
+it decodes the window: one step over a run's windows, which reads each window's messages
+at the snapshot it has just pinned."""
 
 
 from dagster import AssetSpec
