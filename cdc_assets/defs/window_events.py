@@ -69,5 +69,6 @@ class WindowEvents:
         """A range's outputs, once, after its last window: one materialization per window and
         asset, each with the figures `materialized` attached to it."""
         if self.in_range:
-            for key in sorted({key for key, _, _ in self._reported}, key=lambda k: k.to_user_string()):
+            # In the order first reported: a multi-asset yields its outputs upstream first.
+            for key in dict.fromkeys(key for key, _, _ in self._reported):
                 yield MaterializeResult(asset_key=key)
