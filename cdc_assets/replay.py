@@ -60,7 +60,8 @@ class ReplaySummary:
     ignored_watermarks: int = 0  # moved backwards or implausible (docs/reliability.md)
     windows: int = 0
     windows_with_data: int = 0  # materialized by a Dagster run (Spark)
-    # Spark jobs of each window's run, in order (a local session only; each job is a fixed cost)
+    # Spark jobs of each window, in order (a local session only; each job is a fixed cost): its run's, or its
+    # share of its range's layer run plus its snapshot run's (`_WindowRunner`)
     spark_jobs_per_window: list[int] = field(default_factory=list)
     quiet_windows: int = 0  # nothing landed: carried forward by a manifest alone
     incomplete_windows: int = 0
