@@ -1,8 +1,10 @@
 """Land a dump and materialize every complete window through Dagster (the CLI's engine).
 
-Runs go through the same Definitions, jobs, IO manager and checks as the UI and the
-schedules: `execute_in_process` per window with data, in window order (snapshots build on the
-previous window). A window in which nothing landed gets no run: its manifest carries the
+Runs go through the same Definitions, jobs, IO managers and checks as the UI and the
+schedules, in window order (snapshots build on the previous window): consecutive windows with
+data are one run of the window job over their partition range (tags
+`dagster/asset_partition_range_*`, as a `BackfillPolicy.single_run()` backfill runs them; a lone
+window: its partition), whose steps loop over the range's windows in order (`_WindowRunner`). A window in which nothing landed gets no run: its manifest carries the
 previous snapshot forward (`snapshot/carry_forward.py`), so commits years apart
 cost one small file per quiet window, not a Spark run.
 """
@@ -24,6 +26,7 @@ from cdc_assets.defs.automation import carry_quiet_windows, land_job_name, windo
 from cdc_assets.defs.factory import build_definitions, source_builds
 from cdc_assets.defs.layers.landing import FILES_COMPLETE_CHECK
 from cdc_assets.defs.partitions import partition_key_for_ms
+from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, SNAPSHOTS
 from cdc_assets.landing.layouts.base import is_hidden_name
 from cdc_assets.landing.routing import unroutable_line
 from cdc_assets.landing.state import Completeness, CompletenessMode, LandingState
@@ -32,6 +35,8 @@ from cdc_assets.snapshot.store import list_manifests, read_manifest
 
 Progress = Callable[[str], None]
 # Dagster's per-event DEBUG lines would drown the progress lines; warnings still show.
+# The tags of a run over a partition range (what a `BackfillPolicy.single_run()` backfill sets).
+RANGE_START_TAG, RANGE_END_TAG = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
@@ -54,7 +59,8 @@ class ReplaySummary:
     ignored_watermarks: int = 0  # moved backwards or implausible (docs/reliability.md)
     windows: int = 0
     windows_with_data: int = 0  # materialized by a Dagster run (Spark)
-    # Spark jobs of each window's run, in order (a local session only; each job is a fixed cost)
+    # Spark jobs of each window, in order (a local session only; each job is a fixed cost): its run's, or its
+    # share of its range's layer run plus its snapshot run's (`_WindowRunner`)
     spark_jobs_per_window: list[int] = field(default_factory=list)
     quiet_windows: int = 0  # nothing landed: carried forward by a manifest alone
     incomplete_windows: int = 0
@@ -138,10 +144,13 @@ def replay(
     starts = list(range(first, complete[-1] + 1, settings.window_ms))
     with_data = [w for w in starts if w in state.windows]
     summary.windows_with_data = len(with_data)
-    progress(f"[{source.name}] {len(starts)} window(s) to materialize, {len(with_data)} with data (one run "
-             f"each); {len(starts) - len(with_data)} quiet, carried forward without Spark")
-    i = 0
-    for start, quiet in _runs_of_quiet(starts, state.windows):
+    groups = list(_runs_of_data(starts, state.windows))
+    runs = sum(1 for _, run in groups if run)
+    progress(f"[{source.name}] {len(starts)} window(s) to materialize, {len(with_data)} with data "
+             f"(in {runs} run(s), one per range of consecutive windows with data); "
+             f"{len(starts) - len(with_data)} quiet, carried forward without Spark")
+    runner = _WindowRunner(source.name, build, job, instance, summary, progress, len(with_data))
+    for quiet, run in groups:
         if quiet:
             # Nothing landed in these windows: each snapshot is the previous one (a manifest, no run).
             carried = carry_quiet_windows(settings.iceberg_warehouse, source.name, quiet, settings.window_ms)
@@ -151,29 +160,7 @@ def replay(
                 progress(f"[{source.name}] window {quiet[carried]}: no previous snapshot to carry forward")
                 summary.ok = False
                 break
-        if start is None:
-            continue
-        i += 1
-        key = partition_key_for_ms(build.partitions_def, start)
-        started = time.perf_counter()
-        jobs_before = spark_job_ids()
-        result = job.execute_in_process(
-            partition_key=key, instance=instance, raise_on_error=False, run_config=QUIET
-        )
-        elapsed = time.perf_counter() - started
-        jobs = jobs_since(jobs_before)
-        if jobs is not None:
-            summary.spark_jobs_per_window.append(jobs)
-        _collect(result, summary)
-        failed = _record_checks(result, summary, key)
-        summary.windows += 1
-        progress(
-            f"[{source.name}] window {key} ({i}/{len(with_data)} with data): "
-            f"{'ok' if result.success and not failed else 'FAILED'} in {elapsed:.1f}s"
-            + (f", {jobs} Spark jobs" if jobs is not None else "")
-            + (f" checks failed: {', '.join(failed)}" if failed else "")
-        )
-        if not result.success:
+        if run and not runner.materialize(run):
             summary.ok = False
             break
     manifests = list_manifests(settings.iceberg_warehouse, source.name)
@@ -186,17 +173,94 @@ def replay(
     return summary
 
 
-def _runs_of_quiet(starts: list[int], with_data: dict[int, int]):
-    """(window with data, the quiet windows just before it), in order; the last has start None."""
+def _runs_of_data(starts: list[int], with_data: dict[int, int]):
+    """(quiet windows, the consecutive windows with data after them), in order; the last run
+    may be empty (quiet windows at the end)."""
     quiet: list[int] = []
+    run: list[int] = []
     for w in starts:
         if w in with_data:
-            yield w, quiet
-            quiet = []
-        else:
-            quiet.append(w)
-    if quiet:
-        yield None, quiet
+            run.append(w)
+            continue
+        if run:
+            yield quiet, run
+            quiet, run = [], []
+        quiet.append(w)
+    if quiet or run:
+        yield quiet, run
+
+
+class _WindowRunner:
+    """Materializes runs of consecutive windows with data, in order: one run of the window job
+    over the range (a lone window: its partition), whose steps loop over its windows in order
+    (each snapshot builds on the previous one). When the layers' step stops at a failed
+    blocking check, the windows it wrote before get their snapshots in one more run.
+
+    `spark_jobs_per_window` counts, per window, its share of its runs' jobs (divided evenly,
+    the remainder to the first windows, so the list sums to every job run)."""
+
+    def __init__(self, source: str, build, job, instance: DagsterInstance, summary: ReplaySummary,
+                 progress: Progress, windows_with_data: int):
+        self.source, self.build, self.job, self.instance = source, build, job, instance
+        self.summary, self.progress, self.total, self.done = summary, progress, windows_with_data, 0
+
+    def _run(self, keys: list[str], **kwargs):
+        started, jobs_before = time.perf_counter(), spark_job_ids()
+        partitions = {"partition_key": keys[0]} if len(keys) == 1 else {
+            "tags": {RANGE_START_TAG: keys[0], RANGE_END_TAG: keys[-1]}}
+        result = self.job.execute_in_process(instance=self.instance, raise_on_error=False, run_config=QUIET,
+                                             **partitions, **kwargs)
+        return result, time.perf_counter() - started, jobs_since(jobs_before)
+
+    def _report(self, keys: list[str], result, elapsed: float, jobs: int | None, what: str = "") -> bool:
+        _collect(result, self.summary)
+        where = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
+        failed = _record_checks(result, self.summary, where)
+        done = self._snapshotted(result, keys)
+        first = self.done + 1
+        self.done += len(done)
+        self.summary.windows += len(done)
+        if jobs is not None:
+            self.summary.spark_jobs_per_window += _shares(jobs, len(done)) if done else []
+        count = f"{first}/{self.total}" if len(keys) == 1 else f"{first}-{first + len(keys) - 1}/{self.total}"
+        self.progress(
+            f"[{self.source}] window{'s' if len(keys) > 1 else ''} {where} ({count} with data{what}): "
+            f"{'ok' if result.success and not failed else 'FAILED'} in {elapsed:.1f}s"
+            + (f", {jobs} Spark jobs" if jobs is not None else "")
+            + (f" ({jobs / len(keys):.0f} per window)" if jobs is not None and len(keys) > 1 else "")
+            + (f" checks failed: {', '.join(failed)}" if failed else ""))
+        return result.success
+
+    def _snapshotted(self, result, keys: list[str]) -> list[str]:
+        snapshots = self.build.key(SNAPSHOTS)
+        done = {m.partition for m in result.get_asset_materialization_events() if m.asset_key == snapshots}
+        return [k for k in keys if k in done]
+
+    def materialize(self, run: list[int]) -> bool:
+        keys = [partition_key_for_ms(self.build.partitions_def, w) for w in run]
+        result, elapsed, jobs = self._run(keys)
+        if self._report(keys, result, elapsed, jobs):
+            return True
+        # A blocking check stopped the layers' step at a window: the windows it wrote before
+        # that one are applied, so that the replay stops at the failing window, as a backfill does.
+        written = [m.partition for m in result.get_asset_materialization_events()
+                   if m.asset_key == self.build.key(CHANGE_TABLE)]
+        written = [k for k in keys if k in written]
+        blocked = {e.partition for e in result.get_asset_check_evaluations() if e.blocking and not e.passed}
+        ready = [k for k in written if k not in blocked and k not in self._snapshotted(result, keys)]
+        ready = ready[:next((i for i, k in enumerate(ready) if keys.index(k) != i), len(ready))]
+        if ready:
+            snapshots = [self.build.key(k) for k in (SNAPSHOTS, HISTORY)]
+            result, elapsed, jobs = self._run(ready, asset_selection=snapshots)
+            self._report(ready, result, elapsed, jobs, ", snapshots")
+        return False
+
+
+def _shares(jobs: int | None, windows: int) -> list[int | None]:
+    """`jobs` divided over `windows`, the remainder to the first ones."""
+    if jobs is None:
+        return [None] * windows
+    return [jobs // windows + (1 if i < jobs % windows else 0) for i in range(windows)]
 
 
 def _unreadable_files(result) -> list[str]:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from dagster import (
-    AssetCheckEvaluation, AssetCheckResult, AssetCheckSeverity, AssetKey, AssetMaterialization, MaterializeResult,
-    MetadataValue,
-)
+from dagster import AssetCheckResult, AssetCheckSeverity, AssetKey, MetadataValue
 
 from cdc_assets.contracts.checks import ValidationOutcome
 
@@ -24,14 +21,3 @@ def contract_check(asset_key: AssetKey, name: str, outcome: ValidationOutcome) -
         },
     )
 
-
-def in_partition(event: AssetCheckResult | MaterializeResult, partition: str) -> AssetCheckEvaluation | AssetMaterialization:
-    """A step's result as one window's own event. In a run over a range of windows Dagster sets
-    no partition on a check result (only a one-partition run has a partition key), and gives
-    every partition of the range the same materialization: a range run reports each window
-    through these instead (docs/performance.md §3)."""
-    if isinstance(event, MaterializeResult):
-        return AssetMaterialization(asset_key=event.asset_key, partition=partition, metadata=event.metadata)
-    return AssetCheckEvaluation(asset_key=event.asset_key, check_name=event.check_name, passed=event.passed,
-                                metadata=event.metadata, severity=event.severity, description=event.description,
-                                partition=partition)

@@ -8,7 +8,6 @@ from cdc_assets.common.settings import Settings
 from cdc_assets.defs.automation import build_hourly_schedules, build_jobs, build_landing_sensor
 from cdc_assets.defs.layers.change_table import build_change_table
 from cdc_assets.defs.layers.landing import build_landed_dump
-from cdc_assets.defs.layers.raw import build_raw_messages
 from cdc_assets.defs.layers.snapshots import build_snapshots
 from cdc_assets.defs.landing_view_io import LandingViewIOManager
 from cdc_assets.defs.maintenance import build_maintenance
@@ -31,7 +30,7 @@ def source_builds(settings: Settings) -> list[SourceBuild]:
 def build_definitions(settings: Settings) -> Definitions:
     assets, jobs, schedules, sensors = [], [], [], []
     for b in source_builds(settings):
-        assets += [build_landed_dump(b), build_raw_messages(b), build_change_table(b), build_snapshots(b)]
+        assets += [build_landed_dump(b), build_change_table(b), build_snapshots(b)]
         windows_job, land_job = build_jobs(b)
         jobs += [windows_job, land_job]
         schedules += build_hourly_schedules(b, windows_job, land_job)

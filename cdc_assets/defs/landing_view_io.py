@@ -130,6 +130,34 @@ def recorded_window_read(warehouse, source: str, window_start_ms: int) -> Window
                       tuple(r["unroutable_batch_ids"] or ()), r["messages_in"], r["redelivered_offsets_dropped"])
 
 
+def record_read_output(warehouse, source: str, read: WindowRead, metadata: dict) -> dict:
+    """Record the window's read with `metadata`'s plain figures in its commit summary
+    (`record_window_read`); returns the figures the record adds: rows, table, snapshot, columns."""
+    plain = {k: getattr(v, "value", v) for k, v in metadata.items()}
+    kept = json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
+    record_window_read(warehouse, source, read, bool(plain.get(COMPLETE_AT_READ)),
+                       int(plain.get(WATERMARK_AT_READ, -1)), {OUTPUT_METADATA_PROPERTY: kept})
+    return {
+        "rows": read.messages,
+        # The rows live in landed_messages: a reader takes that snapshot's rows of the batches.
+        "dagster/table_name": qualified_name(table_identifier(source, LANDED_MESSAGES)),
+        "iceberg_snapshot_id": str(read.snapshot_id),
+        "landed_batches": len(read.batches),
+        "read_record": qualified_name(table_identifier(source, WINDOW_READS)),
+        "dagster/column_schema": message_schema(),
+    }
+
+
+def pinned_window_messages(spark, warehouse, source: str, start_ms: int, asset: str) -> DataFrame:
+    """The window's messages read at its recorded landed_messages snapshot, each offset once."""
+    read = recorded_window_read(warehouse, source, start_ms)
+    if read is None:
+        raise FileNotFoundError(
+            f"{asset} has no recorded read of window {start_ms} in the Iceberg "
+            f"table {table_identifier(source, WINDOW_READS)}: materialize that partition first")
+    return read_pinned_messages(spark, warehouse, source, read)
+
+
 def message_schema() -> TableSchema:
     """The UI's column list of the raw layer: the columns its readers get."""
     fields = {f.name: f for f in LANDED_SCHEMA.fields}
@@ -151,27 +179,10 @@ class LandingViewIOManager(ConfigurableIOManager):
         return context.asset_key.path[0], int(context.asset_partitions_time_window.start.timestamp() * 1000)
 
     def handle_output(self, context: OutputContext, obj: WindowRead) -> None:
-        source, start_ms = self._window(context)
-        plain = {k: getattr(v, "value", v) for k, v in (context.output_metadata or {}).items()}
-        kept = json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
-        record_window_read(self.warehouse.iceberg, source, obj, bool(plain.get(COMPLETE_AT_READ)),
-                           int(plain.get(WATERMARK_AT_READ, -1)), {OUTPUT_METADATA_PROPERTY: kept})
-        context.add_output_metadata({
-            "rows": obj.messages,
-            # The rows live in landed_messages: a reader takes that snapshot's rows of the batches.
-            "dagster/table_name": qualified_name(table_identifier(source, LANDED_MESSAGES)),
-            "iceberg_snapshot_id": str(obj.snapshot_id),
-            "landed_batches": len(obj.batches),
-            "read_record": qualified_name(table_identifier(source, WINDOW_READS)),
-            "dagster/column_schema": message_schema(),
-        })
+        source, _ = self._window(context)
+        context.add_output_metadata(record_read_output(self.warehouse.iceberg, source, obj, context.output_metadata or {}))
 
     def load_input(self, context: InputContext) -> DataFrame:
         source, start_ms = self._window(context)
-        read = recorded_window_read(self.warehouse.iceberg, source, start_ms)
-        if read is None:
-            raise FileNotFoundError(
-                f"{context.asset_key.to_user_string()} has no recorded read of window {start_ms} in the Iceberg "
-                f"table {table_identifier(source, WINDOW_READS)}: materialize that partition first")
-        return read_pinned_messages(self.pyspark.spark_session, self.warehouse.iceberg, source, read)
-
+        return pinned_window_messages(self.pyspark.spark_session, self.warehouse.iceberg, source, start_ms,
+                                      context.asset_key.to_user_string())

@@ -1,9 +1,15 @@
 """commitTs windows as Dagster partitions (UTC, fixed width; hourly by default).
 
-The assets set no backfill policy on purpose: Dagster's default then backfills one window
-per run, tagged with its partition key. A `BackfillPolicy.multi_run(1)` run carries a
-one-partition range instead, and partitioned asset checks evaluated in such a run lose
-their partition (Dagster 1.13), so the UI could not show check results per window.
+The step of the raw, change_table and quarantine layers (layers/change_table.py) has
+`BackfillPolicy.single_run()`: a backfill of N windows is one run over the partition range,
+and the step handles the windows in order. Dagster 1.13 gives an `AssetCheckResult` of a range
+run no partition, and an output or `MaterializeResult` of a range run the same metadata for
+every window, so the step attaches each window's figures to that window's materialization
+(`add_asset_metadata(partition_key=k)`) and yields each check as `AssetCheckEvaluation(partition=k)`
+(defs/window_events.py): the UI and GraphQL (`assetCheckExecutions(partition:)`) show each
+window's figures and check results.
+The snapshots step sets no policy: it builds on its previous window (a self-dependency), so a
+backfill runs it one window per run, in order, tagged with its partition key.
 """
 
 from __future__ import annotations

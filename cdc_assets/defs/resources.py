@@ -168,26 +168,36 @@ class IcebergIOManager(ConfigurableIOManager):
                 int(window.start.timestamp() * 1000))
 
     def handle_output(self, context: OutputContext, obj: DataFrame | ObservedOutput) -> None:
-        observed = obj.metadata if isinstance(obj, ObservedOutput) else None
-        obj = obj.frame if isinstance(obj, ObservedOutput) else obj
-        table, start_ms = self._table(context)
+        _, start_ms = self._table(context)
         plain = {k: getattr(v, "value", v) for k, v in (context.output_metadata or {}).items()}
-        kept = json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
-        table.write(self.pyspark.spark_session, obj, start_ms, {OUTPUT_METADATA_PROPERTY: kept})
-        commit = window_commit(self.warehouse.iceberg, table.table.identifier, start_ms) or {}
-        context.add_output_metadata({
-            "rows": int(commit.get("added-records", 0)),
-            "dagster/table_name": qualified_name(table.table.identifier),
-            "iceberg_snapshot_id": str(commit.get("snapshot_id")),
-            # from the frame's schema: no Spark job
-            "dagster/column_schema": column_schema(obj),
-        })
-        if observed is not None:
-            context.add_output_metadata(observed())
+        context.add_output_metadata(write_layer_window(
+            self.warehouse, self.pyspark.spark_session, list(context.asset_key.path), obj, start_ms, plain))
 
     def load_input(self, context: InputContext) -> DataFrame:
         start_ms = int(context.asset_partitions_time_window.start.timestamp() * 1000)
         return self.warehouse.read_layer_window(self.pyspark.spark_session, list(context.asset_key.path), start_ms)
+
+
+def write_layer_window(warehouse: WarehouseResource, spark, asset_path: list[str], obj: DataFrame | ObservedOutput,
+                       start_ms: int, metadata: dict) -> dict:
+    """Replace the window's partition of the layer's table with `obj` in one commit that keeps
+    `metadata`'s plain figures (`window_output_metadata`); returns the figures the write adds:
+    rows, table, snapshot, columns, and an `ObservedOutput`'s observed figures."""
+    observed = obj.metadata if isinstance(obj, ObservedOutput) else None
+    frame = obj.frame if isinstance(obj, ObservedOutput) else obj
+    table = warehouse.layer_table(spark, asset_path)
+    plain = {k: getattr(v, "value", v) for k, v in metadata.items()}
+    kept = json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
+    table.write(spark, frame, start_ms, {OUTPUT_METADATA_PROPERTY: kept})
+    commit = window_commit(warehouse.iceberg, table.table.identifier, start_ms) or {}
+    return {
+        "rows": int(commit.get("added-records", 0)),
+        "dagster/table_name": qualified_name(table.table.identifier),
+        "iceberg_snapshot_id": str(commit.get("snapshot_id")),
+        # from the frame's schema: no Spark job
+        "dagster/column_schema": column_schema(frame),
+        **(observed() if observed is not None else {}),
+    }
 
 
 def column_schema(frame: DataFrame) -> TableSchema:

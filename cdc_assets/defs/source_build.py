@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dagster import AssetCheckSpec, AssetKey, TimeWindowPartitionsDefinition
+from dagster import AssetCheckSpec, AssetKey, AssetSpec, TimeWindowPartitionsDefinition
 
 from cdc_assets.common.settings import Settings, SourceConfig
 from cdc_assets.decode import Decoder, get_decoder
@@ -94,12 +94,14 @@ class SourceBuild:
         `AssetSpec` alike: its key, its kinds, the source's tags, and `description`."""
         return {"key": self.key(layer), "kinds": {"spark", "iceberg"}, "tags": self.tags, "description": description}
 
-    def layer_output(self, layer: str, description: str) -> dict:
-        """`layer_asset` for an output the IO manager writes (`@asset` or `AssetOut`): one
-        window's partition of the Iceberg table `<source>.<layer>`; for the raw layer, the
-        window's read of the landing area (`LandingViewIOManager`)."""
+    def layer_spec(self, layer: str, description: str, deps: list[AssetKey]) -> AssetSpec:
+        """A windowed layer that a range step writes itself, one window at a time
+        (`window_events.py`): one window's partition of the Iceberg table `<source>.<layer>`, or
+        for the raw layer the window's read of the landing area. Its IO manager only loads it
+        for the steps downstream (`LandingViewIOManager`, `IcebergIOManager`)."""
         io_manager = LANDING_VIEW_IO_MANAGER if layer == RAW else ICEBERG_IO_MANAGER
-        return {**self.layer_asset(layer, description), "io_manager_key": io_manager}
+        return AssetSpec(**self.layer_asset(layer, description), **self.in_windows(),
+                         deps=deps).with_io_manager_key(io_manager)
 
     def window_check(self, name: str, layer: str, description: str, blocking: bool = False) -> AssetCheckSpec:
         """A check of a windowed layer, partitioned like it: the UI shows pass/fail per window."""

@@ -1,5 +1,12 @@
-"""Layer 2-3: decode a window's raw messages and align them, in one step: the change table
+"""Layers 1-3 of each window of the run, in one step: record the window's read of the landing
+(raw_messages, layers/raw.py), decode its messages and align them: the change table
 (duplicates and late events dropped) and the quarantine.
+
+One run may cover a range of windows (`BackfillPolicy.single_run()`): the step handles them
+in order, each written in its own commits and reported with its own partition
+(defs/window_events.py); a failed blocking check stops it after that window. Both tables are
+written whichever of them the run selected (one decode makes both); only the selected ones
+are reported.
 
 The decoded change log is not stored (issue 45): the change table is the change log without
 its duplicate, late and outside-window events, so a stored copy of it was a second copy of
@@ -11,11 +18,9 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetExecutionContext,
-    AssetIn,
-    AssetOut,
     AssetsDefinition,
+    BackfillPolicy,
     MetadataValue,
-    Output,
     multi_asset,
 )
 from dagster_pyspark import PySparkResource
@@ -28,11 +33,14 @@ from cdc_assets.decode.window_decode import DecodedWindow, decode_window
 from cdc_assets.defs.check_results import contract_check
 from cdc_assets.defs.metadata import MAX_BARS, counts_table, events_per_minute_chart, watermark_lag_chart, watermark_table
 from cdc_assets.defs.partitions import window_bounds_ms
-from cdc_assets.defs.resources import ObservedOutput, WarehouseResource, window_output_metadata
+from cdc_assets.defs.landing_view_io import pinned_window_messages
+from cdc_assets.defs.layers.raw import raw_messages_spec, read_window
+from cdc_assets.defs.resources import ObservedOutput, WarehouseResource, window_output_metadata, write_layer_window
 from cdc_assets.defs.source_build import CHANGE_TABLE, QUARANTINE, RAW, SourceBuild
+from cdc_assets.defs.window_events import WindowEvents
 from cdc_assets.landing.state import Completeness, LandingState
 from cdc_assets.landing.tables import load_state
-from cdc_assets.landing.window_messages import read_watermark_index
+from cdc_assets.landing.window_messages import read_pinned_messages, read_watermark_index
 
 WINDOW_COMPLETE = "window_complete"
 INSIDE_WINDOW = "events_inside_window"
@@ -43,21 +51,20 @@ QUARANTINE_RATE_CHECK = "quarantine_rate_within_limit"
 
 
 def build_change_table(b: SourceBuild) -> AssetsDefinition:
-    table_key, quarantine_key = b.key(CHANGE_TABLE), b.key(QUARANTINE)
-
     @multi_asset(
         name=f"{b.source.name}__decode_and_align",
-        ins={"raw_messages": AssetIn(key=b.key(RAW))},
-        outs={
-            "change_table": AssetOut(**b.layer_output(
-                CHANGE_TABLE, "Row and DDL events of the window, decoded into the one change-log schema "
-                "(docs/architecture.md), with at-least-once duplicates removed and late events (below an "
-                "earlier watermark of their partition) dropped; counts in metadata.")),
-            "quarantine": AssetOut(**b.layer_output(
-                QUARANTINE, "Messages (or single events of a batch) that could not be used: "
-                "reason code, detail, raw key/value bytes and lineage.")),
-        },
-        **b.in_windows(),
+        specs=[
+            raw_messages_spec(b),
+            b.layer_spec(CHANGE_TABLE, "Row and DDL events of the window, decoded into the one change-log schema "
+                         "(docs/architecture.md), with at-least-once duplicates removed and late events (below an "
+                         "earlier watermark of their partition) dropped; counts in metadata.", deps=[b.key(RAW)]),
+            b.layer_spec(QUARANTINE, "Messages (or single events of a batch) that could not be used: "
+                         "reason code, detail, raw key/value bytes and lineage.", deps=[b.key(RAW)]),
+        ],
+        partitions_def=b.partitions_def,
+        can_subset=True,
+        # A backfill of N windows is one run; each window is written, reported and checked in order.
+        backfill_policy=BackfillPolicy.single_run(),
         # Checks are partitioned like their asset: the UI shows pass/fail per window.
         check_specs=[
             b.window_check(WINDOW_COMPLETE, CHANGE_TABLE, blocking=True,
@@ -74,87 +81,107 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
                            f"exceeds the source's max_quarantine_rate ({b.source.max_quarantine_rate:g})"),
         ],
     )
-    def decode_and_align(
-        context: AssetExecutionContext,
-        raw_messages: DataFrame,
-        pyspark: PySparkResource,
-        warehouse: WarehouseResource,
-    ):
-        start_ms, end_ms = window_bounds_ms(b.partitions_def, context.partition_key)
-        state = load_state(warehouse.iceberg, b.source.name)
-        marks = read_watermark_index(pyspark.spark_session, warehouse.iceberg, b.source.name, state)
+    def decode_and_align(context: AssetExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource):
         decoder, policy = b.decoder(), b.completeness()
-        with decode_window(decoder, raw_messages, start_ms, b.settings.window_ms) as w:
-            events, decoded_outcome = observed(ChangeLogModel, w.events)
-            marked = mark_late_and_duplicates(events, marks, ms_to_tso(start_ms), ms_to_tso(end_ms),
-                                              offsets=raw_messages)
-            # One pass: the decode counts, the alignment counts (late, duplicate and outside
-            # rows too: observed before the filter), the events per minute and both
-            # contracts are observed by the change table's write; the quarantine, written
-            # next, reads the cached decode.
-            alignment = observe_alignment(marked, start_ms, b.settings.window_ms, MAX_BARS)
-            aligned, outcome = observed(ChangeTableModel, alignment.aligned)
-
-            def observed_metadata() -> dict:
-                counts = alignment.counts()
-                return {
-                    **_decode_figures(w),
-                    "events_in": counts.events_in,
-                    "duplicates_dropped": counts.duplicates,
-                    "late_dropped": counts.late,
-                    "outside_window_dropped": counts.outside_window,
-                    "events_out": counts.events_out,
-                    "row_events_out": counts.rows_out,
-                    "ddl_events_out": counts.ddl_out,
-                    "events_per_minute_chart": MetadataValue.md(events_per_minute_chart(
-                        alignment.events_per_bar(), start_ms, b.settings.window_ms)),
-                }
-
-            at_read = window_output_metadata(warehouse.iceberg, list(b.key(RAW).path), start_ms)
-            complete, wm = _completeness_at_read(policy, state, at_read, end_ms)
-            yield Output(
-                ObservedOutput(aligned, observed_metadata),
-                output_name="change_table",
-                metadata={
-                    "commit_order": decoder.commit_order(),
-                    "window_complete": complete,
-                    "global_watermark_ts": wm if wm is not None else -1,
-                    "kafka_partitions": MetadataValue.md(watermark_table(state)),
-                    "watermark_lag_chart": MetadataValue.md(watermark_lag_chart(state)),
-                },
-            )
-            yield Output(
-                w.quarantine, output_name="quarantine",
-                metadata={"quarantined": w.quarantined, "quarantined_messages": w.quarantined_messages,
-                          "no_change_records": w.no_change_records, "messages_in": w.messages,
-                          "by_reason": MetadataValue.md(counts_table(w.reasons, ("reason", "messages")))},
-            )
-            yield from _quarantine_checks(b, quarantine_key, w)
-            counts = alignment.counts()
-            yield contract_check(table_key, DECODED_CONTRACT, decoded_outcome())
-            yield contract_check(table_key, CONTRACT, outcome())
-            # The blocking checks come last: a failed one stops the step where it is yielded.
-            yield AssetCheckResult(
-                asset_key=table_key,
-                check_name=WINDOW_COMPLETE,
-                passed=complete,
-                metadata={
-                    "window_end_tso": ms_to_tso(end_ms),
-                    "global_watermark_ts": wm if wm is not None else -1,
-                    "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
-                    "completeness_mode": policy.mode.value,
-                },
-            )
-            yield AssetCheckResult(
-                asset_key=table_key,
-                check_name=INSIDE_WINDOW,
-                passed=counts.outside_window == 0,
-                severity=AssetCheckSeverity.ERROR,
-                metadata={"outside_window": counts.outside_window, "window_start_tso": ms_to_tso(start_ms),
-                          "window_end_tso": ms_to_tso(end_ms)},
-            )
+        spark, source, raw_key = pyspark.spark_session, b.source.name, b.key(RAW)
+        decode = bool(context.selected_asset_keys - {raw_key})
+        events = WindowEvents(context)
+        for partition in context.partition_keys:
+            read = None
+            if raw_key in context.selected_asset_keys:
+                read, metadata = read_window(b, warehouse, partition)
+                yield from events.materialized(raw_key, partition, metadata)
+            if decode:
+                # Without raw_messages in the run: the window's read recorded when it was materialized.
+                raw_messages = (read_pinned_messages(spark, warehouse.iceberg, source, read) if read is not None
+                                else pinned_window_messages(spark, warehouse.iceberg, source,
+                                                            window_bounds_ms(b.partitions_def, partition)[0],
+                                                            raw_key.to_user_string()))
+                yield from _window(b, events, partition, spark, warehouse, raw_messages, decoder, policy)
+            yield from events.stop_if_blocked(partition)
+        yield from events.outputs()
 
     return decode_and_align
+
+
+def _window(b: SourceBuild, events: WindowEvents, partition: str, spark, warehouse: WarehouseResource,
+            raw_messages: DataFrame, decoder, policy: Completeness):
+    """Decode, align and write one window of the run (both tables, whichever the run selected),
+    then report it: its materializations and its check results."""
+    table_key, quarantine_key = b.key(CHANGE_TABLE), b.key(QUARANTINE)
+    start_ms, end_ms = window_bounds_ms(b.partitions_def, partition)
+    state = load_state(warehouse.iceberg, b.source.name)
+    marks = read_watermark_index(spark, warehouse.iceberg, b.source.name, state)
+    with decode_window(decoder, raw_messages, start_ms, b.settings.window_ms) as w:
+        decoded, decoded_outcome = observed(ChangeLogModel, w.events)
+        marked = mark_late_and_duplicates(decoded, marks, ms_to_tso(start_ms), ms_to_tso(end_ms),
+                                          offsets=raw_messages)
+        # One pass: the decode counts, the alignment counts (late, duplicate and outside
+        # rows too: observed before the filter), the events per minute and both
+        # contracts are observed by the change table's write; the quarantine, written
+        # next, reads the cached decode.
+        alignment = observe_alignment(marked, start_ms, b.settings.window_ms, MAX_BARS)
+        aligned, outcome = observed(ChangeTableModel, alignment.aligned)
+
+        def observed_metadata() -> dict:
+            counts = alignment.counts()
+            return {
+                **_decode_figures(w),
+                "events_in": counts.events_in,
+                "duplicates_dropped": counts.duplicates,
+                "late_dropped": counts.late,
+                "outside_window_dropped": counts.outside_window,
+                "events_out": counts.events_out,
+                "row_events_out": counts.rows_out,
+                "ddl_events_out": counts.ddl_out,
+                "events_per_minute_chart": MetadataValue.md(events_per_minute_chart(
+                    alignment.events_per_bar(), start_ms, b.settings.window_ms)),
+            }
+
+        at_read = window_output_metadata(warehouse.iceberg, list(b.key(RAW).path), start_ms)
+        complete, wm = _completeness_at_read(policy, state, at_read, end_ms)
+        table_metadata = {
+            "commit_order": decoder.commit_order(),
+            "window_complete": complete,
+            "global_watermark_ts": wm if wm is not None else -1,
+            "kafka_partitions": MetadataValue.md(watermark_table(state)),
+            "watermark_lag_chart": MetadataValue.md(watermark_lag_chart(state)),
+        }
+        table_metadata.update(write_layer_window(warehouse, spark, list(table_key.path),
+                                                 ObservedOutput(aligned, observed_metadata), start_ms, table_metadata))
+        yield from events.materialized(table_key, partition, table_metadata)
+        quarantine_metadata = {
+            "quarantined": w.quarantined, "quarantined_messages": w.quarantined_messages,
+            "no_change_records": w.no_change_records, "messages_in": w.messages,
+            "by_reason": MetadataValue.md(counts_table(w.reasons, ("reason", "messages")))}
+        quarantine_metadata.update(write_layer_window(warehouse, spark, list(quarantine_key.path), w.quarantine,
+                                                      start_ms, quarantine_metadata))
+        yield from events.materialized(quarantine_key, partition, quarantine_metadata)
+        for result in _quarantine_checks(b, quarantine_key, w):
+            yield from events.checked(result, partition)
+        counts = alignment.counts()
+        yield from events.checked(contract_check(table_key, DECODED_CONTRACT, decoded_outcome()), partition)
+        yield from events.checked(contract_check(table_key, CONTRACT, outcome()), partition)
+        # The blocking checks come last: a failed one stops the run after this window.
+        yield from events.checked(AssetCheckResult(
+            asset_key=table_key,
+            check_name=WINDOW_COMPLETE,
+            passed=complete,
+            metadata={
+                "window_end_tso": ms_to_tso(end_ms),
+                "global_watermark_ts": wm if wm is not None else -1,
+                "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
+                "completeness_mode": policy.mode.value,
+            },
+        ), partition, blocking=True)
+        yield from events.checked(AssetCheckResult(
+            asset_key=table_key,
+            check_name=INSIDE_WINDOW,
+            passed=counts.outside_window == 0,
+            severity=AssetCheckSeverity.ERROR,
+            metadata={"outside_window": counts.outside_window, "window_start_tso": ms_to_tso(start_ms),
+                      "window_end_tso": ms_to_tso(end_ms)},
+        ), partition, blocking=True)
 
 
 def _decode_figures(w: DecodedWindow) -> dict:

@@ -9,10 +9,8 @@ from dagster import (
     AssetDep,
     BackfillPolicy,
     AssetExecutionContext,
-    AssetMaterialization,
     AssetsDefinition,
     AssetSpec,
-    Failure,
     MaterializeResult,
     MetadataValue,
     TimeWindowPartitionMapping,
@@ -26,10 +24,10 @@ from cdc_assets.common.iceberg_tables import end_tag, table_name
 from cdc_assets.common.names import table_id
 from cdc_assets.common.tso import tso_to_datetime
 from cdc_assets.common.warehouse import qualified_name, table_identifier
-from cdc_assets.defs.check_results import in_partition
 from cdc_assets.defs.metadata import schema_version, table_rows_chart
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource
+from cdc_assets.defs.window_events import WindowEvents
 from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, SNAPSHOTS, SourceBuild
 from cdc_assets.landing.tables import load_state
 from cdc_assets.snapshot.entry_tables import read_entry
@@ -90,10 +88,13 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
     def snapshots(context: AssetExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource):
         # A range run (a backfill, a replay) applies its windows in order, each on the one
         # before, and reports each window's materializations and checks as that window's own.
+        events = WindowEvents(context)
         for partition in context.partition_keys:
-            yield from window(context, pyspark.spark_session, warehouse, partition)
+            yield from window(context, events, pyspark.spark_session, warehouse, partition)
+        yield from events.outputs()
 
-    def window(context: AssetExecutionContext, spark: SparkSession, warehouse: WarehouseResource, partition: str):
+    def window(context: AssetExecutionContext, events: WindowEvents, spark: SparkSession,
+               warehouse: WarehouseResource, partition: str):
         start_ms, end_ms = window_bounds_ms(b.partitions_def, partition)
         store = (warehouse.iceberg, b.source.name)  # what the snapshot store's functions take
         previous = _previous_manifest(b, warehouse, start_ms)
@@ -102,18 +103,24 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         change_table = warehouse.read_layer_window(spark, change_path, start_ms)
         events_in = _change_table_rows(warehouse, change_path, start_ms, change_table)
         checks = context.selected_asset_check_keys
-        events: list = []
+        results: list = []
 
         def audit(manifest: WindowManifest) -> str | None:
             """Write-audit-publish: the checks run on the window's branch; an ERROR check that
             fails withholds the window (never tagged, never on main)."""
             written = {tid: t for tid, t in manifest.tables.items() if t.written_window_start_ms == start_ms}
-            events[:] = [e for e in _snapshot_results(key, spark, store, events_in, manifest.tables,
-                                                      manifest.ddl, written, manifest.failed_tables, manifest.tag)
-                         if not isinstance(e, AssetCheckResult) or AssetCheckKey(key, e.check_name) in checks]
-            failed = [e.check_name for e in events
-                      if isinstance(e, AssetCheckResult) and not e.passed and e.check_name in PUBLISH_GATES]
+            results[:] = _snapshot_results(key, spark, store, events_in, manifest.tables, manifest.ddl, written,
+                                           manifest.failed_tables, manifest.tag)
+            failed = [e.check_name for e in results if isinstance(e, AssetCheckResult) and not e.passed
+                      and e.check_name in PUBLISH_GATES and AssetCheckKey(key, e.check_name) in checks]
             return f"ERROR checks failed: {', '.join(failed)}" if failed else None
+
+        def reported(kinds: tuple):
+            for e in results:
+                if isinstance(e, AssetCheckResult) and isinstance(e, kinds):
+                    yield from events.checked(e, partition)
+                elif isinstance(e, MaterializeResult) and isinstance(e, kinds):
+                    yield from events.materialized(e.asset_key, partition, dict(e.metadata or {}))
 
         try:
             manifest = write_window_snapshot(
@@ -124,24 +131,20 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                     b.completeness()),
             )
         except WindowWithheld as withheld:
-            yield from (in_partition(e, partition) for e in events if isinstance(e, AssetCheckResult))
-            raise Failure(description=f"window {partition}: {withheld}",
-                          metadata={"published": False, "tag": end_tag(end_ms)}) from withheld
-        yield from (in_partition(e, partition) for e in events)
+            yield from reported((AssetCheckResult,))
+            yield from events.stop(f"window {partition}: {withheld}", {"published": False, "tag": end_tag(end_ms)})
+        yield from reported((MaterializeResult, AssetCheckResult))
         ended = manifest.ddl.history_versions_ended
         if history_key in selected:
-            yield AssetMaterialization(
-                asset_key=history_key,
-                partition=partition,
-                metadata={
+            yield from events.materialized(
+                history_key, partition, {
                     "versions_ended": sum(ended.values()),
                     "versions_ended_by_table": MetadataValue.json(ended),
                     # one Iceberg table per source table (snapshot/history)
                     "iceberg_tables": MetadataValue.json(
                         {table_id(*n): qualified_name(table_identifier(b.source.name, table_name(HISTORY_LAYER, *n)))
                          for n in manifest.ddl.history_tables}),
-                },
-            )
+                })
 
     return snapshots
 
