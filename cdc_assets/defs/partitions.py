@@ -1,15 +1,15 @@
 """commitTs windows as Dagster partitions (UTC, fixed width; hourly by default).
 
-The step of the raw, change_table and quarantine layers (layers/change_table.py) has
-`BackfillPolicy.single_run()`: a backfill of N windows is one run over the partition range,
-and the step handles the windows in order. Dagster 1.13 gives an `AssetCheckResult` of a range
+Both windowed steps (the raw, change_table and quarantine step in layers/change_table.py, the
+snapshots step in layers/snapshots.py) have `BackfillPolicy.single_run()`: a backfill of N
+windows is one run over the partition range, and each step handles the windows in order. Dagster 1.13 gives an `AssetCheckResult` of a range
 run no partition, and an output or `MaterializeResult` of a range run the same metadata for
 every window, so the step attaches each window's figures to that window's materialization
 (`add_asset_metadata(partition_key=k)`) and yields each check as `AssetCheckEvaluation(partition=k)`
 (defs/window_events.py): the UI and GraphQL (`assetCheckExecutions(partition:)`) show each
-window's figures and check results.
-The snapshots step sets no policy: it builds on its previous window (a self-dependency), so a
-backfill runs it one window per run, in order, tagged with its partition key.
+window's figures and check results. The snapshots build on their previous window (a
+self-dependency): Dagster's backfill accepts such an asset over a range in one run once the
+range's parents are materialized, and the step applies the windows in order.
 """
 
 from __future__ import annotations
