@@ -1,6 +1,6 @@
 """Consecutive windows with data: the raw and decode-and-align layers run as ONE Dagster run
 over the partition range, and still report each window's materializations and check results
-with its own partition (docs/performance.md §3); the snapshots follow, one run per window."""
+with its own partition (docs/performance.md §3); the snapshots follow in the same run, window by window."""
 
 from __future__ import annotations
 

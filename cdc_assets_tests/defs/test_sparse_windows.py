@@ -38,7 +38,7 @@ def test_quiet_windows_cost_no_run(tmp_path):
     assert f"[src] {windows} window(s) to materialize, 2 with data (in 2 run(s), one per range of consecutive " \
            f"windows with data); {windows - 2} quiet, " \
            "carried forward without Spark" in lines
-    # one landing and one run per window with data, nothing per quiet window
+    # one landing and one run per range of windows with data (here two lone ones), nothing per quiet window
     assert len(instance.get_run_records()) == 1 + 2
     snapshots = (settings.warehouse, "src")  # (warehouse, source)
     assert len(list_manifests(*snapshots)) == windows
