@@ -6,7 +6,7 @@ windows is one run over the partition range, and each step handles the windows i
 run no partition, and an output or `MaterializeResult` of a range run the same metadata for
 every window, so the step attaches each window's figures to that window's materialization
 (`add_asset_metadata(partition_key=k)`) and yields each check as `AssetCheckEvaluation(partition=k)`
-(defs/window_events.py): the UI and GraphQL (`assetCheckExecutions(partition:)`) show each
+(defs/range_reporting.py): the UI and GraphQL (`assetCheckExecutions(partition:)`) show each
 window's figures and check results. The snapshots build on their previous window (a
 self-dependency): Dagster's backfill accepts such an asset over a range in one run once the
 range's parents are materialized, and the step applies the windows in order.

@@ -96,7 +96,7 @@ class SourceBuild:
 
     def layer_spec(self, layer: str, description: str, deps: list[AssetKey]) -> AssetSpec:
         """A windowed layer that a range step writes itself, one window at a time
-        (`window_events.py`): one window's partition of the Iceberg table `<source>.<layer>`, or
+        (`range_reporting.py`): one window's partition of the Iceberg table `<source>.<layer>`, or
         for the raw layer the window's read of the landing area. Its IO manager only loads it
         for the steps downstream (`LandingViewIOManager`, `IcebergIOManager`)."""
         io_manager = LANDING_VIEW_IO_MANAGER if layer == RAW else ICEBERG_IO_MANAGER

@@ -4,7 +4,7 @@
 
 One run may cover a range of windows (`BackfillPolicy.single_run()`): the step handles them
 in order, each written in its own commits and reported with its own partition
-(defs/window_events.py); a failed blocking check stops it after that window. Both tables are
+(defs/range_reporting.py); a failed blocking check stops it after that window. Both tables are
 written whichever of them the run selected (one decode makes both); only the selected ones
 are reported.
 
@@ -37,7 +37,7 @@ from cdc_assets.defs.landing_view_io import pinned_window_messages
 from cdc_assets.defs.layers.raw import raw_messages_spec, read_window
 from cdc_assets.defs.resources import ObservedOutput, WarehouseResource, window_output_metadata, write_layer_window
 from cdc_assets.defs.source_build import CHANGE_TABLE, QUARANTINE, RAW, SourceBuild
-from cdc_assets.defs.window_events import WindowEvents
+from cdc_assets.defs.range_reporting import WindowEvents
 from cdc_assets.landing.state import Completeness, LandingState
 from cdc_assets.landing.tables import load_state
 from cdc_assets.landing.window_messages import read_pinned_messages, read_watermark_index

@@ -27,7 +27,7 @@ from cdc_assets.common.warehouse import qualified_name, table_identifier
 from cdc_assets.defs.metadata import schema_version, table_rows_chart
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.resources import WarehouseResource
-from cdc_assets.defs.window_events import WindowEvents
+from cdc_assets.defs.range_reporting import WindowEvents
 from cdc_assets.defs.source_build import CHANGE_TABLE, HISTORY, SNAPSHOTS, SourceBuild
 from cdc_assets.landing.tables import load_state
 from cdc_assets.snapshot.entry_tables import read_entry
