@@ -299,7 +299,9 @@ def _why_no_window(state: LandingState, policy: Completeness, protocol: str) -> 
 def _record_checks(result, summary: ReplaySummary, where: str) -> list[str]:
     """Failed checks of one run: ERROR ones make the replay fail, WARN ones are reported."""
     failing = [e for e in result.get_asset_check_evaluations() if not e.passed]
-    named = [(f"{e.asset_key.to_user_string()}:{e.check_name}@{where}", e.severity.value) for e in failing]
+    # A range run's evaluations carry their window; a one-window run's, the run's partition.
+    named = [(f"{e.asset_key.to_user_string()}:{e.check_name}@{e.partition or where}", e.severity.value)
+             for e in failing]
     failed = [n for n, severity in named if severity == "ERROR"]
     summary.checks_failed += failed
     summary.checks_warned += [n for n, severity in named if severity != "ERROR"]
