@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from dagster import AssetKey, DagsterEventType, instance_for_test
+from dagster import AssetKey, DagsterEventType, DagsterInstance, instance_for_test
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import EmptyWorkspaceTarget
@@ -115,3 +115,29 @@ def _replay_and_check(settings, instance):
     assert manifests == [T0, T0 + HOUR, T0 + 2 * HOUR]
     assert [sum(t.rows for t in read_manifest(settings.warehouse, "src", w).tables.values())
             for w in manifests] == [1, 3, 6]
+
+
+def test_a_failed_blocking_check_stops_the_range_at_its_window_and_the_windows_before_are_applied(
+        tmp_path, monkeypatch):
+    from cdc_assets.defs.layers import change_table as step
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    _dump(dump)
+    settings = settings_for(tmp_path / "home", dump, layout="lines")
+    real = step._completeness_at_read
+
+    def second_window_incomplete(policy, state, at_read, end_ms):
+        complete, wm = real(policy, state, at_read, end_ms)
+        return (False, wm) if end_ms == T0 + 2 * HOUR else (complete, wm)
+
+    monkeypatch.setattr(step, "_completeness_at_read", second_window_incomplete)
+    instance = DagsterInstance.ephemeral()
+    summary = replay(settings, "src", instance, progress=lambda _m: None)
+    # The layers' step wrote windows 0 and 1, failed window 1's blocking check and stopped:
+    # window 2 was not written; window 0 got its snapshot in one more run, window 1 none.
+    assert (summary.ok, summary.windows) == (False, 1)
+    assert summary.checks_failed == [f"src/change_table:window_complete@{KEYS[1]}"]
+    assert list_manifests(settings.warehouse, "src") == [T0]
+    assert read_manifest(settings.warehouse, "src", T0).tables["db.t"].rows == 1
+    assert len(instance.get_runs()) == 1 + 2  # the landing, the range run, window 0's snapshots
