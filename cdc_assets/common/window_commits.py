@@ -8,6 +8,8 @@ snapshot properties (`window_properties`), because a SQL MERGE takes no write op
 
 from __future__ import annotations
 
+import json
+
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -19,6 +21,12 @@ from cdc_assets.common.warehouse import load_pyiceberg_catalog
 
 WINDOW_PROPERTY = "cdc.window-start-ms"
 OUTPUT_METADATA_PROPERTY = "cdc.output-metadata"
+
+
+def kept_metadata(metadata: dict) -> str:
+    """An output's plain figures (booleans, numbers, texts) as the JSON its commit keeps."""
+    plain = {k: getattr(v, "value", v) for k, v in metadata.items()}
+    return json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
 
 
 @dataclass(frozen=True)

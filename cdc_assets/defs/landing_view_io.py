@@ -16,7 +16,6 @@ change_table step through `window_output_metadata`, `cdc-assets tables`, tests, 
 have the warehouse, not necessarily the Dagster instance that ran the window."""
 
 
-import json
 import time
 
 from dagster import (
@@ -27,7 +26,7 @@ from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame
 
 from cdc_assets.common.iceberg_tables import WINDOW_COLUMN
-from cdc_assets.common.window_commits import OUTPUT_METADATA_PROPERTY, WINDOW_PROPERTY
+from cdc_assets.common.window_commits import OUTPUT_METADATA_PROPERTY, WINDOW_PROPERTY, kept_metadata
 from cdc_assets.common.warehouse import as_warehouse, load_pyiceberg_catalog, qualified_name, table_identifier
 from cdc_assets.defs.resources import WarehouseResource
 from cdc_assets.defs.source_build import WINDOW_READS
@@ -134,9 +133,8 @@ def record_read_output(warehouse, source: str, read: WindowRead, metadata: dict)
     """Record the window's read with `metadata`'s plain figures in its commit summary
     (`record_window_read`); returns the figures the record adds: rows, table, snapshot, columns."""
     plain = {k: getattr(v, "value", v) for k, v in metadata.items()}
-    kept = json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
     record_window_read(warehouse, source, read, bool(plain.get(COMPLETE_AT_READ)),
-                       int(plain.get(WATERMARK_AT_READ, -1)), {OUTPUT_METADATA_PROPERTY: kept})
+                       int(plain.get(WATERMARK_AT_READ, -1)), {OUTPUT_METADATA_PROPERTY: kept_metadata(metadata)})
     return {
         "rows": read.messages,
         # The rows live in landed_messages: a reader takes that snapshot's rows of the batches.

@@ -27,7 +27,7 @@ from pydantic import PrivateAttr
 from pyspark.sql import DataFrame
 
 from cdc_assets.common.iceberg_tables import IcebergTable
-from cdc_assets.common.window_commits import OUTPUT_METADATA_PROPERTY, WindowTable, window_commit
+from cdc_assets.common.window_commits import OUTPUT_METADATA_PROPERTY, WindowTable, kept_metadata, window_commit
 from cdc_assets.common.settings import Settings, env_catalog_properties
 from cdc_assets.common.spark_session import (
     jobs_since, release_connect_session_on_exit, spark_config, spark_job_ids, use_this_python_for_workers,
@@ -161,21 +161,18 @@ class IcebergIOManager(ConfigurableIOManager):
     warehouse: ResourceDependency[WarehouseResource]
     pyspark: ResourceDependency[PySparkResource]
 
-    def _table(self, context: InputContext | OutputContext) -> tuple[WindowTable, int]:
-        window = context.asset_partitions_time_window
-        spark = self.pyspark.spark_session
-        return (self.warehouse.layer_table(spark, list(context.asset_key.path)),
-                int(window.start.timestamp() * 1000))
+    @staticmethod
+    def _start_ms(context: InputContext | OutputContext) -> int:
+        return int(context.asset_partitions_time_window.start.timestamp() * 1000)
 
     def handle_output(self, context: OutputContext, obj: DataFrame | ObservedOutput) -> None:
-        _, start_ms = self._table(context)
-        plain = {k: getattr(v, "value", v) for k, v in (context.output_metadata or {}).items()}
         context.add_output_metadata(write_layer_window(
-            self.warehouse, self.pyspark.spark_session, list(context.asset_key.path), obj, start_ms, plain))
+            self.warehouse, self.pyspark.spark_session, list(context.asset_key.path), obj, self._start_ms(context),
+            context.output_metadata or {}))
 
     def load_input(self, context: InputContext) -> DataFrame:
-        start_ms = int(context.asset_partitions_time_window.start.timestamp() * 1000)
-        return self.warehouse.read_layer_window(self.pyspark.spark_session, list(context.asset_key.path), start_ms)
+        return self.warehouse.read_layer_window(self.pyspark.spark_session, list(context.asset_key.path),
+                                                self._start_ms(context))
 
 
 def write_layer_window(warehouse: WarehouseResource, spark, asset_path: list[str], obj: DataFrame | ObservedOutput,
@@ -186,9 +183,7 @@ def write_layer_window(warehouse: WarehouseResource, spark, asset_path: list[str
     observed = obj.metadata if isinstance(obj, ObservedOutput) else None
     frame = obj.frame if isinstance(obj, ObservedOutput) else obj
     table = warehouse.layer_table(spark, asset_path)
-    plain = {k: getattr(v, "value", v) for k, v in metadata.items()}
-    kept = json.dumps({k: v for k, v in plain.items() if isinstance(v, (bool, int, float, str))})
-    table.write(spark, frame, start_ms, {OUTPUT_METADATA_PROPERTY: kept})
+    table.write(spark, frame, start_ms, {OUTPUT_METADATA_PROPERTY: kept_metadata(metadata)})
     commit = window_commit(warehouse.iceberg, table.table.identifier, start_ms) or {}
     return {
         "rows": int(commit.get("added-records", 0)),
