@@ -44,7 +44,11 @@ class WindowTable:
             self.table.ensure_namespace(spark)
             self.table.ensure(spark, stored.schema, partition=WINDOW_COLUMN)
         self.table.evolve(spark, stored.schema)
-        writer = stored.writeTo(self.table.sql).option(f"snapshot-property.{WINDOW_PROPERTY}", str(window_start_ms))
+        # `distribution-mode none`: every row is of one partition value (the window), so
+        # Iceberg's default hash distribution shuffled the whole window into one task, and one
+        # core wrote it. Each task of the frame's last stage now writes its own file.
+        writer = (stored.writeTo(self.table.sql).option("distribution-mode", "none")
+                  .option(f"snapshot-property.{WINDOW_PROPERTY}", str(window_start_ms)))
         for key, value in metadata.items():
             writer = writer.option(f"snapshot-property.{key}", value)
         writer.overwrite(F.col(WINDOW_COLUMN) == F.lit(window_start_ms))
