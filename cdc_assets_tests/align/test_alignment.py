@@ -179,3 +179,30 @@ def test_the_write_observes_the_counts_and_the_events_per_minute_as_the_separate
     from cdc_assets.defs.metadata import events_per_minute_chart
     assert (events_per_minute_chart(wide.events_per_bar(), start_ms, 24 * hour)
             == events_per_minute_chart(per_minute, start_ms, 24 * hour))
+
+
+def test_every_bar_of_a_window_spread_over_many_tasks_is_its_exact_count(spark):
+    """The bars are one observed `histogram_numeric`: each task keeps a bin per bar, and the
+    tasks' bins of a bar merge into one with the exact sum. 6,000 events over all 60 minutes
+    and 8 tasks (so every bar is merged from several), against a grouped count."""
+    from cdc_assets.align.change_table import aligned_events, observe_alignment
+    from cdc_assets.common.tso import tso_ms_col
+
+    start_ms, hour = 1_767_225_600_000, 3_600_000
+    rng = random.Random(11)
+    events = [_event(rng.randrange(3), o, (start_ms + rng.randrange(hour)) << 18) for o in range(6_000)]
+    marked = mark_late_and_duplicates(
+        spark.createDataFrame(events, CHANGE_LOG_SCHEMA).repartition(8),
+        spark.createDataFrame([], WATERMARK_INDEX_SCHEMA), start_ms << 18, (start_ms + hour) << 18)
+    minute = F.floor(tso_ms_col(F.col("commit_ts")) / 60_000).cast("long") * 60_000
+    per_minute = {r.m: r.n for r in aligned_events(marked).groupBy(minute.alias("m")).agg(F.count("*").alias("n"))
+                  .collect()}
+    observed = observe_alignment(marked.repartition(8), start_ms, hour, 60)
+    observed.aligned.collect()
+    assert len(per_minute) == 60 and sum(per_minute.values()) == 6_000
+    assert observed.events_per_bar() == per_minute
+    five = observe_alignment(marked.repartition(8), start_ms, hour, 12)  # 5-minute bars
+    five.aligned.collect()
+    assert five.events_per_bar() == {
+        start_ms + b * 300_000: sum(n for m, n in per_minute.items() if (m - start_ms) // 300_000 == b)
+        for b in range(12)}
