@@ -125,7 +125,9 @@ def test_window_cost_against_table_size_step(tmp_path, spark):
     from benchmarks import window_cost
 
     target = window_cost.TARGET_FILE_BYTES  # about 15,000 rows per file: several files per table
-    sizes = window_cost.measure(spark, [200_000, 400_000], runs=1, root=tmp_path, warm_up=False)
+    # Just above RECENT_KEYS (100,000), so that the recent updates miss the first files: the
+    # smallest tables that show every case (it was 200k and 400k rows: 11 min of a slow CI run).
+    sizes = window_cost.measure(spark, [120_000, 240_000], runs=1, root=tmp_path, warm_up=False)
     for size in sizes:
         assert size["merge_recent_rows"] == size["whole_table_recent_rows"] == size["rows"] + window_cost.RECENT_INSERTS
         assert size["merge_uniform_rows"] == size["whole_table_uniform_rows"] == size["rows"]
@@ -148,11 +150,11 @@ def test_window_cost_against_table_size_step(tmp_path, spark):
     large = sizes[-1]
     rec, uni = large["merge_recent_files"], large["merge_uniform_files"]
     assert "## Window cost against table size" in text
-    assert (f"| 400,000 | {rec['before']} ({rec['bytes_before'] / 1e6:,.1f} MB) | {rec['rewritten']} of {rec['before']} "
+    assert (f"| 240,000 | {rec['before']} ({rec['bytes_before'] / 1e6:,.1f} MB) | {rec['rewritten']} of {rec['before']} "
             f"| {large['merge_recent_s']:.2f} | {large['whole_table_recent_s']:.2f} | {uni['before']} of {uni['before']} "
             f"| {large['merge_uniform_s']:.2f} |") in text
     assert f"at {target / 2**20:g} MiB" in text and "which rewrote every file at every size" in text
-    assert "from a 200,000- to a 400,000-row table" in text
+    assert "from a 120,000- to a 240,000-row table" in text
 
 
 def test_fresh_warehouse_forgets_the_removed_tables(tmp_path, spark):
