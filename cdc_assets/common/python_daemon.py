@@ -20,6 +20,7 @@ import zipimport
 
 PYTHON_DAEMON_MODULE = "cdc_assets.common.python_daemon"  # this module, as `python -m` runs it
 
+
 def _stamp(path: str) -> tuple[int, int] | None:
     try:
         found = os.stat(path)
