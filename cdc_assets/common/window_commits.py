@@ -56,6 +56,10 @@ class WindowTable:
     def read(self, spark: SparkSession, window_start_ms: int) -> DataFrame:
         return spark.table(self.table.sql).where(F.col(WINDOW_COLUMN) == F.lit(window_start_ms)).drop(WINDOW_COLUMN)
 
+    def read_windows(self, spark: SparkSession, window_starts: list[int]) -> DataFrame:
+        """The rows of several windows, with the window each belongs to (`WINDOW_COLUMN`)."""
+        return spark.table(self.table.sql).where(F.col(WINDOW_COLUMN).isin(*window_starts))
+
 
 # Snapshot summary properties every commit of a window's snapshot tables carries, whatever
 # wrote it (overwrite, MERGE, emptying commit): Spark's session-wide snapshot properties,

@@ -38,6 +38,7 @@ from cdc_assets.snapshot.manifests import DdlRecord, FailedTable, TableEntry, Wi
 from cdc_assets.snapshot.table_errors import TableFailed, caught, naming_table
 from cdc_assets.snapshot.table_moves import empty_table, move_tables
 from cdc_assets.snapshot.timeline import apply_window
+from cdc_assets.snapshot.window_range import PrefetchedWindow
 from cdc_assets.snapshot.window_state import Name, TableState, previous_states, state_id
 
 
@@ -68,10 +69,13 @@ def write_window_snapshot(
     merge_touched_keys: bool = True,
     audit: Callable[[WindowManifest], str | None] | None = None,
     global_watermark_ts: int | None = None,
+    prefetched: PrefetchedWindow | None = None,
 ) -> WindowManifest:
     """Build and publish window [start, end) on `previous` (its manifest; None: the first).
     `keep_history`: also write the versions that ended in it (snapshot/history).
     `merge_touched_keys=False` rewrites every changed table whole (the benchmarks' peer).
+    `prefetched`: the window's rows and schema pre-pass, found with the run's other windows
+    (snapshot/window_range.py).
 
     Write-audit-publish: the tables are written on the window's branch, then `audit` sees
     the manifest to be; a reason it returns withholds the window (`WindowWithheld`): no
@@ -81,7 +85,7 @@ def write_window_snapshot(
     since = manifests.begin(warehouse, source)
     earlier = read_manifest(warehouse, source, window_start_ms)  # this window's last commit, if any
     tables, ddl, failed = _write_tables(spark, changes, warehouse, source, window_start_ms, previous, keep_history,
-                                        merge_touched_keys, earlier, window_end_ms, global_watermark_ts)
+                                        merge_touched_keys, earlier, window_end_ms, global_watermark_ts, prefetched)
     manifest = WindowManifest(window_start_ms, window_end_ms, end_tag(window_end_ms), tables, ddl, failed)
     reason = audit(manifest) if audit is not None else None
     if reason is not None:
@@ -110,7 +114,7 @@ _NOT_BUILT = "not built:"
 def _write_tables(spark: SparkSession, changes: DataFrame, warehouse, source: str, window_start_ms: int,
                   previous: WindowManifest | None, keep_history: bool, merge_touched_keys: bool = True,
                   earlier: WindowManifest | None = None, window_end_ms: int | None = None,
-                  global_watermark_ts: int | None = None,
+                  global_watermark_ts: int | None = None, prefetched: PrefetchedWindow | None = None,
                   ) -> tuple[dict[str, TableEntry], DdlRecord, dict[str, FailedTable]]:
     """Write every table the window changed; carry the others over by reference.
 
@@ -126,7 +130,7 @@ def _write_tables(spark: SparkSession, changes: DataFrame, warehouse, source: st
              for f in (previous.failed_tables if previous is not None else {}).values()}
     result = apply_window(spark, changes, states, keep_history=keep_history,
                           touched_keys_only=merge_touched_keys,
-                          failed=stale)
+                          failed=stale, prefetched=prefetched)
     try:
         # The history (the versions that ended) and the changed tables are independent small
         # jobs, submitted together (see concurrent_jobs); all are written before the manifest

@@ -49,20 +49,24 @@ from cdc_assets.snapshot.reconstruct import (
     reconstruct_table, typed_actions,
 )
 from cdc_assets.snapshot.table_errors import TableFailed, caught, naming_table
+from cdc_assets.snapshot.window_range import PrefetchedWindow
 from cdc_assets.snapshot.window_schema import schemas_and_rows, window_table_schemas
 from cdc_assets.snapshot.window_state import Closure, Flush, Name, TableState, WindowResult
 
 
 def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, TableState],
                  keep_history: bool = False, touched_keys_only: bool = False,
-                 failed: dict[Name, str] | None = None) -> WindowResult:
+                 failed: dict[Name, str] | None = None, prefetched: PrefetchedWindow | None = None) -> WindowResult:
     """`previous`: every table of the previous snapshot (frames lazy). Returns the state at the window
     end; call `release()` on it after writing its frames. With `touched_keys_only`, a table whose
     rows alone changed (no DDL, same schema) and that has a key gets a MERGE source of only the
     keys its changes touch (`merge_source`), whose counts are observed when the writer merges
     it into the previous snapshot (`TableState.settle`).
-    `failed`: tables not to build (an earlier window failed to): their rows and DDL are skipped."""
+    `failed`: tables not to build (an earlier window failed to): their rows and DDL are skipped.
+    `prefetched`: the window's row events, schemas and DDL rows, found for the run's windows
+    together (snapshot/window_range.py): the window's own schema pre-pass is skipped."""
     run = _Run(spark, changes, previous, keep_history, touched_keys_only, failed)
+    run.prefetched = prefetched
     try:
         run.apply()
     except BaseException:
@@ -90,15 +94,19 @@ class _Run:
         self.closures: list[Closure] = []
         self.persisted: list[DataFrame] = []
         self.progress: dict[Name, int] = {}  # per table: rows of segments below this are applied
+        self.prefetched: PrefetchedWindow | None = None
         self._gone: dict[Name, TableState] = {}  # dropped or renamed away in this window
 
     def apply(self) -> None:
-        # Cached: the schema job and every table's actions read it (otherwise each table
-        # re-reads the whole window's Parquet, maps included), and every DDL segment.
-        rows = self.rows.persist()
-        self.persisted.append(rows)
-        # One Spark action: the tables' schemas (which fills the cache) and the DDL events.
-        schemas, ddl = schemas_and_rows(rows, ddl_rows(self.changes))
+        if self.prefetched is not None:  # cached and found with the run's other windows
+            rows, schemas, ddl = self.prefetched.rows, self.prefetched.schemas, self.prefetched.ddl
+        else:
+            # Cached: the schema job and every table's actions read it (otherwise each table
+            # re-reads the whole window's Parquet, maps included), and every DDL segment.
+            rows = self.rows.persist()
+            self.persisted.append(rows)
+            # One Spark action: the tables' schemas (which fills the cache) and the DDL events.
+            schemas, ddl = schemas_and_rows(rows, ddl_rows(self.changes))
         self.barriers = barriers_from(ddl)
         self.rows = with_segments(rows, self.barriers)
         if self.barriers:
@@ -109,8 +117,9 @@ class _Run:
                 (r.database, r.table): sorted(r.segments)
                 for r in self.rows.groupBy("database", "table").agg(F.collect_set(SEGMENT).alias("segments")).collect()
             }
-            self.persisted.remove(rows)  # read whole by the job above: the segments' cache holds it
-            rows.unpersist()
+            if self.prefetched is None:  # read whole by the job above: the segments' cache holds it
+                self.persisted.remove(rows)
+                rows.unpersist()
         else:  # one segment: the tables with rows are the ones the schema job saw
             self._pending = {name: [0] for name in schemas}
         for barrier in self._in_applicable_order():

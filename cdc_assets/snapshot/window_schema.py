@@ -33,8 +33,8 @@ def _commit_order() -> Column:
     return F.struct("commit_ts", "source_position", "kafka_partition", "kafka_offset", "event_index")
 
 
-def _shapes(rows: DataFrame) -> DataFrame:
-    """One row per (table, column names, column types): first and last event, newest key.
+def _shapes(rows: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """One row per (`by`, table, column names, column types): first and last event, newest key.
 
     Rows are grouped on the images' key arrays and the types' entries as they come (maps
     cannot be grouped on; their key and entry arrays can): merging and sorting them per
@@ -43,26 +43,26 @@ def _shapes(rows: DataFrame) -> DataFrame:
     no_keys = F.array().cast("array<string>")
     order = _commit_order()
     return rows.groupBy(
-        "database", "table", F.map_keys("after").alias("after_names"), F.map_keys("before").alias("before_names"),
+        *by, "database", "table", F.map_keys("after").alias("after_names"), F.map_keys("before").alias("before_names"),
         F.map_entries("column_types").alias("types"),
     ).agg(F.min(order).alias("first_o"), F.max(order).alias("last_o"), F.max_by("pk_names", order).alias("pk")
           ).select(
-        "database", "table", "types", "first_o", "last_o", "pk",
+        *by, "database", "table", "types", "first_o", "last_o", "pk",
         F.array_union(F.coalesce("after_names", no_keys), F.coalesce("before_names", no_keys)).alias("names"),
     )
 
 
-def _columns(shapes: DataFrame) -> DataFrame:
-    """One row per (table, column): where it first appears, its newest type and key, its place."""
+def _columns(shapes: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """One row per (`by`, table, column): where it first appears, its newest type and key, its place."""
     cells = shapes.select(
-        "database", "table", "first_o", "last_o", "pk", F.map_from_entries("types").alias("types"),
+        *by, "database", "table", "first_o", "last_o", "pk", F.map_from_entries("types").alias("types"),
         F.posexplode("names").alias("_pos", "col"),
     )
     mtype = F.try_element_at("types", F.col("col"))
-    per_table = Window.partitionBy("database", "table")
+    per_table = Window.partitionBy(*by, "database", "table")
     # Clustered by table, the shapes feed both the per-column grouping and the per-table window
     # with one exchange (each exchange is a Spark job of its own under AQE).
-    return cells.repartition("database", "table").groupBy("database", "table", "col").agg(
+    return cells.repartition(*by, "database", "table").groupBy(*by, "database", "table", "col").agg(
         F.min(F.struct("first_o", "_pos")).alias("first_seen"),
         F.max("last_o").alias("last_seen"),
         F.max_by("pk", "last_o").alias("pk"),
@@ -75,20 +75,20 @@ def _columns(shapes: DataFrame) -> DataFrame:
     ).drop("last_seen")
 
 
-def _decimal_digits(rows: DataFrame, columns: list[str]) -> dict[tuple[str, str, str], tuple[int, int]]:
-    """(database, table, column) -> (largest scale, largest integer part) of the values of
-    rows that type the column as a decimal without parameters."""
+def _decimal_digits(rows: DataFrame, columns: list[str], by: tuple[str, ...] = ()) -> dict[tuple, tuple[int, int]]:
+    """(`by`..., database, table, column) -> (largest scale, largest integer part) of the
+    values of rows that type the column as a decimal without parameters."""
     cells = rows.select(
-        "database", "table", "after", "column_types", F.explode(F.array(*[F.lit(c) for c in columns])).alias("col")
+        *by, "database", "table", "after", "column_types", F.explode(F.array(*[F.lit(c) for c in columns])).alias("col")
     )
     value = F.try_element_at("after", F.col("col"))
     inferred = _is_paramless_decimal(F.try_element_at("column_types", F.col("col"))) & value.isNotNull()
     scale = F.when(value.contains("."), F.length(F.regexp_extract(value, r"\.(\d*)", 1))).otherwise(0)
     integer_digits = F.length(F.regexp_extract(value, r"^\s*[+-]?0*(\d*)", 1))
-    found = cells.where(inferred).groupBy("database", "table", "col").agg(
+    found = cells.where(inferred).groupBy(*by, "database", "table", "col").agg(
         F.max(scale).alias("scale"), F.max(integer_digits).alias("integer_digits")
     ).collect()
-    return {(r.database, r.table, r.col): (int(r.scale), int(r.integer_digits)) for r in found}
+    return {(*[r[c] for c in by], r.database, r.table, r.col): (int(r.scale), int(r.integer_digits)) for r in found}
 
 
 def window_table_schemas(changes: DataFrame) -> dict[Name, TableSchema]:
@@ -101,22 +101,42 @@ def schemas_and_rows(changes: DataFrame, other: DataFrame | None = None) -> tupl
     window's DDL events: `ddl.barriers.ddl_rows`)."""
     rows = changes.where(F.col("event_kind") == ROW)
     per_column, other_rows = _collect_with(_columns(_shapes(rows)), other)
-    paramless = sorted({r.col for r in per_column if r.paramless_decimal})
-    digits = _decimal_digits(rows, paramless) if paramless else {}
+    return _schemas(per_column, rows, ()).get((), {}), other_rows
 
-    schemas: dict[Name, TableSchema] = {}
-    for r in sorted(per_column, key=lambda r: (r.database, r.table, r.position)):
+
+def schemas_and_rows_by(rows: DataFrame, other: DataFrame, column: str) -> dict:
+    """`schemas_and_rows` of several windows by one Spark action: `rows` (row events) and
+    `other` both carry `column`, the window; value -> (that window's schemas, its rows of
+    `other`). A window with neither has no entry."""
+    by = (column,)
+    per_column, other_rows = _collect_with(_columns(_shapes(rows, by), by), other)
+    out = {w: (schemas, []) for (w,), schemas in _schemas(per_column, rows, by).items()}
+    for r in other_rows:
+        out.setdefault(r[column], ({}, []))[1].append(r)
+    return out
+
+
+def _schemas(per_column: list, rows: DataFrame, by: tuple[str, ...]) -> dict[tuple, dict[Name, TableSchema]]:
+    """The collected columns as each group's (the `by` values) table schemas; the digits of
+    decimals without parameters by one more action, only when some column has them."""
+    paramless = sorted({r.col for r in per_column if r.paramless_decimal})
+    digits = _decimal_digits(rows, paramless, by) if paramless else {}
+
+    groups: dict[tuple, dict[Name, TableSchema]] = {}
+    for r in sorted(per_column, key=lambda r: (*[r[c] for c in by], r.database, r.table, r.position)):
+        group = tuple(r[c] for c in by)
+        schemas = groups.setdefault(group, {})
         s = schemas.setdefault((r.database, r.table), TableSchema(r.database, r.table, [], {}, []))
         s.columns.append(r.col)
         s.first_commit_ts[r.col] = r.first_seen.first_o.commit_ts
         if r.mysql_type is not None:
             s.mysql_types[r.col] = r.mysql_type
-        found = digits.get((r.database, r.table, r.col))
+        found = digits.get((*group, r.database, r.table, r.col))
         if found is not None and is_decimal_without_params(parse_mysql_type(r.mysql_type)):
             s.decimal_scales[r.col], s.decimal_integer_digits[r.col] = found
         if r.newest:
             s.primary_key = list(r.pk or [])
-    return schemas, other_rows
+    return groups
 
 
 def _collect_with(frame: DataFrame, other: DataFrame | None) -> tuple[list, list]:

@@ -66,3 +66,50 @@ def test_decimal_digits_come_only_from_rows_that_type_the_column_without_paramet
     (s,) = _schemas(spark, msgs).values()
     assert s.mysql_types["amount"] == "DECIMAL UNSIGNED"
     assert (s.decimal_scales, s.decimal_integer_digits) == ({"amount": 1}, {"amount": 1})
+
+
+def test_several_windows_by_one_action_give_each_window_its_own_schemas_and_ddl(spark):
+    """The range runs' pre-pass (`schemas_and_rows_by`): per window exactly what that window's
+    own pre-pass finds, its DDL rows included, in one Spark action (two with decimals
+    without parameters)."""
+    from cdc_assets.common.spark_session import jobs_since, spark_job_ids
+    from cdc_assets.snapshot.ddl.barriers import ddl_rows
+    from cdc_assets.snapshot.window_schema import schemas_and_rows, schemas_and_rows_by
+
+    hour = 3_600_000 << 18
+    ddl = json.dumps({"id": 0, "database": "db", "table": "t", "pkNames": None, "isDdl": True, "type": "ALTER",
+                      "es": (T0 + hour + 7) >> 18, "ts": 0, "sql": "ALTER TABLE t ADD COLUMN c INT", "sqlType": None,
+                      "mysqlType": None, "data": None, "old": None, "_tidb": {"commitTs": T0 + hour + 7}}).encode()
+    windows = {
+        1: [_msg("t", "INSERT", T0 + 1, {"id": "1", "p": "1.25"}, {"id": "int", "p": "decimal"}, ["id"]),
+            _msg("u", "INSERT", T0 + 2, {"k": "a"}, {"k": "char(1)"}, ["k"])],
+        # The same table, another shape and key, larger decimal digits, and a DDL event.
+        2: [_msg("t", "INSERT", T0 + hour + 3, {"id": "2", "p": "-123.5", "n": "x"},
+                 {"id": "bigint", "p": "decimal", "n": "text"}, ["n"]), ddl],
+        3: [ddl],  # DDL alone: no schemas, its DDL row
+    }
+    decoder = get_decoder("canal-json")
+    frames = {w: decoder.decode(raw_frame(spark, msgs)).where(F.col("_reject_reason").isNull())
+              for w, msgs in windows.items()}
+    changes = None
+    for w, frame in frames.items():
+        tagged = frame.withColumn("window_start_ms", F.lit(w).cast("long"))
+        changes = tagged if changes is None else changes.unionByName(tagged)
+    changes = changes.persist()
+    changes.count()
+
+    before = spark_job_ids()
+    found = schemas_and_rows_by(changes.where(F.col("event_kind") == "row"), ddl_rows(changes, "window_start_ms"),
+                                "window_start_ms")
+    assert jobs_since(before) <= 2 * 6  # two actions (the decimals' digits), each a few of AQE's stages
+
+    for w, frame in frames.items():
+        schemas, ddl_found = schemas_and_rows(frame, ddl_rows(frame))
+        by_window, ddl_by_window = found[w]
+        assert by_window == schemas
+        assert [s.first_commit_ts for s in by_window.values()] == [s.first_commit_ts for s in schemas.values()]
+        assert [r.ddl_sql for r in ddl_by_window] == [r.ddl_sql for r in ddl_found]
+    assert found[2][0][("db", "t")].primary_key == ["n"]
+    assert (found[2][0][("db", "t")].decimal_scales, found[1][0][("db", "t")].decimal_scales) == ({"p": 1}, {"p": 2})
+    assert found[3] == ({}, [found[3][1][0]]) and found[3][1][0].ddl_sql == "ALTER TABLE t ADD COLUMN c INT"
+    changes.unpersist()

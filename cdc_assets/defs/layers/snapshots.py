@@ -1,5 +1,6 @@
 """Layer 4: every table's state at the window end (previous window's snapshot + changes)."""
 
+import contextlib
 import functools
 
 from dagster import (
@@ -34,6 +35,7 @@ from cdc_assets.snapshot.entry_tables import read_entry
 from cdc_assets.snapshot.history import HISTORY_LAYER
 from cdc_assets.snapshot.manifests import TABLE as SNAPSHOT_WINDOWS, DdlRecord, FailedTable, TableEntry, WindowManifest
 from cdc_assets.snapshot.store import WindowWithheld, read_manifest, write_window_snapshot
+from cdc_assets.snapshot.window_range import MAX_ROWS, PrefetchedWindow, prefetched_windows, window_groups
 
 PK_UNIQUE = "primary_key_unique"
 RECONCILES = "reconciliation"
@@ -88,13 +90,21 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
     def snapshots(context: AssetExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource):
         # A range run (a backfill, a replay) applies its windows in order, each on the one
         # before, and reports each window's materializations and checks as that window's own.
-        events = WindowEvents(context)
-        for partition in context.partition_keys:
-            yield from window(context, events, pyspark.spark_session, warehouse, partition)
+        # Consecutive windows share their schema pre-pass and one cache of their rows
+        # (snapshot/window_range.py).
+        events, spark = WindowEvents(context), pyspark.spark_session
+        partitions = {window_bounds_ms(b.partitions_def, p)[0]: p for p in context.partition_keys}
+        change_path = list(b.key(CHANGE_TABLE).path)
+        groups = window_groups(list(partitions), functools.partial(_change_table_commit_rows, warehouse, change_path))
+        windows = prefetched_windows(
+            lambda: warehouse.layer_table(spark, change_path).read_windows(spark, list(partitions)), groups)
+        with contextlib.closing(windows):
+            for start_ms, prefetched in windows:
+                yield from window(context, events, spark, warehouse, partitions[start_ms], prefetched)
         yield from events.outputs()
 
     def window(context: AssetExecutionContext, events: WindowEvents, spark: SparkSession,
-               warehouse: WarehouseResource, partition: str):
+               warehouse: WarehouseResource, partition: str, prefetched: PrefetchedWindow | None):
         start_ms, end_ms = window_bounds_ms(b.partitions_def, partition)
         store = (warehouse.iceberg, b.source.name)  # what the snapshot store's functions take
         previous = _previous_manifest(b, warehouse, start_ms)
@@ -129,6 +139,7 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
                 audit=audit if key in selected else None,
                 global_watermark_ts=load_state(warehouse.iceberg, b.source.name).global_watermark_ts(
                     b.completeness()),
+                prefetched=prefetched,
             )
         except WindowWithheld as withheld:
             yield from reported((AssetCheckResult,))
@@ -224,6 +235,13 @@ def _change_table_rows(warehouse: WarehouseResource, asset_path: list[str], star
     (Iceberg metadata, no Spark job); counted only when that commit has expired (maintenance)."""
     commit = warehouse.layer_commit(asset_path, start_ms)
     return int(commit.get("added-records", 0)) if commit is not None else change_table.count()
+
+
+def _change_table_commit_rows(warehouse: WarehouseResource, asset_path: list[str], start_ms: int) -> int:
+    """As `_change_table_rows`, without a job: a window whose commit expired counts as too
+    large to share its pre-pass (it is read and checked on its own)."""
+    commit = warehouse.layer_commit(asset_path, start_ms)
+    return int(commit.get("added-records", 0)) if commit is not None else MAX_ROWS + 1
 
 
 def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: int) -> WindowManifest | None:

@@ -56,10 +56,10 @@ _DDL_COLUMNS = ("database", "table", "commit_ts", "source_position", "topic", "k
                 "event_index", "ddl_type", "ddl_sql", "column_types", "pk_names", "op")
 
 
-def ddl_rows(changes: DataFrame) -> DataFrame:
-    """The window's DDL events, unordered: `barriers_from` orders the collected rows (a sort
-    in Spark would cost a sampling job and a shuffle for a handful of rows)."""
-    return changes.where(F.col("event_kind") == DDL).select(*_DDL_COLUMNS)
+def ddl_rows(changes: DataFrame, *by: str) -> DataFrame:
+    """The window's DDL events (with the columns `by`), unordered: `barriers_from` orders the
+    collected rows (a sort in Spark would cost a sampling job and a shuffle for a handful of rows)."""
+    return changes.where(F.col("event_kind") == DDL).select(*by, *_DDL_COLUMNS)
 
 
 def _nulls_first(value) -> tuple:
