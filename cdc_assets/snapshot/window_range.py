@@ -12,6 +12,7 @@ the commits' summaries, no job), so that one group's cache stays bounded in a lo
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from cdc_assets.snapshot.reconstruct import TableSchema
 from cdc_assets.snapshot.window_schema import Name, schemas_and_rows_by
 
 MAX_ROWS = 2_000_000
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,11 @@ class PrefetchedRange:
         """`changes`: the change table's rows of (at least) these windows, with `WINDOW`."""
         mine = changes.where(F.col(WINDOW).isin(*starts))
         self._rows = mine.where(F.col("event_kind") == ROW).persist()
-        # The action that fills the cache: every window's shapes and DDL events.
-        self._found = schemas_and_rows_by(self._rows, ddl_rows(mine, WINDOW), WINDOW)
+        try:  # the action that fills the cache: every window's shapes and DDL events
+            self._found = schemas_and_rows_by(self._rows, ddl_rows(mine, WINDOW), WINDOW)
+        except BaseException:
+            self._rows.unpersist()
+            raise
 
     def window(self, start_ms: int) -> PrefetchedWindow:
         schemas, ddl = self._found.get(start_ms, ({}, []))
@@ -73,12 +78,23 @@ def prefetched_windows(changes: Callable[[], DataFrame],
     """Each window of `groups` in order with its prefetch from `changes()` (read only when a
     group has several windows); a group of one window gets none (its own pre-pass is the
     same single action). A group's cache is dropped when the caller asks for the next
-    group's first window, or stops."""
+    group's first window, or stops.
+
+    A group whose shared pre-pass fails gets none either: each of its windows then runs its
+    own, so the windows before one that fails (bad data, too large) are still built and
+    published, and the failure is that window's, as in a run of one window."""
     for group in groups:
-        if len(group) == 1:
-            yield group[0], None
+        prefetch = None
+        if len(group) > 1:
+            try:
+                prefetch = PrefetchedRange(changes(), group)
+            except Exception as failed:  # noqa: BLE001 - the windows' own pre-pass reports it
+                log.warning("the shared schema pre-pass of windows %s failed (%s); each window runs its own",
+                            group, failed)
+        if prefetch is None:
+            for start in group:
+                yield start, None
             continue
-        prefetch = PrefetchedRange(changes(), group)
         try:
             for start in group:
                 yield start, prefetch.window(start)

@@ -46,3 +46,11 @@ def test_each_window_reads_its_own_rows_from_the_groups_cache_which_is_dropped_a
     }
     assert reads == [1]  # read once, for the group of two
     assert cached == [True, True, False]  # dropped once the group was done
+
+
+def test_a_group_whose_shared_pre_pass_fails_leaves_each_window_its_own(spark):
+    from cdc_assets.snapshot.window_range import prefetched_windows
+
+    # No change-table columns: the group's action fails; the windows come without a prefetch.
+    broken = spark.createDataFrame([(10, "row")], "window_start_ms long, event_kind string")
+    assert list(prefetched_windows(lambda: broken, [[10, 20], [30]])) == [(10, None), (20, None), (30, None)]

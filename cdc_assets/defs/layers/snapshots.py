@@ -18,7 +18,7 @@ from dagster import (
     multi_asset,
 )
 from dagster_pyspark import PySparkResource
-from pyspark.sql import DataFrame, SparkSession, functions as F
+from pyspark.sql import SparkSession, functions as F
 
 from cdc_assets.common.concurrent_jobs import run_concurrently
 from cdc_assets.common.iceberg_tables import end_tag, table_name
@@ -95,23 +95,35 @@ def build_snapshots(b: SourceBuild) -> AssetsDefinition:
         events, spark = WindowEvents(context), pyspark.spark_session
         partitions = {window_bounds_ms(b.partitions_def, p)[0]: p for p in context.partition_keys}
         change_path = list(b.key(CHANGE_TABLE).path)
-        groups = window_groups(list(partitions), functools.partial(_change_table_commit_rows, warehouse, change_path))
+        if partitions:  # a missing predecessor fails the run before any shared work
+            _previous_manifest(b, warehouse, min(partitions))
+        # Each window's change-table commit as the run found it (the group's rows are read after).
+        commits = {start: warehouse.layer_commit(change_path, start) for start in partitions}
+        groups = window_groups(list(partitions), lambda start: _commit_rows(commits[start], MAX_ROWS + 1))
         windows = prefetched_windows(
             lambda: warehouse.layer_table(spark, change_path).read_windows(spark, list(partitions)), groups)
         with contextlib.closing(windows):
             for start_ms, prefetched in windows:
-                yield from window(context, events, spark, warehouse, partitions[start_ms], prefetched)
+                yield from window(context, events, spark, warehouse, partitions[start_ms], prefetched,
+                                  commits[start_ms])
         yield from events.outputs()
 
     def window(context: AssetExecutionContext, events: WindowEvents, spark: SparkSession,
-               warehouse: WarehouseResource, partition: str, prefetched: PrefetchedWindow | None):
+               warehouse: WarehouseResource, partition: str, prefetched: PrefetchedWindow | None,
+               commit_at_start: dict | None):
         start_ms, end_ms = window_bounds_ms(b.partitions_def, partition)
         store = (warehouse.iceberg, b.source.name)  # what the snapshot store's functions take
         previous = _previous_manifest(b, warehouse, start_ms)
         selected = context.selected_asset_keys
         change_path = list(b.key(CHANGE_TABLE).path)
         change_table = warehouse.read_layer_window(spark, change_path, start_ms)
-        events_in = _change_table_rows(warehouse, change_path, start_ms, change_table)
+        commit = warehouse.layer_commit(change_path, start_ms)
+        if commit != commit_at_start:  # rewritten since the run started: the group's rows may be older
+            prefetched = None
+        # The window's rows from its commit's summary (no job); counted only when it expired.
+        events_in = _commit_rows(commit, None)
+        if events_in is None:
+            events_in = change_table.count()
         checks = context.selected_asset_check_keys
         results: list = []
 
@@ -229,19 +241,11 @@ def _snapshot_results(key, spark: SparkSession, store: tuple, events_in: int, ta
     )
 
 
-def _change_table_rows(warehouse: WarehouseResource, asset_path: list[str], start_ms: int,
-                       change_table: DataFrame) -> int:
-    """The rows of the change table's window, from the summary of the commit that wrote it
-    (Iceberg metadata, no Spark job); counted only when that commit has expired (maintenance)."""
-    commit = warehouse.layer_commit(asset_path, start_ms)
-    return int(commit.get("added-records", 0)) if commit is not None else change_table.count()
-
-
-def _change_table_commit_rows(warehouse: WarehouseResource, asset_path: list[str], start_ms: int) -> int:
-    """As `_change_table_rows`, without a job: a window whose commit expired counts as too
-    large to share its pre-pass (it is read and checked on its own)."""
-    commit = warehouse.layer_commit(asset_path, start_ms)
-    return int(commit.get("added-records", 0)) if commit is not None else MAX_ROWS + 1
+def _commit_rows(commit: dict | None, expired: int | None) -> int | None:
+    """The rows a change-table window's commit wrote, from its summary (Iceberg metadata);
+    `expired` when no commit names the window (maintenance expired it). In grouping, such a
+    window counts as too large to share the pre-pass: it is read and checked on its own."""
+    return int(commit.get("added-records", 0)) if commit is not None else expired
 
 
 def _previous_manifest(b: SourceBuild, warehouse: WarehouseResource, start_ms: int) -> WindowManifest | None:
