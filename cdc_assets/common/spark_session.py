@@ -40,6 +40,12 @@ def spark_config(settings: Settings) -> dict[str, str]:
         "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
         # PySpark's Python daemon, minus a fixed ~0.4 s per Python task (common/python_daemon.py).
         "spark.python.daemon.module": PYTHON_DAEMON_MODULE,
+        # PySpark 4 records the Python call site of every Column operation for its error
+        # messages: five more py4j round trips and a stack walk per `F.col`, `cast`, `alias`.
+        # A window builds thousands of them (per table and column), so this alone took about
+        # 4 s of a small window's driver time (docs/performance.md step 17). Errors still name
+        # the failing expression, not the Python line that built it.
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
         # Every table of the warehouse is an Iceberg table (common/warehouse.py).
         "spark.jars": ",".join(spark_jars()),
         "spark.sql.extensions": ICEBERG_EXTENSIONS,

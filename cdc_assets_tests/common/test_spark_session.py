@@ -55,3 +55,14 @@ def test_a_local_driver_jvm_maps_the_class_archive_only_when_the_file_exists(tmp
     assert "spark.driver.defaultJavaOptions" not in connect
     off = spark_config(load_settings({"CDC_ASSETS_JVM_ARCHIVE": "none"}))
     assert "spark.driver.defaultJavaOptions" not in off
+
+
+def test_column_operations_do_not_record_their_python_call_site(spark):
+    """Recording it costs five py4j round trips per Column operation (docs/performance.md step
+    17); CDC_ASSETS_SPARK_CONF can turn it back on for debugging."""
+    from pyspark.errors.utils import is_debugging_enabled
+
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert not is_debugging_enabled()
+    on = spark_config(load_settings({"CDC_ASSETS_SPARK_CONF": "spark.python.sql.dataFrameDebugging.enabled=true"}))
+    assert on["spark.python.sql.dataFrameDebugging.enabled"] == "true"
