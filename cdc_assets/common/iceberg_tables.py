@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from urllib.parse import unquote_to_bytes
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.common.iceberg_refs import load_table
@@ -125,6 +126,14 @@ def as_stored(frame: DataFrame) -> DataFrame:
 
 
 MERGE_PRESENT = "_cdc_present"  # a MERGE source's column: true for a key with a row, null for a deleted key
+_IN_SOURCE = "_cdc_in_source"  # a whole-table rewrite's column: true for a key the MERGE source has
+# A base snapshot of one data file of at most this size is rewritten whole, in one plan,
+# instead of MERGEd. Copy-on-write rewrites every file holding a touched key, so the MERGE
+# rewrote that file anyway: the rewrite writes the same bytes, in about 6 Spark jobs instead of
+# the MERGE source's checkpoint and the MERGE's 14 (docs/performance.md step 18), and keeps the
+# table one file. A table of several files, or a larger one, is MERGEd, so that a window
+# rewrites only the files of the key ranges it touched.
+WHOLE_REWRITE_BYTES = 64 * 1024 * 1024
 
 
 def merge_source(keys: DataFrame, rows: DataFrame, key: list[str]) -> DataFrame:
@@ -242,10 +251,10 @@ class IcebergTable:
             stored.writeTo(self.sql).append()
             return self.ref_snapshot(spark, "main")
         spark.sql(f"ALTER TABLE {self.sql} CREATE OR REPLACE BRANCH {_quote(branch)} AS OF VERSION {base}")
-        if merge:
-            self._merge(spark, branch, stored, key, inserts_only)
-        elif keys is not None:
-            self._merge(spark, branch, merge_source(keys, stored, key), key)
+        if merge or keys is not None:
+            source = stored if merge else merge_source(keys, stored, key)
+            if not (key and self._small(base) and self._rewrite(spark, branch, base, source, key)):
+                self._merge(spark, branch, source, key, inserts_only if merge else None)
         else:
             stored.writeTo(self.on_branch(branch)).overwrite(F.lit(True))
         return self.ref_snapshot(spark, branch)
@@ -279,6 +288,42 @@ class IcebergTable:
                 f"VALUES ({', '.join('s.' + c for c in columns)})")
         finally:
             spark.catalog.dropTempView(view)
+
+    def _small(self, snapshot_id: int) -> bool:
+        """Whether the snapshot is at most one data file of at most `WHOLE_REWRITE_BYTES` (its
+        summary, read with pyiceberg; unknown without the warehouse: not small)."""
+        if self.warehouse is None:
+            return False
+        summary = self._metadata().snapshot_by_id(snapshot_id).summary
+        files = summary.get("total-data-files") if summary is not None else None
+        size = summary.get("total-files-size") if summary is not None else None
+        return files is not None and size is not None and int(files) <= 1 and int(size) <= WHOLE_REWRITE_BYTES
+
+    def _rewrite(self, spark: SparkSession, branch: str, base: int, source: DataFrame, key: list[str]) -> bool:
+        """What `_merge` does, as one overwrite of the branch: the base snapshot's rows, those of
+        the source's keys replaced (`MERGE_PRESENT` true) or removed (null), the source's other
+        keys added. The source is read once, inside the write's job (what it observes is known
+        after it), and so is the base. One sorted file. False (nothing written): the base
+        snapshot lacks a column of the source; the caller MERGEs."""
+        fields = [f for f in source.schema.fields if f.name != MERGE_PRESENT]
+        try:
+            previous = self.read(spark, base, T.StructType(fields))
+        except AnalysisException:
+            return False
+        new = {f.name: f"_cdc_new_{i}" for i, f in enumerate(fields) if f.name not in key}
+        incoming = source.select(*[F.col(_quote(k)) for k in key], *[F.col(_quote(c)).alias(n) for c, n in new.items()],
+                                 F.col(MERGE_PRESENT), F.lit(True).alias(_IN_SOURCE))
+        untouched = F.col(_IN_SOURCE).isNull()
+        whole = (previous.join(incoming, on=key, how="full_outer")
+                 .where(untouched | F.col(MERGE_PRESENT).isNotNull())
+                 .select([F.col(_quote(f.name)) if f.name in key
+                          else F.when(untouched, F.col(_quote(f.name))).otherwise(F.col(new[f.name])).alias(f.name)
+                          for f in fields]))
+        # `distribution-mode none` and one task: no range sort (its sampling job and shuffle) for
+        # a file Iceberg still sorts by the table's order within the task.
+        (whole.coalesce(1).writeTo(self.on_branch(branch)).option("distribution-mode", "none")
+         .overwrite(F.lit(True)))
+        return True
 
     def empty_window(self, spark: SparkSession, branch: str, base_snapshot_id: int) -> int:
         """An emptying commit (every row deleted) on `branch`, cut from `base_snapshot_id`: what a

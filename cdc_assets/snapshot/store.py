@@ -3,7 +3,8 @@
 `<source>.snapshot_windows` (snapshot/manifests.py): the commit point.
 
 A window writes the tables it changed on a branch cut from the snapshot the previous window
-ended on (a table whose rows alone changed is a MERGE of the keys it touched, one commit);
+ended on (a table whose rows alone changed is a MERGE of the keys it touched, or a rewrite of
+its one file's worth of rows, one commit);
 then every table of the window is tagged with the window's end (`end-<UTC end>`) and, in
 the newest window, `main` moves to it (`iceberg_refs.publish`); last, its manifest row is
 committed, conditioned on the windows table as the run found it when it started (two runs of

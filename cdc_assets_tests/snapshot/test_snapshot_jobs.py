@@ -10,7 +10,10 @@ from __future__ import annotations
 from dagster import AssetCheckResult, AssetKey
 from pyspark.sql import functions as F
 
+from cdc_assets.common import iceberg_tables
+from cdc_assets.common.iceberg_refs import load_table
 from cdc_assets.common.spark_session import jobs_since, spark_job_ids
+from cdc_assets.common.warehouse import load_pyiceberg_catalog
 from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
 from cdc_assets.defs.layers.snapshots import _snapshot_results
 from cdc_assets.snapshot.entry_tables import read_entry_arrow, snapshot_table
@@ -77,13 +80,23 @@ def _window(spark, store, merge: bool, history: bool, second_rows=SECOND):
     return jobs, counts, checks, rows, second
 
 
-def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_path):
+def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_path, monkeypatch):
     history = True
     jobs, counts, checks, rows, second = _window(spark, (tmp_path / "merge", "src"), merge=True, history=history)
     _, whole_counts, whole_checks, whole_rows, whole = _window(spark, (tmp_path / "whole", "src"), merge=False,
                                                                history=history)
-    assert counts == whole_counts == {f"db.{t}": (30, 5, 3, 1, 32) for t in TABLES}
-    assert checks == whole_checks
+    # A table above the whole-rewrite size is MERGEd (the key ranges it touched): the same figures.
+    monkeypatch.setattr(iceberg_tables, "WHOLE_REWRITE_BYTES", -1)
+    merge_jobs, merged_counts, merged_checks, merged_rows, merged = _window(spark, (tmp_path / "sql-merge", "src"),
+                                                                            merge=True, history=history)
+    assert counts == whole_counts == merged_counts == {f"db.{t}": (30, 5, 3, 1, 32) for t in TABLES}
+    assert checks == whole_checks == merged_checks and rows == merged_rows
+    assert second.ddl.history_versions_ended == merged.ddl.history_versions_ended
+    # The small tables were rewritten whole: each is still one data file.
+    catalog = load_pyiceberg_catalog(tmp_path / "merge")
+    for entry in second.tables.values():
+        summary = load_table(catalog, entry.identifier).metadata.snapshot_by_id(entry.snapshot_id).summary
+        assert summary["total-data-files"] == "1"
     assert checks["primary_key_unique"] == (True, {"duplicate_keys": 0, "by_table": {f"db.{t}": 0 for t in TABLES}})
     assert checks["values_convert"][1]["conversion_failures"] == 4
     assert rows == whole_rows
@@ -92,10 +105,12 @@ def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_
     # 5 updated + 3 deleted versions from before, the 2 updated again and the `abc` one inside
     assert second.ddl.history_versions_ended == {f"db.{t}": 11 for t in TABLES}
     # One collect of the schemas and the DDL, one checkpoint of every table's history, and per
-    # table the MERGE source's checkpoint, the MERGE and its history write: no count, check or
-    # metadata read of its own (161 jobs with history before issue 45's folds; 79-88 before the
-    # shared history checkpoint and the schema collect's DDL; 63-66 now).
-    assert jobs <= 70, jobs
+    # table one rewrite (about 6 jobs: the source's and the join's shuffles, the write) and its
+    # history write: no count, check or metadata read of its own (161 jobs with history before
+    # issue 45's folds; 79-88 before the shared history checkpoint and the schema collect's DDL;
+    # 63-66 with a checkpoint and a MERGE per table; 39 now). The MERGE path: 63-66.
+    assert jobs <= 45, jobs
+    assert merge_jobs <= 70, merge_jobs
 
 
 def test_a_window_of_new_keys_appends_them_with_the_figures_of_the_whole_table_path(spark, tmp_path):
@@ -109,8 +124,8 @@ def test_a_window_of_new_keys_appends_them_with_the_figures_of_the_whole_table_p
     assert rows == whole_rows and rows["db.t1"][-1] == (40, "n40")
     assert second.ddl.history_versions_ended == whole.ddl.history_versions_ended == {f"db.{t}": 0 for t in TABLES}
     assert second.ddl.history_tables == []
-    # Per table an append (range sort: 2 jobs, and the write) instead of a MERGE (8): 40-42 jobs.
-    assert jobs <= 45, jobs
+    # Per table one rewrite, one file (35 jobs; with a checkpoint and an append per table: 40-42).
+    assert jobs <= 40, jobs
 
 
 def test_refs_and_summaries_are_read_without_spark(spark, tmp_path):
