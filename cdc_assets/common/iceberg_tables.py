@@ -253,7 +253,8 @@ class IcebergTable:
         spark.sql(f"ALTER TABLE {self.sql} CREATE OR REPLACE BRANCH {_quote(branch)} AS OF VERSION {base}")
         if merge or keys is not None:
             source = stored if merge else merge_source(keys, stored, key)
-            if not (key and self._small(base) and self._rewrite(spark, branch, base, source, key)):
+            rewritten = bool(key) and self._small(base) and self._rewrite(spark, branch, base, source, key)
+            if not rewritten:
                 self._merge(spark, branch, source, key, inserts_only if merge else None)
         else:
             stored.writeTo(self.on_branch(branch)).overwrite(F.lit(True))
@@ -294,9 +295,8 @@ class IcebergTable:
         summary, read with pyiceberg; unknown without the warehouse: not small)."""
         if self.warehouse is None:
             return False
-        summary = self._metadata().snapshot_by_id(snapshot_id).summary
-        files = summary.get("total-data-files") if summary is not None else None
-        size = summary.get("total-files-size") if summary is not None else None
+        summary = self._metadata().snapshot_by_id(snapshot_id).summary or {}
+        files, size = summary.get("total-data-files"), summary.get("total-files-size")
         return files is not None and size is not None and int(files) <= 1 and int(size) <= WHOLE_REWRITE_BYTES
 
     def _rewrite(self, spark: SparkSession, branch: str, base: int, source: DataFrame, key: list[str]) -> bool:

@@ -43,7 +43,7 @@ def spark_config(settings: Settings) -> dict[str, str]:
         # PySpark 4 records the Python call site of every Column operation for its error
         # messages: five more py4j round trips and a stack walk per `F.col`, `cast`, `alias`.
         # A window builds thousands of them (per table and column), so this alone took about
-        # 4 s of a small window's driver time (docs/performance.md step 17). Errors still name
+        # 3 s of a small window's driver time (docs/performance.md step 17). Errors still name
         # the failing expression, not the Python line that built it.
         "spark.python.sql.dataFrameDebugging.enabled": "false",
         # Every table of the warehouse is an Iceberg table (common/warehouse.py).
