@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Observation, Window, functions as F
 
-from cdc_assets.common.tso import tso_ms_col
-from cdc_assets.contracts.schemas import CHANGE_LOG_COLUMNS, ROW, WATERMARK
+from cdc_assets.common.tso import PHYSICAL_SHIFT, ms_to_tso, tso_ms_col
+from cdc_assets.contracts.schemas import CHANGE_LOG_COLUMNS, REJECT_REASON, ROW, WATERMARK
 
 
 @dataclass(frozen=True)
@@ -111,20 +111,49 @@ def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_s
     `changes` carries observations (`DataFrame.observe`): the events then appear once in the
     plan, which Spark Connect requires of an observed frame."""
     events = changes.where(F.col("event_kind") != WATERMARK).select(*CHANGE_LOG_COLUMNS)
-    # Only watermarks above the window start can make an event of this window late; one
+    end = None if window_end_tso is None else F.lit(window_end_tso)
+    return mark_rows(events, watermarks, F.lit(True), F.lit(window_start_tso), end, window_start_tso,
+                     events if offsets is None else offsets)
+
+
+def mark_windows(rows: DataFrame, watermarks: DataFrame, window: str, window_ms: int,
+                 offsets: DataFrame, first_window_ms: int) -> DataFrame:
+    """`mark_late_and_duplicates` for the decoded rows of several windows at once: each row's
+    window start (ms) is in its column `window`, and each is marked as its window alone would
+    mark it. The rows keep all their columns; rows that are not events to align (watermarks,
+    rejects: a `_reject_reason`) are kept with false flags. `offsets`: the windows' messages;
+    `first_window_ms`: the earliest window's start."""
+    applies = F.coalesce(F.col(REJECT_REASON).isNull() & (F.col("event_kind") != WATERMARK), F.lit(False))
+    start = F.shiftleft(F.col(window), PHYSICAL_SHIFT)
+    end = F.shiftleft(F.col(window) + F.lit(window_ms), PHYSICAL_SHIFT)
+    return mark_rows(rows, watermarks, applies, start, end, ms_to_tso(first_window_ms), offsets, group=[window])
+
+
+def mark_rows(rows: DataFrame, watermarks: DataFrame, applies: Column, window_start_tso: Column,
+              window_end_tso: Column | None, lowest_start_tso: int, offsets: DataFrame,
+              group: list[str] = ()) -> DataFrame:
+    """The flags of `mark_late_and_duplicates` on the rows where `applies` (false elsewhere),
+    each row against its own window's bounds (columns); `group`: columns that part the rows
+    into windows (a copy is a copy within its window only). `lowest_start_tso`: no window of
+    the rows starts below it, which bounds the watermarks read."""
+    # Only watermarks above a window's start can make an event of that window late; one
     # without an offset has no place in its partition's order and is not used.
     marks = watermarks.where(
-        (F.col("watermark_ts") > F.lit(window_start_tso)) & F.col("kafka_offset").isNotNull()
+        (F.col("watermark_ts") > F.lit(lowest_start_tso)) & F.col("kafka_offset").isNotNull()
     ).select(*_PARTITION, "kafka_offset", "watermark_ts")
-    with_prior = _prior_watermark(events, marks, events if offsets is None else offsets)
-    late = (F.col("event_kind") == ROW) & F.coalesce(
-        F.col("commit_ts") < F.col("_prior_watermark"), F.lit(False)
+    with_prior = _prior_watermark(rows, marks, offsets)
+    # The highest watermark at or before the event is above its window's start, or no
+    # watermark above that start precedes it (then the event is not late).
+    prior = F.col("_prior_watermark")
+    late = applies & (F.col("event_kind") == ROW) & F.coalesce(
+        (prior > window_start_tso) & (F.col("commit_ts") < prior), F.lit(False)
     )
     flagged = with_prior.withColumn("_late", late)
     # The images enter the partition key as hashes: the shuffle and the sort then carry
     # two longs instead of a second copy of both images. A hash match alone never drops an
     # event: a copy must also equal, image for image, the first event of its partition.
     identity = Window.partitionBy(
+        *group, applies,
         # source_position: coarse clocks (official Canal, DTS) can repeat a change in the same
         # second; only the source's position tells a real repeat from an at-least-once copy.
         "_late", "database", "table", "commit_ts", "source_position", "event_kind", "op",
@@ -137,8 +166,12 @@ def mark_late_and_duplicates(changes: DataFrame, watermarks: DataFrame, window_s
 
     copy = (F.row_number().over(identity) > 1) & same_as_first("before") & same_as_first("after")
     outside = F.lit(False) if window_end_tso is None else F.coalesce(
-        (F.col("commit_ts") < F.lit(window_start_tso)) | (F.col("commit_ts") >= F.lit(window_end_tso)), F.lit(True))
-    return flagged.withColumns({"_duplicate": ~F.col("_late") & copy, "_outside": outside})
+        (F.col("commit_ts") < window_start_tso) | (F.col("commit_ts") >= window_end_tso), F.lit(True))
+    return flagged.withColumns({"_duplicate": applies & ~F.col("_late") & copy,
+                                "_outside": applies & outside}).drop("_prior_watermark")
+
+
+FLAGS = ("_late", "_duplicate", "_outside")
 
 
 def kept() -> Column:

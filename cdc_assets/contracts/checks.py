@@ -168,11 +168,12 @@ class ContractCounts:
 _PREFIX = "contract_"
 
 
-def observed(model: type[DataFrameModel], df: DataFrame) -> tuple[DataFrame, Callable[[], ValidationOutcome]]:
+def observed(model: type[DataFrameModel], df: DataFrame,
+             extra: Sequence[str] = ()) -> tuple[DataFrame, Callable[[], ValidationOutcome]]:
     """`df` with the model's counts observed (`DataFrame.observe`), and the outcome: call it
     after the first action on the returned frame (the write), which fills the counts. The
-    schema is checked now (no job)."""
-    counts = ContractCounts.of(model, df)
+    schema is checked now (no job), on `df` without its `extra` columns (which ride along)."""
+    counts = ContractCounts.of(model, df.drop(*extra) if extra else df)
     if not counts.metrics:
         return df, lambda: counts.outcome({})
     observation = Observation()

@@ -121,7 +121,8 @@ TOMBSTONE, CONTROL_RECORD = "tombstone", "control_record"
 NO_CHANGE_REASONS = (TOMBSTONE, CONTROL_RECORD)
 
 
-def conform(df: DataFrame, schema: T.StructType) -> DataFrame:
+def conform(df: DataFrame, schema: T.StructType, extra: Sequence[str] = ()) -> DataFrame:
     """Select exactly `schema`'s columns with its types (the contract every decoder's
-    output is held to, whatever nullability its expressions happened to produce)."""
-    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+    output is held to, whatever nullability its expressions happened to produce), then the
+    `extra` columns as they are."""
+    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields], *extra)

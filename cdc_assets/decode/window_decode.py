@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, functions as F
 
@@ -31,22 +31,33 @@ from cdc_assets.decode.table_names import INVALID_TABLE_NAME, quarantine_invalid
 from cdc_assets.decode.value_conversion import INVALID_VALUE, quarantine_unconvertible_values
 from cdc_assets.decode.window_events import IMPLAUSIBLE_COMMIT_TS, events_of_window
 
+#: The window start (ms) of each row of a group's decode (`decode_windows`).
+WINDOW = "_cdc_window"
+
 
 class DecodedWindow:
     """A window's events (`CHANGE_LOG_SCHEMA`) and quarantine (`QUARANTINE_SCHEMA`'s columns),
     with its counts.
 
-    The counts are observed (`DataFrame.observe`) by the first action on `events`, the job
-    that writes the change table: read them after it (reading earlier blocks). `quarantine`
-    is built on first use, after that action, because it depends on the reasons counted."""
+    The counts are observed (`DataFrame.observe`) by the first action on `events` or
+    `flagged`, the job that writes the change table: read them after it (reading earlier
+    blocks). `quarantine` is built on first use, after that action, because it depends on the
+    reasons counted."""
 
-    def __init__(self, events: DataFrame, rejected: DataFrame, raw_messages: DataFrame,
-                 decoded: ObservedMetrics, messages: ObservedMetrics, first_cache: DataFrame):
-        self.events = events
-        self._first_cache = first_cache
-        self._rejected = rejected
+    def __init__(self, rows: DataFrame, window_start_ms: int, raw_messages: DataFrame, messages: ObservedMetrics,
+                 extra: Sequence[str] = ()):
+        part = rows.where(F.col(WINDOW) == F.lit(window_start_ms))
+        watched, self._decoded = observed(part, *_count_metrics())
+        accepted = watched.where(F.col(REJECT_REASON).isNull())
+        self.events = conform(accepted, CHANGE_LOG_SCHEMA)
+        #: the events with the `extra` columns of `rows` (say, the alignment's flags) after theirs
+        self.flagged = conform(accepted, CHANGE_LOG_SCHEMA, extra)
+        self._rejected = part.where(F.col(REJECT_REASON).isNotNull()).select(
+            *[F.col(REJECT_REASON).alias("reason") if c == "reason" else
+              F.col(REJECT_DETAIL).alias("detail") if c == "detail" else F.col(c)
+              for c in QUARANTINE_COLUMNS]
+        )
         self._raw_messages = raw_messages
-        self._decoded = decoded
         self._messages = messages
         self._quarantine: DataFrame | None = None
 
@@ -63,10 +74,7 @@ class DecodedWindow:
 
     @functools.cached_property
     def _counts(self) -> dict:
-        counts = self._decoded.values()
-        # The action that filled them filled the second cache: the first is not read again.
-        self._first_cache.unpersist()
-        return counts
+        return self._decoded.values()
 
     @property
     def messages(self) -> int:
@@ -118,39 +126,56 @@ def _message(reject) -> tuple:
     return tuple(reject[c] for c in MESSAGE_KEY)
 
 
+class DecodedWindows:
+    """The decoded rows of a group of windows (`DECODED_COLUMNS` and `WINDOW`, each row's
+    window start), decoded in one pass (`decode_windows`), and each window's part of them."""
+
+    def __init__(self, rows: DataFrame, raw_messages: Mapping[int, DataFrame], messages: Mapping[int, ObservedMetrics]):
+        self.rows = rows
+        self.raw_messages = dict(raw_messages)
+        self._messages = dict(messages)
+
+    def window(self, window_start_ms: int, rows: DataFrame | None = None, extra: Sequence[str] = ()) -> DecodedWindow:
+        """One window's events, quarantine and counts, from `rows` (default: `self.rows`; or a
+        frame made of them that adds the `extra` columns, which `DecodedWindow.flagged` keeps)."""
+        return DecodedWindow(self.rows if rows is None else rows, window_start_ms,
+                             self.raw_messages[window_start_ms], self._messages[window_start_ms], extra)
+
+
+@contextlib.contextmanager
+def decode_windows(decoder: Decoder, raw_messages: Mapping[int, DataFrame], window_ms: int) -> Iterator[DecodedWindows]:
+    """Decode a group of windows (raw messages by window start) in one pass; the decoder's
+    output stays cached until the block ends.
+
+    The decoder's output is cached because the conversion rule reads its distinct column types
+    first (one job for the group). Each window keeps its own events (`events_of_window`) and is
+    tagged with its start (`WINDOW`); the conversion (which casts every value) then runs once
+    per action on `rows`, so the caller materializes what it reads more than once (the change
+    table's step caches the group's aligned rows). Raw bytes are kept for rejected events
+    only, which are all the quarantine needs (Python decoders send them for their own rejects
+    only; those of `implausible_commit_ts`, `invalid_table_name` and `invalid_value` events are
+    looked up in the window's raw messages).
+
+    No count runs a job of its own: each window's raw messages are counted as the decoder
+    reads them (the type pre-pass), the events by kind and the rejects (their reasons and
+    messages: a list of the rejects' lineage, small next to the quarantine rows written) by the
+    first action on the window's events (`DecodedWindow`)."""
+    counted = {start: observed(raw, F.count(F.lit(1)).alias("messages")) for start, raw in raw_messages.items()}
+    parts = [events_of_window(decoder.decode(frame), raw_messages[start], start, window_ms)
+             .withColumn(WINDOW, F.lit(start).cast("long")) for start, (frame, _) in counted.items()]
+    cached = functools.reduce(DataFrame.unionByName, parts).persist()
+    try:
+        rows = _raw_bytes_of_rejects_only(quarantine_unconvertible_values(quarantine_invalid_table_names(cached)))
+        yield DecodedWindows(rows, raw_messages, {start: handle for start, (_, handle) in counted.items()})
+    finally:
+        cached.unpersist()
+
+
 @contextlib.contextmanager
 def decode_window(decoder: Decoder, raw_messages: DataFrame, start_ms: int, window_ms: int) -> Iterator[DecodedWindow]:
-    """Decode the window starting at `start_ms`; its frames stay cached until the block ends.
-
-    Two caches: the decoder's output, because the conversion rule reads its distinct column
-    types first; then the converted events, which both writes read (the conversion casts
-    every value: it must run once, not per action). Raw bytes are kept for rejected events
-    only, which are all the quarantine needs (Python decoders send them for their own
-    rejects only; those of `implausible_commit_ts`, `invalid_table_name` and `invalid_value`
-    events are looked up in the raw messages). Once the second cache is filled (by the change
-    log's write) the first is dropped.
-
-    No count runs a job of its own: the raw messages are counted as the decoder reads them,
-    the events by kind and the rejects (their reasons and messages: a list of the rejects'
-    lineage, small next to the quarantine rows written) above the second cache, both by the
-    first action on `events` (`DecodedWindow`).
-    """
-    counted, messages = observed(raw_messages, F.count(F.lit(1)).alias("messages"))
-    cached = events_of_window(decoder.decode(counted), raw_messages, start_ms, window_ms).persist()
-    decoded = _raw_bytes_of_rejects_only(quarantine_unconvertible_values(
-        quarantine_invalid_table_names(cached))).persist()
-    try:
-        watched, counts = observed(decoded, *_count_metrics())
-        events = conform(watched.where(F.col(REJECT_REASON).isNull()), CHANGE_LOG_SCHEMA)
-        rejected = decoded.where(F.col(REJECT_REASON).isNotNull()).select(
-            *[F.col(REJECT_REASON).alias("reason") if c == "reason" else
-              F.col(REJECT_DETAIL).alias("detail") if c == "detail" else F.col(c)
-              for c in QUARANTINE_COLUMNS]
-        )
-        yield DecodedWindow(events, rejected, raw_messages, counts, messages, cached)
-    finally:
-        decoded.unpersist()
-        cached.unpersist()
+    """Decode the window starting at `start_ms` (`decode_windows` of one window)."""
+    with decode_windows(decoder, {start_ms: raw_messages}, window_ms) as group:
+        yield group.window(start_ms)
 
 
 def _count_metrics() -> list[Column]:

@@ -141,3 +141,29 @@ def test_a_failed_blocking_check_stops_the_range_at_its_window_and_the_windows_b
     assert list_manifests(settings.warehouse, "src") == [T0]
     assert read_manifest(settings.warehouse, "src", T0).tables["db.t"].rows == 1
     assert len(instance.get_runs()) == 1 + 2  # the landing, the range run, window 0's snapshots
+
+
+def test_a_group_whose_shared_pass_fails_is_taken_window_by_window(tmp_path, monkeypatch):
+    """The range's windows are decoded and aligned as one group (align/window_group.py); when
+    that shared pass fails, each window is decoded on its own, so that a failure is the
+    failing window's own and the others are still written."""
+    from cdc_assets.defs.layers import change_table as step
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    _dump(dump)
+    settings = settings_for(tmp_path / "home", dump, layout="lines")
+    real, groups_seen = step.aligned_windows, []
+
+    def fails_for_groups(decoder, raw, marks, window_ms):
+        groups_seen.append(sorted(raw))
+        if len(raw) > 1:
+            raise RuntimeError("the group's shared pass failed")
+        return real(decoder, raw, marks, window_ms)
+
+    monkeypatch.setattr(step, "aligned_windows", fails_for_groups)
+    summary = replay(settings, "src", DagsterInstance.ephemeral(), progress=lambda _m: None)
+    assert groups_seen == [[T0, T0 + HOUR, T0 + 2 * HOUR], [T0], [T0 + HOUR], [T0 + 2 * HOUR]]
+    assert (summary.ok, summary.windows, summary.events, summary.duplicates, summary.rows) == (True, 3, 7, 1, 6)
+    assert [sum(t.rows for t in read_manifest(settings.warehouse, "src", w).tables.values())
+            for w in list_manifests(settings.warehouse, "src")] == [1, 3, 6]

@@ -2,8 +2,9 @@
 (raw_messages, layers/raw.py), decode its messages and align them: the change table
 (duplicates and late events dropped) and the quarantine.
 
-One run may cover a range of windows (`BackfillPolicy.single_run()`): the step handles them
-in order, each written in its own commits and reported with its own partition
+One run may cover a range of windows (`BackfillPolicy.single_run()`): the step decodes and
+aligns consecutive windows as a group in one pass (align/window_group.py), then writes them in
+order, each in its own commits and reported with its own partition
 (defs/range_reporting.py); a failed blocking check stops it after that window. Both tables are
 written whichever of them the run selected (one decode makes both); only the selected ones
 are reported.
@@ -13,6 +14,8 @@ its duplicate, late and outside-window events, so a stored copy of it was a seco
 the window's data that no consumer read but the next step. The decode figures and the
 change-log contract ride on the change table's write (`DataFrame.observe`), with its own."""
 
+
+import contextlib
 
 from dagster import (
     AssetCheckResult,
@@ -24,16 +27,18 @@ from dagster import (
     multi_asset,
 )
 from dagster_pyspark import PySparkResource
-from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
-from cdc_assets.align.change_table import mark_late_and_duplicates, observe_alignment
+from cdc_assets.align.change_table import FLAGS, observe_alignment
+from cdc_assets.align.window_group import aligned_windows, groups
 from cdc_assets.common.tso import ms_to_tso, tso_to_datetime
 from cdc_assets.contracts.checks import ChangeLogModel, ChangeTableModel, observed
-from cdc_assets.decode.window_decode import DecodedWindow, decode_window
+from cdc_assets.contracts.schemas import WATERMARK
+from cdc_assets.decode.window_decode import DecodedWindow
 from cdc_assets.defs.check_results import contract_check
 from cdc_assets.defs.metadata import MAX_BARS, counts_table, events_per_minute_chart, watermark_lag_chart, watermark_table
 from cdc_assets.defs.partitions import window_bounds_ms
-from cdc_assets.defs.landing_view_io import pinned_window_messages
+from cdc_assets.defs.landing_view_io import required_window_read
 from cdc_assets.defs.layers.raw import raw_messages_spec, read_window
 from cdc_assets.defs.resources import ObservedOutput, WarehouseResource, window_output_metadata, write_layer_window
 from cdc_assets.defs.source_build import CHANGE_TABLE, QUARANTINE, RAW, SourceBuild
@@ -82,106 +87,140 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
         ],
     )
     def decode_and_align(context: AssetExecutionContext, pyspark: PySparkResource, warehouse: WarehouseResource):
-        decoder, policy = b.decoder(), b.completeness()
-        spark, source, raw_key = pyspark.spark_session, b.source.name, b.key(RAW)
+        spark, raw_key = pyspark.spark_session, b.key(RAW)
+        record = raw_key in context.selected_asset_keys
         decode = bool(context.selected_asset_keys - {raw_key})
         events = WindowEvents(context)
-        for partition in context.partition_keys:
-            read = None
-            if raw_key in context.selected_asset_keys:
-                read, metadata = read_window(b, warehouse, partition)
+        reads = _window_reads(b, warehouse, context.partition_keys, record)
+        if not decode:
+            for partition, _, metadata in reads:
                 yield from events.materialized(raw_key, partition, metadata)
-            if decode:
-                # Without raw_messages in the run: the window's read recorded when it was materialized.
-                raw_messages = (read_pinned_messages(spark, warehouse.iceberg, source, read) if read is not None
-                                else pinned_window_messages(spark, warehouse.iceberg, source,
-                                                            window_bounds_ms(b.partitions_def, partition)[0],
-                                                            raw_key.to_user_string()))
-                yield from _window(b, events, partition, spark, warehouse, raw_messages, decoder, policy)
-            yield from events.stop_if_blocked(partition)
+            yield from events.outputs()
+            return
+        # Consecutive windows are decoded and aligned together (align/window_group.py); each
+        # is still written, reported and checked on its own, in order.
+        for group in groups(reads, lambda r: r[1].messages):
+            for partition, _, metadata in group:
+                yield from events.materialized(raw_key, partition, metadata)
+            yield from _group(b, events, group, spark, warehouse)
         yield from events.outputs()
 
     return decode_and_align
 
 
-def _window(b: SourceBuild, events: WindowEvents, partition: str, spark, warehouse: WarehouseResource,
-            raw_messages: DataFrame, decoder, policy: Completeness):
-    """Decode, align and write one window of the run (both tables, whichever the run selected),
-    then report it: its materializations and its check results."""
-    table_key, quarantine_key = b.key(CHANGE_TABLE), b.key(QUARANTINE)
-    start_ms, end_ms = window_bounds_ms(b.partitions_def, partition)
+def _window_reads(b: SourceBuild, warehouse: WarehouseResource, partitions, record: bool):
+    """Each window's read of the landing, in order (lazily): pinned and recorded now when the
+    run materializes raw_messages (with its materialization's metadata), else as recorded."""
+    raw_key = b.key(RAW)
+    for partition in partitions:
+        if record:
+            read, metadata = read_window(b, warehouse, partition)
+        else:
+            start_ms = window_bounds_ms(b.partitions_def, partition)[0]
+            read = required_window_read(warehouse.iceberg, b.source.name, start_ms, raw_key.to_user_string())
+            metadata = None
+        yield partition, read, metadata
+
+
+def _group(b: SourceBuild, events: WindowEvents, group: list, spark, warehouse: WarehouseResource):
+    """Decode and align a group of windows in one pass, then write and report each in order.
+    When the group's shared pass fails, its windows are taken one by one: the failure is
+    then the failing window's own, and the windows before it are written."""
     state = load_state(warehouse.iceberg, b.source.name)
     marks = read_watermark_index(spark, warehouse.iceberg, b.source.name, state)
-    with decode_window(decoder, raw_messages, start_ms, b.settings.window_ms) as w:
-        decoded, decoded_outcome = observed(ChangeLogModel, w.events)
-        marked = mark_late_and_duplicates(decoded, marks, ms_to_tso(start_ms), ms_to_tso(end_ms),
-                                          offsets=raw_messages)
-        # One pass: the decode counts, the alignment counts (late, duplicate and outside
-        # rows too: observed before the filter), the events per minute and both
-        # contracts are observed by the change table's write; the quarantine, written
-        # next, reads the cached decode.
-        alignment = observe_alignment(marked, start_ms, b.settings.window_ms, MAX_BARS)
-        aligned, outcome = observed(ChangeTableModel, alignment.aligned)
+    starts = {partition: window_bounds_ms(b.partitions_def, partition)[0] for partition, _, _ in group}
+    raw = {starts[p]: read_pinned_messages(spark, warehouse.iceberg, b.source.name, read) for p, read, _ in group}
+    with contextlib.ExitStack() as stack:
+        try:
+            windows = stack.enter_context(aligned_windows(b.decoder(), raw, marks, b.settings.window_ms))
+        except Exception:
+            if len(group) == 1:
+                raise
+            windows = None
+        if windows is None:
+            for one in group:
+                yield from _group(b, events, [one], spark, warehouse)
+            return
+        for partition, _, _ in group:
+            yield from _window(b, events, partition, spark, warehouse, state, windows[starts[partition]])
+            yield from events.stop_if_blocked(partition)
 
-        def observed_metadata() -> dict:
-            counts = alignment.counts()
-            return {
-                **_decode_figures(w),
-                "events_in": counts.events_in,
-                "duplicates_dropped": counts.duplicates,
-                "late_dropped": counts.late,
-                "outside_window_dropped": counts.outside_window,
-                "events_out": counts.events_out,
-                "row_events_out": counts.rows_out,
-                "ddl_events_out": counts.ddl_out,
-                "events_per_minute_chart": MetadataValue.md(events_per_minute_chart(
-                    alignment.events_per_bar(), start_ms, b.settings.window_ms)),
-            }
 
-        at_read = window_output_metadata(warehouse.iceberg, list(b.key(RAW).path), start_ms)
-        complete, wm = _completeness_at_read(policy, state, at_read, end_ms)
-        table_metadata = {
-            "commit_order": decoder.commit_order(),
-            "window_complete": complete,
-            "global_watermark_ts": wm if wm is not None else -1,
-            "kafka_partitions": MetadataValue.md(watermark_table(state)),
-            "watermark_lag_chart": MetadataValue.md(watermark_lag_chart(state)),
-        }
-        table_metadata.update(write_layer_window(warehouse, spark, list(table_key.path),
-                                                 ObservedOutput(aligned, observed_metadata), start_ms, table_metadata))
-        yield from events.materialized(table_key, partition, table_metadata)
-        quarantine_metadata = {
-            "quarantined": w.quarantined, "quarantined_messages": w.quarantined_messages,
-            "no_change_records": w.no_change_records, "messages_in": w.messages,
-            "by_reason": MetadataValue.md(counts_table(w.reasons, ("reason", "messages")))}
-        quarantine_metadata.update(write_layer_window(warehouse, spark, list(quarantine_key.path), w.quarantine,
-                                                      start_ms, quarantine_metadata))
-        yield from events.materialized(quarantine_key, partition, quarantine_metadata)
-        for result in _quarantine_checks(b, quarantine_key, w):
-            yield from events.checked(result, partition)
+def _window(b: SourceBuild, events: WindowEvents, partition: str, spark, warehouse: WarehouseResource,
+            state: LandingState, w: DecodedWindow):
+    """Align and write one decoded window of the run (both tables, whichever the run
+    selected), then report it: its materializations and its check results."""
+    table_key, quarantine_key = b.key(CHANGE_TABLE), b.key(QUARANTINE)
+    start_ms, end_ms = window_bounds_ms(b.partitions_def, partition)
+    policy = b.completeness()
+    # One pass: the decode counts, the alignment counts (late, duplicate and outside rows
+    # too: observed before the filter), the events per minute and both contracts are
+    # observed by the change table's write; the quarantine, written next, reads the same
+    # cached group.
+    decoded, decoded_outcome = observed(ChangeLogModel, w.flagged, extra=FLAGS)
+    marked = decoded.where(F.col("event_kind") != WATERMARK)
+    alignment = observe_alignment(marked, start_ms, b.settings.window_ms, MAX_BARS)
+    aligned, outcome = observed(ChangeTableModel, alignment.aligned)
+
+    def observed_metadata() -> dict:
         counts = alignment.counts()
-        yield from events.checked(contract_check(table_key, DECODED_CONTRACT, decoded_outcome()), partition)
-        yield from events.checked(contract_check(table_key, CONTRACT, outcome()), partition)
-        # The blocking checks come last: a failed one stops the run after this window.
-        yield from events.checked(AssetCheckResult(
-            asset_key=table_key,
-            check_name=WINDOW_COMPLETE,
-            passed=complete,
-            metadata={
-                "window_end_tso": ms_to_tso(end_ms),
-                "global_watermark_ts": wm if wm is not None else -1,
-                "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
-                "completeness_mode": policy.mode.value,
-            },
-        ), partition, blocking=True)
-        yield from events.checked(AssetCheckResult(
-            asset_key=table_key,
-            check_name=INSIDE_WINDOW,
-            passed=counts.outside_window == 0,
-            severity=AssetCheckSeverity.ERROR,
-            metadata={"outside_window": counts.outside_window, "window_start_tso": ms_to_tso(start_ms),
-                      "window_end_tso": ms_to_tso(end_ms)},
-        ), partition, blocking=True)
+        return {
+            **_decode_figures(w),
+            "events_in": counts.events_in,
+            "duplicates_dropped": counts.duplicates,
+            "late_dropped": counts.late,
+            "outside_window_dropped": counts.outside_window,
+            "events_out": counts.events_out,
+            "row_events_out": counts.rows_out,
+            "ddl_events_out": counts.ddl_out,
+            "events_per_minute_chart": MetadataValue.md(events_per_minute_chart(
+                alignment.events_per_bar(), start_ms, b.settings.window_ms)),
+        }
+
+    at_read = window_output_metadata(warehouse.iceberg, list(b.key(RAW).path), start_ms)
+    complete, wm = _completeness_at_read(policy, state, at_read, end_ms)
+    table_metadata = {
+        "commit_order": b.decoder().commit_order(),
+        "window_complete": complete,
+        "global_watermark_ts": wm if wm is not None else -1,
+        "kafka_partitions": MetadataValue.md(watermark_table(state)),
+        "watermark_lag_chart": MetadataValue.md(watermark_lag_chart(state)),
+    }
+    table_metadata.update(write_layer_window(warehouse, spark, list(table_key.path),
+                                             ObservedOutput(aligned, observed_metadata), start_ms, table_metadata))
+    yield from events.materialized(table_key, partition, table_metadata)
+    quarantine_metadata = {
+        "quarantined": w.quarantined, "quarantined_messages": w.quarantined_messages,
+        "no_change_records": w.no_change_records, "messages_in": w.messages,
+        "by_reason": MetadataValue.md(counts_table(w.reasons, ("reason", "messages")))}
+    quarantine_metadata.update(write_layer_window(warehouse, spark, list(quarantine_key.path), w.quarantine,
+                                                  start_ms, quarantine_metadata))
+    yield from events.materialized(quarantine_key, partition, quarantine_metadata)
+    for result in _quarantine_checks(b, quarantine_key, w):
+        yield from events.checked(result, partition)
+    counts = alignment.counts()
+    yield from events.checked(contract_check(table_key, DECODED_CONTRACT, decoded_outcome()), partition)
+    yield from events.checked(contract_check(table_key, CONTRACT, outcome()), partition)
+    # The blocking checks come last: a failed one stops the run after this window.
+    yield from events.checked(AssetCheckResult(
+        asset_key=table_key,
+        check_name=WINDOW_COMPLETE,
+        passed=complete,
+        metadata={
+            "window_end_tso": ms_to_tso(end_ms),
+            "global_watermark_ts": wm if wm is not None else -1,
+            "global_watermark_time": str(tso_to_datetime(wm)) if wm is not None else "none yet",
+            "completeness_mode": policy.mode.value,
+        },
+    ), partition, blocking=True)
+    yield from events.checked(AssetCheckResult(
+        asset_key=table_key,
+        check_name=INSIDE_WINDOW,
+        passed=counts.outside_window == 0,
+        severity=AssetCheckSeverity.ERROR,
+        metadata={"outside_window": counts.outside_window, "window_start_tso": ms_to_tso(start_ms),
+                  "window_end_tso": ms_to_tso(end_ms)},
+    ), partition, blocking=True)
 
 
 def _decode_figures(w: DecodedWindow) -> dict:
