@@ -16,6 +16,7 @@ Watermark events are not part of the output (they live in the landing state).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Observation, Window, functions as F
@@ -131,7 +132,7 @@ def mark_windows(rows: DataFrame, watermarks: DataFrame, window: str, window_ms:
 
 def mark_rows(rows: DataFrame, watermarks: DataFrame, applies: Column, window_start_tso: Column,
               window_end_tso: Column | None, lowest_start_tso: int, offsets: DataFrame,
-              group: list[str] = ()) -> DataFrame:
+              group: Sequence[str] = ()) -> DataFrame:
     """The flags of `mark_late_and_duplicates` on the rows where `applies` (false elsewhere),
     each row against its own window's bounds (columns); `group`: columns that part the rows
     into windows (a copy is a copy within its window only). `lowest_start_tso`: no window of

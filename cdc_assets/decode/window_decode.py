@@ -46,31 +46,33 @@ class DecodedWindow:
 
     def __init__(self, rows: DataFrame, window_start_ms: int, raw_messages: DataFrame, messages: ObservedMetrics,
                  extra: Sequence[str] = ()):
-        part = rows.where(F.col(WINDOW) == F.lit(window_start_ms))
-        watched, self._decoded = observed(part, *_count_metrics())
-        accepted = watched.where(F.col(REJECT_REASON).isNull())
-        self.events = conform(accepted, CHANGE_LOG_SCHEMA)
-        #: the events with the `extra` columns of `rows` (say, the alignment's flags) after theirs
-        self.flagged = conform(accepted, CHANGE_LOG_SCHEMA, extra)
-        self._rejected = part.where(F.col(REJECT_REASON).isNotNull()).select(
+        self._part = rows.where(F.col(WINDOW) == F.lit(window_start_ms))
+        watched, self._decoded = observed(self._part, *_count_metrics())
+        self._accepted = watched.where(F.col(REJECT_REASON).isNull())
+        self._extra = tuple(extra)
+        self._raw_messages = raw_messages
+        self._messages = messages
+
+    # Plans are built on first use: each costs the driver calls into the JVM.
+    @functools.cached_property
+    def events(self) -> DataFrame:
+        return conform(self._accepted, CHANGE_LOG_SCHEMA)
+
+    @functools.cached_property
+    def flagged(self) -> DataFrame:
+        """The events with the `extra` columns of the rows (say, the alignment's flags) after theirs."""
+        return conform(self._accepted, CHANGE_LOG_SCHEMA, self._extra)
+
+    @functools.cached_property
+    def quarantine(self) -> DataFrame:
+        rejected = self._part.where(F.col(REJECT_REASON).isNotNull()).select(
             *[F.col(REJECT_REASON).alias("reason") if c == "reason" else
               F.col(REJECT_DETAIL).alias("detail") if c == "detail" else F.col(c)
               for c in QUARANTINE_COLUMNS]
         )
-        self._raw_messages = raw_messages
-        self._messages = messages
-        self._quarantine: DataFrame | None = None
-
-    @property
-    def quarantine(self) -> DataFrame:
-        if self._quarantine is None:
-            # Only the reasons whose raw bytes the decoder left out need the raw messages again.
-            refilled = [r for r in (INVALID_VALUE, IMPLAUSIBLE_COMMIT_TS, INVALID_TABLE_NAME) if self.reasons.get(r)]
-            rejected = self._rejected
-            if refilled:
-                rejected = refill_raw_bytes(rejected, self._raw_messages, refilled)
-            self._quarantine = rejected
-        return self._quarantine
+        # Only the reasons whose raw bytes the decoder left out need the raw messages again.
+        refilled = [r for r in (INVALID_VALUE, IMPLAUSIBLE_COMMIT_TS, INVALID_TABLE_NAME) if self.reasons.get(r)]
+        return refill_raw_bytes(rejected, self._raw_messages, refilled) if refilled else rejected
 
     @functools.cached_property
     def _counts(self) -> dict:

@@ -148,17 +148,12 @@ def record_read_output(warehouse, source: str, read: WindowRead, metadata: dict)
 
 def pinned_window_messages(spark, warehouse, source: str, start_ms: int, asset: str) -> DataFrame:
     """The window's messages read at its recorded landed_messages snapshot, each offset once."""
-    return read_pinned_messages(spark, warehouse, source, required_window_read(warehouse, source, start_ms, asset))
-
-
-def required_window_read(warehouse, source: str, start_ms: int, asset: str) -> WindowRead:
-    """The window's recorded read; a clear error when `asset` (the raw layer) never recorded one."""
     read = recorded_window_read(warehouse, source, start_ms)
     if read is None:
         raise FileNotFoundError(
             f"{asset} has no recorded read of window {start_ms} in the Iceberg "
             f"table {table_identifier(source, WINDOW_READS)}: materialize that partition first")
-    return read
+    return read_pinned_messages(spark, warehouse, source, read)
 
 
 def message_schema() -> TableSchema:

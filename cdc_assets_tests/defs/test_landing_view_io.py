@@ -81,3 +81,37 @@ def test_the_raw_step_records_its_read_without_spark_jobs_or_rows(spark, tmp_pat
         messages = initialized.io.load_input(context)
         assert jobs_since(before) == 0
         assert sorted((r.kafka_partition, r.kafka_offset) for r in messages.collect()) == [(0, 0), (0, 1), (0, 2)]
+
+
+def test_decoding_a_window_whose_read_was_never_recorded_stops_with_a_clear_error(spark, tmp_path):
+    """change_table alone, over a range whose second window's raw read was never recorded: the
+    first window is written, then the run stops at the second, naming it."""
+    from dagster import AssetKey, DagsterEventType
+
+    from cdc_assets.defs.source_build import CHANGE_TABLE
+
+    dump, warehouse = tmp_path / "dump", tmp_path / "warehouse"
+    _kcat_file(dump / "a.jsonl", 0, [(0, row("INSERT", ms_to_tso(T0 + 10), values(1, "a"))),
+                                     (1, row("INSERT", ms_to_tso(T0 + HOUR + 10), values(2, "b"))),
+                                     (2, watermark(ms_to_tso(T0 + 3 * HOUR)))])
+    land(spark, dump_root=dump, layout="kcat-jsonl", decoder=get_decoder("canal-json"), warehouse=warehouse,
+         source="src", window_ms=HOUR)
+    settings = settings_for(tmp_path / "home", dump).with_overrides(
+        warehouse=warehouse, partition_start=datetime.fromtimestamp(T0 / 1000, tz=timezone.utc))
+    defs = build_definitions(settings)
+    (build,) = source_builds(settings)
+    first, second = (partition_key_for_ms(build.partitions_def, T0 + k * HOUR) for k in (0, 1))
+    job = defs.resolve_implicit_global_asset_job_def()
+    instance = DagsterInstance.ephemeral()
+    assert job.execute_in_process(partition_key=first, asset_selection=[build.key(RAW)], instance=instance).success
+
+    result = job.execute_in_process(
+        asset_selection=[build.key(CHANGE_TABLE)], instance=instance, raise_on_error=False,
+        tags={"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": second})
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE).step_failure_data
+    described = failure.user_failure_data.description if failure.user_failure_data else ""
+    assert f"has no recorded read of window {second}" in failure.error.message + (described or "")
+    written = [e.event_specific_data.materialization for e in result.all_events
+               if e.event_type == DagsterEventType.ASSET_MATERIALIZATION]
+    assert [(m.asset_key, m.partition) for m in written] == [(AssetKey(["src", "change_table"]), first)]

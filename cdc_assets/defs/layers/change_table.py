@@ -38,7 +38,7 @@ from cdc_assets.decode.window_decode import DecodedWindow
 from cdc_assets.defs.check_results import contract_check
 from cdc_assets.defs.metadata import MAX_BARS, counts_table, events_per_minute_chart, watermark_lag_chart, watermark_table
 from cdc_assets.defs.partitions import window_bounds_ms
-from cdc_assets.defs.landing_view_io import required_window_read
+from cdc_assets.defs.landing_view_io import recorded_window_read
 from cdc_assets.defs.layers.raw import raw_messages_spec, read_window
 from cdc_assets.defs.resources import ObservedOutput, WarehouseResource, window_output_metadata, write_layer_window
 from cdc_assets.defs.source_build import CHANGE_TABLE, QUARANTINE, RAW, SourceBuild
@@ -99,10 +99,16 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
             return
         # Consecutive windows are decoded and aligned together (align/window_group.py); each
         # is still written, reported and checked on its own, in order.
-        for group in groups(reads, lambda r: r[1].messages):
-            for partition, _, metadata in group:
+        for group in groups(reads, lambda r: r[1].messages if r[1] is not None else 0):
+            # A window whose read was never recorded stops the run there; the windows before it are written.
+            missing = next((i for i, (_, read, _) in enumerate(group) if read is None), len(group))
+            for partition, _, metadata in group[:missing]:
                 yield from events.materialized(raw_key, partition, metadata)
-            yield from _group(b, events, group, spark, warehouse)
+            if missing:
+                yield from _group(b, events, group[:missing], spark, warehouse)
+            if missing < len(group):
+                yield from events.stop(f"{raw_key.to_user_string()} has no recorded read of window "
+                                       f"{group[missing][0]}: materialize that partition first")
         yield from events.outputs()
 
     return decode_and_align
@@ -110,15 +116,14 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
 
 def _window_reads(b: SourceBuild, warehouse: WarehouseResource, partitions, record: bool):
     """Each window's read of the landing, in order (lazily): pinned and recorded now when the
-    run materializes raw_messages (with its materialization's metadata), else as recorded."""
-    raw_key = b.key(RAW)
+    run materializes raw_messages (with its materialization's metadata), else as recorded
+    (None: never recorded)."""
     for partition in partitions:
         if record:
             read, metadata = read_window(b, warehouse, partition)
         else:
             start_ms = window_bounds_ms(b.partitions_def, partition)[0]
-            read = required_window_read(warehouse.iceberg, b.source.name, start_ms, raw_key.to_user_string())
-            metadata = None
+            read, metadata = recorded_window_read(warehouse.iceberg, b.source.name, start_ms), None
         yield partition, read, metadata
 
 
