@@ -260,8 +260,9 @@ def history_section(history: dict | None, title: str = "Window cost against hist
         "",
         f"`cdc-assets replay` of {history['windows']} hourly windows with {history['events_per_window']:,} row "
         f"events each (most of them insert new keys: the tables end with {history['final_rows']:,} rows). "
-        f"Seconds per window (the whole Dagster run of the window: raw_messages, decode, change_table, "
-        f"snapshots, checks), in order: {secs}. Total wall time {history['wall_s']:.0f} s."
+        f"The replay runs the windows as one Dagster run; seconds per window, from the Iceberg commit times "
+        f"(its share of the decode-and-align step, window 1 with the range's shared decode pass, plus its "
+        f"snapshot step), in order: {secs}. Total wall time {history['wall_s']:.0f} s."
         + (f" Spark jobs per window, in order: {', '.join(map(str, history['spark_jobs']))}."
            if history.get("spark_jobs") else ""),
         "",

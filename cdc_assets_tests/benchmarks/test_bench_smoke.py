@@ -3,6 +3,8 @@ timing assertions: figures live in BENCHMARKS.md)."""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from benchmarks import check, engines, report
@@ -189,3 +191,15 @@ def test_before_after_section_puts_this_run_next_to_the_last_run_before_iceberg(
     assert "| history: window 25 (s) | 8.40 | 9.00 | 1.07× |" in text
     assert "| window on a 250,000-row table, `recent`: written window (s) | 2.11 | 4.22 | 2.00× |" in text
     assert "| window on a 4,000,000-row table, `uniform`: written window (s) | 6.67 | – | – |" in text
+
+
+def test_history_step_times_each_window_from_its_commits(tmp_path):
+    """`make bench`'s window-cost and fixed-cost steps: the replay runs the windows as one
+    Dagster run, so each window's seconds come from its Iceberg commits (one per window)."""
+    from benchmarks.history import measure_history
+
+    history = measure_history(3, tmp_path, 42, 500)
+    assert history["windows"] == 3 and len(history["seconds"]) == 3
+    assert all(s > 0 for s in history["seconds"]) and sum(history["seconds"]) < history["wall_s"]
+    assert len(history["spark_jobs"]) == 3 and min(history["spark_jobs"]) > 0
+    assert history["final_rows"] > 0 and history["warm_median"] == statistics.median(history["seconds"][1:])
