@@ -32,6 +32,16 @@ def _kcat_file(path: Path, partition: int, messages: list[tuple[int, bytes]]) ->
     kcat_file(path, partition, messages, T0)
 
 
+def _landed_and_defined(spark, tmp_path: Path, dump: Path, warehouse: Path):
+    """The dump landed, and the definitions and source build of a project over it."""
+    land(spark, dump_root=dump, layout="kcat-jsonl", decoder=get_decoder("canal-json"), warehouse=warehouse,
+         source="src", window_ms=HOUR)
+    settings = settings_for(tmp_path / "home", dump).with_overrides(
+        warehouse=warehouse, partition_start=datetime.fromtimestamp(T0 / 1000, tz=timezone.utc))
+    (build,) = source_builds(settings)
+    return build_definitions(settings), build
+
+
 def test_the_raw_step_records_its_read_without_spark_jobs_or_rows(spark, tmp_path):
     dump, warehouse = tmp_path / "dump", tmp_path / "warehouse"
     first = [(0, row("INSERT", ms_to_tso(T0 + 10), values(1, "a"))),
@@ -40,12 +50,7 @@ def test_the_raw_step_records_its_read_without_spark_jobs_or_rows(spark, tmp_pat
              (3, watermark(ms_to_tso(T0 + 2 * HOUR)))]
     _kcat_file(dump / "a.jsonl", 0, first)
     _kcat_file(dump / "overlap.jsonl", 0, first[:2])  # offsets 0 and 1 landed twice
-    land(spark, dump_root=dump, layout="kcat-jsonl", decoder=get_decoder("canal-json"), warehouse=warehouse,
-         source="src", window_ms=HOUR)
-    settings = settings_for(tmp_path / "home", dump).with_overrides(
-        warehouse=warehouse, partition_start=datetime.fromtimestamp(T0 / 1000, tz=timezone.utc))
-    defs = build_definitions(settings)
-    (build,) = source_builds(settings)
+    defs, build = _landed_and_defined(spark, tmp_path, dump, warehouse)
     key = partition_key_for_ms(build.partitions_def, T0)
 
     before = spark_job_ids()
@@ -94,12 +99,7 @@ def test_decoding_a_window_whose_read_was_never_recorded_stops_with_a_clear_erro
     _kcat_file(dump / "a.jsonl", 0, [(0, row("INSERT", ms_to_tso(T0 + 10), values(1, "a"))),
                                      (1, row("INSERT", ms_to_tso(T0 + HOUR + 10), values(2, "b"))),
                                      (2, watermark(ms_to_tso(T0 + 3 * HOUR)))])
-    land(spark, dump_root=dump, layout="kcat-jsonl", decoder=get_decoder("canal-json"), warehouse=warehouse,
-         source="src", window_ms=HOUR)
-    settings = settings_for(tmp_path / "home", dump).with_overrides(
-        warehouse=warehouse, partition_start=datetime.fromtimestamp(T0 / 1000, tz=timezone.utc))
-    defs = build_definitions(settings)
-    (build,) = source_builds(settings)
+    defs, build = _landed_and_defined(spark, tmp_path, dump, warehouse)
     first, second = (partition_key_for_ms(build.partitions_def, T0 + k * HOUR) for k in (0, 1))
     job = defs.resolve_implicit_global_asset_job_def()
     instance = DagsterInstance.ephemeral()
