@@ -23,33 +23,58 @@ FIXED_COST_WINDOWS, FIXED_COST_EVENTS = 6, 5_000
 
 
 def window_seconds(warehouse: Path, source: str) -> list[float]:
-    """Each window's seconds, from the Iceberg commit times (the replay runs a range of windows
-    as one Dagster run, so it prints one time per range): its decode-and-align share (from the
-    previous window's quarantine commit to its own; window 1 from the first read's record, so
-    it also carries the range's shared decode pass) plus its snapshot share (from the previous
-    window's manifest commit to its own; window 1 from the last quarantine commit)."""
+    """Each window's seconds, from the Iceberg commit times: the replay runs a range of
+    windows as one Dagster run and prints one time per range.
+
+    Per run (consecutive windows with data; it starts at the landing's last commit, or at the
+    previous run's last manifest), a window's decode-and-align share runs from the previous
+    window's quarantine commit to its own, and its snapshot share from the previous window's
+    manifest commit to its own (the first window's from the run's last quarantine commit).
+    The first window's decode share also holds the run's shared pass (the group's one decode
+    and alignment, align/window_group.py): what it has beyond the median of the others is
+    spread evenly over the run's windows, so that each carries its part of the decode."""
     from cdc_assets.common.warehouse import load_pyiceberg_catalog
     from cdc_assets.common.window_commits import WINDOW_PROPERTY
+    from cdc_assets.landing.tables import LANDING_STATE
     from cdc_assets.snapshot.manifests import FIRST_PROPERTY, TABLE
 
     catalog = load_pyiceberg_catalog(warehouse)
 
+    def snapshots(table: str):
+        return sorted(catalog.load_table((source, table)).snapshots(), key=lambda x: x.sequence_number)
+
     def commits(table: str, prop: str) -> dict[int, int]:
         out = {}
-        for snap in sorted(catalog.load_table((source, table)).snapshots(), key=lambda x: x.sequence_number):
+        for snap in snapshots(table):
             window = (snap.summary.additional_properties if snap.summary else {}).get(prop)
             if window is not None:
                 out[int(window)] = snap.timestamp_ms  # the newest commit of the window
         return out
 
-    reads, quarantine = commits("window_reads", WINDOW_PROPERTY), commits("quarantine", WINDOW_PROPERTY)
-    manifests = commits(TABLE, FIRST_PROPERTY)
-    windows = sorted(manifests)
-    if not windows or any(w not in quarantine for w in windows):
-        return []
-    layer_from = [min(reads[w] for w in windows if w in reads)] + [quarantine[w] for w in windows[:-1]]
-    snapshot_from = [quarantine[windows[-1]]] + [manifests[w] for w in windows[:-1]]
-    return [((quarantine[w] - a) + (manifests[w] - b)) / 1000 for w, a, b in zip(windows, layer_from, snapshot_from)]
+    quarantine, manifests = commits("quarantine", WINDOW_PROPERTY), commits(TABLE, FIRST_PROPERTY)
+    landed = [snap.timestamp_ms for snap in snapshots(LANDING_STATE)]
+    windows = sorted(w for w in manifests if w in quarantine)  # a quiet window is carried: no quarantine
+    seconds, run = [], []
+    for i, w in enumerate(windows):
+        run.append(w)
+        # a run ends where the next window's decode began after this window's manifest
+        if i + 1 == len(windows) or quarantine[windows[i + 1]] > manifests[w]:
+            start = max([t for t in landed if t <= quarantine[run[0]]] +
+                        [m for m in manifests.values() if m <= quarantine[run[0]]], default=quarantine[run[0]])
+            seconds += _run_seconds(run, start, quarantine, manifests)
+            run = []
+    return seconds
+
+
+def _run_seconds(run: list[int], start: int, quarantine: dict, manifests: dict) -> list[float]:
+    layer_from = [start] + [quarantine[w] for w in run[:-1]]
+    snapshot_from = [quarantine[run[-1]]] + [manifests[w] for w in run[:-1]]
+    layer = [(quarantine[w] - a) / 1000 for w, a in zip(run, layer_from)]
+    snapshot = [(manifests[w] - b) / 1000 for w, b in zip(run, snapshot_from)]
+    if len(layer) > 1:
+        shared = max(layer[0] - statistics.median(layer[1:]), 0.0)
+        layer = [x + shared / len(layer) - (shared if i == 0 else 0) for i, x in enumerate(layer)]
+    return [a + b for a, b in zip(layer, snapshot)]
 
 
 def _summary(output: str) -> dict:

@@ -163,8 +163,9 @@ def targets(sections: list[dict], history: dict | None, per_protocol: list[dict]
             f"{fixed_cost['warm_median']:.1f} s (window 1: {fixed_cost['first']:.1f} s)",
             fixed_cost["warm_median"] <= TARGET_FIXED_COST_S)
     row("3. a backfill of N windows as one pass (one Dagster run over the range, `BackfillPolicy`)",
-        "partly: one Dagster run over each range of windows (every layer, each window reported per partition), "
-        "but each window still decoded and applied on its own (docs/performance.md §3)", False)
+        "partly: one Dagster run over each range of windows (every layer, each window reported per partition); "
+        "the range's windows decoded and aligned in one pass and their snapshot schemas found in one, but each "
+        "window's change table, quarantine and snapshot still written by its own jobs (docs/performance.md §3)", False)
     dec = first.get("cdc_decode")
     if dec:
         floor = first.get("read_floor_spark")

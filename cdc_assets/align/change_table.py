@@ -154,7 +154,9 @@ def mark_rows(rows: DataFrame, watermarks: DataFrame, applies: Column, window_st
     # two longs instead of a second copy of both images. A hash match alone never drops an
     # event: a copy must also equal, image for image, the first event of its partition.
     identity = Window.partitionBy(
-        *group, applies,
+        # Rows the flags do not apply to (rejects, watermarks) are each a partition of their
+        # own: a window of many rejects with null names and times is not one sorted task.
+        *group, F.when(~applies, F.struct("kafka_partition", "kafka_offset", "event_index")),
         # source_position: coarse clocks (official Canal, DTS) can repeat a change in the same
         # second; only the source's position tells a real repeat from an at-least-once copy.
         "_late", "database", "table", "commit_ts", "source_position", "event_kind", "op",

@@ -10,7 +10,9 @@ observed by the write (about one job each): the per-window work is the write, no
 decode, the type pre-pass and the alignment's exchanges again.
 
 Windows are grouped in order up to `MAX_GROUP_MESSAGES` messages (a larger window is a group
-of its own), so that a backfill of many windows does not cache them all at once."""
+of its own), so that a backfill of many windows does not cache them all at once. Messages, not
+events, because the pinned reads count them before anything is decoded: a protocol that
+batches events (Open Protocol) caches more per message."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.common.raw_bytes import MESSAGE_KEY
 from cdc_assets.decode.window_decode import WINDOW, DecodedWindow, decode_windows
 
-MAX_GROUP_MESSAGES = 2_000_000
+MAX_GROUP_MESSAGES = 1_000_000
 
 
 def groups(windows: Iterator, size, limit: int = MAX_GROUP_MESSAGES) -> Iterator[list]:
@@ -45,7 +47,7 @@ def groups(windows: Iterator, size, limit: int = MAX_GROUP_MESSAGES) -> Iterator
 
 @contextlib.contextmanager
 def aligned_windows(decoder: Decoder, raw_messages: Mapping[int, DataFrame], watermarks: DataFrame,
-                    window_ms: int) -> Iterator[dict[int, DecodedWindow]]:
+                    window_ms: int) -> Iterator[Mapping[int, DecodedWindow]]:
     """Each window of the group (raw messages by window start), decoded and marked: a
     `DecodedWindow` whose `flagged` events carry `change_table.FLAGS`. The group's shared
     work (decode, type pre-pass, alignment) runs before this yields, so that its failure is
@@ -55,6 +57,28 @@ def aligned_windows(decoder: Decoder, raw_messages: Mapping[int, DataFrame], wat
         marked = mark_windows(group.rows, watermarks, WINDOW, window_ms, offsets, min(raw_messages)).persist()
         try:
             marked.count()  # fills the cache: the decode's conversion and the alignment, once for the group
-            yield {start: group.window(start, marked, FLAGS) for start in raw_messages}
+            group.release_decoded()  # read by the job above only
+            yield _Windows(lambda start: group.window(start, marked, FLAGS), raw_messages)
         finally:
             marked.unpersist()
+
+
+class _Windows(Mapping):
+    """The group's `DecodedWindow`s by window start, each built when first looked up (each
+    registers its observations with the session: a window the run never reaches gets none)."""
+
+    def __init__(self, build, starts):
+        self._build, self._starts, self._built = build, list(starts), {}
+
+    def __getitem__(self, start: int) -> DecodedWindow:
+        if start not in self._starts:
+            raise KeyError(start)
+        if start not in self._built:
+            self._built[start] = self._build(start)
+        return self._built[start]
+
+    def __iter__(self):
+        return iter(self._starts)
+
+    def __len__(self) -> int:
+        return len(self._starts)

@@ -132,10 +132,17 @@ class DecodedWindows:
     """The decoded rows of a group of windows (`DECODED_COLUMNS` and `WINDOW`, each row's
     window start), decoded in one pass (`decode_windows`), and each window's part of them."""
 
-    def __init__(self, rows: DataFrame, raw_messages: Mapping[int, DataFrame], messages: Mapping[int, ObservedMetrics]):
+    def __init__(self, rows: DataFrame, raw_messages: Mapping[int, DataFrame], messages: Mapping[int, ObservedMetrics],
+                 decoded: DataFrame):
         self.rows = rows
         self.raw_messages = dict(raw_messages)
         self._messages = dict(messages)
+        self._decoded = decoded
+
+    def release_decoded(self) -> None:
+        """Drop the decoder's cached output early: once a cache of `rows` (or of frames made of
+        them) is filled, nothing reads it again."""
+        self._decoded.unpersist()
 
     def window(self, window_start_ms: int, rows: DataFrame | None = None, extra: Sequence[str] = ()) -> DecodedWindow:
         """One window's events, quarantine and counts, from `rows` (default: `self.rows`; or a
@@ -168,7 +175,7 @@ def decode_windows(decoder: Decoder, raw_messages: Mapping[int, DataFrame], wind
     cached = functools.reduce(DataFrame.unionByName, parts).persist()
     try:
         rows = _raw_bytes_of_rejects_only(quarantine_unconvertible_values(quarantine_invalid_table_names(cached)))
-        yield DecodedWindows(rows, raw_messages, {start: handle for start, (_, handle) in counted.items()})
+        yield DecodedWindows(rows, raw_messages, {start: handle for start, (_, handle) in counted.items()}, cached)
     finally:
         cached.unpersist()
 

@@ -14,6 +14,7 @@ from dagster_graphql.test.utils import execute_dagster_graphql
 
 from cdc_assets.common.tso import ms_to_tso
 from cdc_assets.defs.factory import build_definitions
+from cdc_assets.defs.landing_view_io import recorded_window_read
 from cdc_assets.replay import RANGE_START_TAG, replay
 from cdc_assets.snapshot.store import list_manifests, read_manifest
 from cdc_assets_tests.canal_messages import row, values, watermark
@@ -140,6 +141,9 @@ def test_a_failed_blocking_check_stops_the_range_at_its_window_and_the_windows_b
     assert summary.checks_failed == [f"src/change_table:window_complete@{KEYS[1]}"]
     assert list_manifests(settings.warehouse, "src") == [T0]
     assert read_manifest(settings.warehouse, "src", T0).tables["db.t"].rows == 1
+    # a read is recorded when its window is written: none for the window the run never reached
+    assert [recorded_window_read(settings.warehouse, "src", T0 + k * HOUR) is not None for k in range(3)] == [
+        True, True, False]
     assert len(instance.get_runs()) == 1 + 2  # the landing, the range run, window 0's snapshots
 
 

@@ -39,7 +39,7 @@ from cdc_assets.defs.check_results import contract_check
 from cdc_assets.defs.metadata import MAX_BARS, counts_table, events_per_minute_chart, watermark_lag_chart, watermark_table
 from cdc_assets.defs.partitions import window_bounds_ms
 from cdc_assets.defs.landing_view_io import recorded_window_read
-from cdc_assets.defs.layers.raw import raw_messages_spec, read_window
+from cdc_assets.defs.layers.raw import pin_read, raw_messages_spec, record_read
 from cdc_assets.defs.resources import ObservedOutput, WarehouseResource, window_output_metadata, write_layer_window
 from cdc_assets.defs.source_build import CHANGE_TABLE, QUARANTINE, RAW, SourceBuild
 from cdc_assets.defs.range_reporting import WindowEvents
@@ -93,8 +93,8 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
         events = WindowEvents(context)
         reads = _window_reads(b, warehouse, context.partition_keys, record)
         if not decode:
-            for partition, _, metadata in reads:
-                yield from events.materialized(raw_key, partition, metadata)
+            for partition, read, figures in reads:
+                yield from events.materialized(raw_key, partition, record_read(b, warehouse, read, figures))
             yield from events.outputs()
             return
         # Consecutive windows are decoded and aligned together (align/window_group.py); each
@@ -102,8 +102,6 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
         for group in groups(reads, lambda r: r[1].messages if r[1] is not None else 0):
             # A window whose read was never recorded stops the run there; the windows before it are written.
             missing = next((i for i, (_, read, _) in enumerate(group) if read is None), len(group))
-            for partition, _, metadata in group[:missing]:
-                yield from events.materialized(raw_key, partition, metadata)
             if missing:
                 yield from _group(b, events, group[:missing], spark, warehouse)
             if missing < len(group):
@@ -115,16 +113,16 @@ def build_change_table(b: SourceBuild) -> AssetsDefinition:
 
 
 def _window_reads(b: SourceBuild, warehouse: WarehouseResource, partitions, record: bool):
-    """Each window's read of the landing, in order (lazily): pinned and recorded now when the
-    run materializes raw_messages (with its materialization's metadata), else as recorded
-    (None: never recorded)."""
+    """Each window's read of the landing, in order (lazily): pinned now when the run
+    materializes raw_messages (with its figures; recorded when the window is written, so that a
+    run that stops records no read it did not use), else as recorded (None: never recorded)."""
     for partition in partitions:
         if record:
-            read, metadata = read_window(b, warehouse, partition)
+            read, figures = pin_read(b, warehouse, partition)
         else:
             start_ms = window_bounds_ms(b.partitions_def, partition)[0]
-            read, metadata = recorded_window_read(warehouse.iceberg, b.source.name, start_ms), None
-        yield partition, read, metadata
+            read, figures = recorded_window_read(warehouse.iceberg, b.source.name, start_ms), None
+        yield partition, read, figures
 
 
 def _group(b: SourceBuild, events: WindowEvents, group: list, spark, warehouse: WarehouseResource):
@@ -138,15 +136,19 @@ def _group(b: SourceBuild, events: WindowEvents, group: list, spark, warehouse: 
     with contextlib.ExitStack() as stack:
         try:
             windows = stack.enter_context(aligned_windows(b.decoder(), raw, marks, b.settings.window_ms))
-        except Exception:
+        except Exception as failure:
             if len(group) == 1:
                 raise
+            events.context.log.warning(f"the shared decode of windows {group[0][0]}..{group[-1][0]} failed "
+                                       f"({failure!r}); decoding them one by one")
             windows = None
         if windows is None:
             for one in group:
                 yield from _group(b, events, [one], spark, warehouse)
             return
-        for partition, _, _ in group:
+        for partition, read, figures in group:
+            if figures is not None:  # raw_messages is materialized: the read this window decoded
+                yield from events.materialized(b.key(RAW), partition, record_read(b, warehouse, read, figures))
             yield from _window(b, events, partition, spark, warehouse, state, windows[starts[partition]])
             yield from events.stop_if_blocked(partition)
 
