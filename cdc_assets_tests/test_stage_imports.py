@@ -12,7 +12,7 @@ MAY_IMPORT = {
     "common": set(),
     "contracts": {"common"},
     "decode": {"common", "contracts"},
-    "align": {"common", "contracts"},
+    "align": {"common", "contracts", "decode"},  # a group of windows is decoded, then aligned (window_group)
     "landing": {"common", "contracts", "decode"},
     "snapshot": {"common", "contracts", "decode", "align", "landing"},
     "simulator": {"common", "contracts", "decode", "landing", "snapshot"},
