@@ -34,9 +34,3 @@ def observed(frame: DataFrame, *metrics: Column) -> tuple[DataFrame, ObservedMet
     observation = Observation()
     return frame.observe(observation, *metrics), ObservedMetrics(observation, frame, metrics)
 
-
-def checkpointed_with_metrics(frame: DataFrame, *metrics: Column) -> tuple[DataFrame, dict]:
-    """`frame.localCheckpoint()` and `metrics` over its rows, observed by the checkpoint's
-    own job."""
-    watched, handle = observed(frame, *metrics)
-    return watched.localCheckpoint(), handle.values()

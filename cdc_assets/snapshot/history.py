@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 from cdc_assets.common.concurrent_jobs import run_concurrently
 from cdc_assets.common.iceberg_tables import WINDOW_COLUMN, IcebergTable, widens, as_stored, table_name
 from cdc_assets.common.names import table_id
-from cdc_assets.common.observed import checkpointed_with_metrics
+from cdc_assets.common.observed import observed
 from cdc_assets.common.warehouse import use_catalog
 from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN, key_column, value_column
 from cdc_assets.snapshot.table_errors import naming_table
@@ -69,79 +69,45 @@ def write_window_history(spark: SparkSession, result: WindowResult, warehouse, s
     names = sorted(set(parts) | stale)
     if names:
         history_table(spark, warehouse, source, *names[0]).ensure_namespace(spark)
-    versions = _WindowVersions(parts)
+    frames = versions_by_table(parts)
     # Independent small writes: submitted concurrently (see concurrent_jobs).
     written = run_concurrently([functools.partial(_write_table, spark, warehouse, source, name,
-                                                  versions.of(name), window_start_ms, name in stale)
+                                                  frames.get(name), window_start_ms, name in stale)
                                 for name in names])
     counts = {table_id(*name): rows for name, rows in zip(names, written) if name in parts}
     return counts, [n for n in names if counts.get(table_id(*n))]
 
 
-class _WindowVersions:
-    """Every table's versions of the window, materialized by one Spark job (`localCheckpoint`)
-    that also counts them per table (observed), so that a table that ends no version gets no
-    table and no commit (an overwrite of no rows would commit). Each table's rows are one
-    partition of it: a table's write needs no exchange of its own and makes one file, as a
-    hash distribution on the window column did. Tables have their own columns: each table's
-    rows are a struct column of the union, null on the other tables' rows."""
-
-    def __init__(self, parts: dict[Name, list[DataFrame]]):
-        frames = {name: _union_widened([as_stored(f) for f in fs]) for name, fs in parts.items() if fs}
-        self.names = sorted(frames)
-        self.columns = {name: frames[name].columns for name in self.names}
-        self.rows: dict[Name, int] = {}
-        self.frame: DataFrame | None = None
-        if not frames:
-            return
-        structs = {name: F.struct(*[F.col(_quote(c)) for c in frames[name].columns]) for name in self.names}
-        types = {name: frames[name].select(structs[name].alias("s")).schema["s"].dataType for name in self.names}
-        union = None
-        for i, name in enumerate(self.names):
-            part = frames[name].select(F.lit(i).alias(_PART), *[
-                (structs[n] if n == name else F.lit(None).cast(types[n])).alias(_versions_column(j))
-                for j, n in enumerate(self.names)])
-            union = part if union is None else union.unionByName(part)
-        union = union.repartition(len(self.names), F.col(_PART))
-        self.frame, counted = checkpointed_with_metrics(
-            union, *[F.count_if(F.col(_PART) == i).alias(f"rows_{i}") for i in range(len(self.names))])
-        self.rows = {name: int(counted[f"rows_{i}"] or 0) for i, name in enumerate(self.names)}
-
-    def of(self, name: Name) -> tuple[int, DataFrame | None]:
-        """The table's count and versions; (0, None) when it had no flush or closure."""
-        if name not in self.rows:
-            return 0, None
-        i = self.names.index(name)
-        column = F.col(_versions_column(i))
-        return self.rows[name], self.frame.where(F.col(_PART) == i).select(
-            *[column.getField(c).alias(c) for c in self.columns[name]])
+def versions_by_table(parts: dict[Name, list[DataFrame]]) -> dict[Name, DataFrame]:
+    """Each table's versions of the window as one frame (its parts unioned by name, lazily)."""
+    return {name: _union_widened([as_stored(f) for f in fs]) for name, fs in parts.items() if fs}
 
 
-_PART = "_cdc_history_table"
-
-
-def _versions_column(i: int) -> str:
-    return f"_cdc_versions_{i}"
-
-
-def _write_table(spark: SparkSession, warehouse, source: str, name: Name, versions: tuple[int, DataFrame | None],
+def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame: DataFrame | None,
                  window_start_ms: int, clear: bool) -> int:
+    """One table's versions of the window as one overwrite of the window's rows, computed and
+    counted (observed) by the write's own job from the window's cached typed actions. A table
+    with no history table yet is counted first, so that one that ends no version gets none
+    (an overwrite creates it, and commits even with no rows); an existing table takes the
+    overwrite either way (no versions: a commit that changes nothing)."""
     with naming_table(table_id(*name), "writing its history"):
         table = history_table(spark, warehouse, source, *name)
-        rows, frame = versions
-        if rows == 0 and not (clear and table.exists(spark)):
-            return 0
+        exists = table.exists(spark)
         if frame is None:  # a rerun that ends no version of this table: its window rows go
-            spark.sql(f"DELETE FROM {table.sql} WHERE {WINDOW_COLUMN} = {int(window_start_ms)}")
+            if clear and exists:
+                spark.sql(f"DELETE FROM {table.sql} WHERE {WINDOW_COLUMN} = {int(window_start_ms)}")
             return 0
         frame = frame.withColumn(WINDOW_COLUMN, F.lit(window_start_ms).cast("long"))
-        if not table.exists(spark):
+        if not exists:
+            if frame.count() == 0:
+                return 0
             table.ensure(spark, frame.schema, partition=WINDOW_COLUMN)
-        frame = _fit(spark, table, frame)
-        # One partition of `_WindowVersions` holds the table's rows: written where they are.
-        frame.writeTo(table.sql).option("distribution-mode", "none").overwrite(
-            F.col(WINDOW_COLUMN) == F.lit(window_start_ms))
-        return rows
+        counted, rows = observed(_fit(spark, table, frame), F.count(F.lit(1)).alias("rows"))
+        # One task writes the window's versions, one file: no shuffle of its own (Iceberg's
+        # hash distribution on the window column would add one for the same file).
+        (counted.coalesce(1).writeTo(table.sql).option("distribution-mode", "none")
+         .overwrite(F.col(WINDOW_COLUMN) == F.lit(window_start_ms)))
+        return int(rows.values()["rows"] or 0)
 
 
 def _fit(spark: SparkSession, table: IcebergTable, frame: DataFrame) -> DataFrame:

@@ -10,7 +10,7 @@ import pytest
 from pyiceberg.types import DecimalType, DoubleType, LongType, StringType
 
 from cdc_assets.common.warehouse import load_pyiceberg_catalog
-from cdc_assets.snapshot.history import _WindowVersions, _write_table
+from cdc_assets.snapshot.history import _write_table, versions_by_table
 from cdc_assets.snapshot.history_read import read_history
 
 W1, W2 = 1_767_225_600_000, 1_767_229_200_000
@@ -24,8 +24,8 @@ def store(tmp_path):
 
 
 def _write(spark, store, frames: list[tuple[str, list[tuple]]], window: int, clear: bool = False) -> int:
-    versions = _WindowVersions({NAME: [spark.createDataFrame(rows, schema) for schema, rows in frames]})
-    return _write_table(spark, *store, NAME, versions.of(NAME), window, clear)
+    versions = versions_by_table({NAME: [spark.createDataFrame(rows, schema) for schema, rows in frames]})
+    return _write_table(spark, *store, NAME, versions.get(NAME), window, clear)
 
 
 def _read(store):
@@ -70,5 +70,15 @@ def test_windows_union_their_schemas_into_the_history_table(spark, store):
     assert len(table.metadata.snapshots) == snapshots + 1
     assert [(r["window_start_ms"], r["id"], r["qty"]) for r in _read(store)[1]] == [(W1, 1, 5), (W2, 4, 7)]
     # ... and a rerun that ends no version of the table clears the window's rows.
-    assert _write_table(spark, *store, NAME, _WindowVersions({}).of(NAME), W2, True) == 0
+    assert _write_table(spark, *store, NAME, None, W2, True) == 0
     assert [(r["window_start_ms"], r["id"]) for r in _read(store)[1]] == [(W1, 1)]
+    # A window whose versions are none (its changes inserted new keys only): 0, and the
+    # window holds no row of the table.
+    assert _write(spark, store, [(f"id int, qty int, {v}", [])], W2) == 0
+    assert [(r["window_start_ms"], r["id"]) for r in _read(store)[1]] == [(W1, 1)]
+
+
+def test_a_table_that_ends_no_version_gets_no_history_table(spark, store):
+    v = "_cdc_valid_from long, _cdc_valid_to long, _cdc_end_op string"
+    assert _write(spark, store, [(f"id int, qty int, {v}", [])], W1) == 0
+    assert not load_pyiceberg_catalog(store[0]).table_exists(("src", "history__db__t"))

@@ -104,13 +104,16 @@ def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_
     assert second.ddl.history_versions_ended == whole.ddl.history_versions_ended
     # 5 updated + 3 deleted versions from before, the 2 updated again and the `abc` one inside
     assert second.ddl.history_versions_ended == {f"db.{t}": 11 for t in TABLES}
-    # One collect of the schemas and the DDL, one checkpoint of every table's history, and per
-    # table one rewrite (about 6 jobs: the source's and the join's shuffles, the write) and its
-    # history write: no count, check or metadata read of its own (161 jobs with history before
-    # issue 45's folds; 79-88 before the shared history checkpoint and the schema collect's DDL;
-    # 63-66 with a checkpoint and a MERGE per table; 39 now). The MERGE path: 63-66.
-    assert jobs <= 45, jobs
-    assert merge_jobs <= 70, merge_jobs
+    # One collect of the schemas and the DDL, and per table one rewrite (about 6 jobs: the
+    # source's and the join's shuffles, the write) and its history write, whose job computes
+    # and counts the versions (the join with the rows before: about 3 jobs); here each table's
+    # first history write, so its versions are counted first (about 3 more). No check or
+    # metadata read of its own (161 jobs with history before issue 45's folds; 79-88 before
+    # the shared history checkpoint and the schema collect's DDL; 63-66 with a checkpoint and
+    # a MERGE per table; 39 with the shared checkpoint, which cost more time than these jobs
+    # (docs/performance.md step 20); 55 now). The MERGE path: 73 (63-66 with the checkpoint).
+    assert jobs <= 60, jobs
+    assert merge_jobs <= 85, merge_jobs
 
 
 def test_a_window_of_new_keys_appends_them_with_the_figures_of_the_whole_table_path(spark, tmp_path):
@@ -124,8 +127,10 @@ def test_a_window_of_new_keys_appends_them_with_the_figures_of_the_whole_table_p
     assert rows == whole_rows and rows["db.t1"][-1] == (40, "n40")
     assert second.ddl.history_versions_ended == whole.ddl.history_versions_ended == {f"db.{t}": 0 for t in TABLES}
     assert second.ddl.history_tables == []
-    # Per table one rewrite, one file (35 jobs; with a checkpoint and an append per table: 40-42).
-    assert jobs <= 40, jobs
+    # Per table one rewrite, one file, and a count of its versions (none: no history table);
+    # 47 jobs (35 with the shared history checkpoint; with a checkpoint and an append per
+    # table: 40-42).
+    assert jobs <= 50, jobs
 
 
 def test_refs_and_summaries_are_read_without_spark(spark, tmp_path):
