@@ -89,7 +89,8 @@ def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame:
     counted (observed) by the write's own job from the window's cached typed actions. A table
     with no history table yet is counted first, so that one that ends no version gets none
     (an overwrite creates it, and commits even with no rows); an existing table takes the
-    overwrite either way (no versions: a commit that changes nothing)."""
+    overwrite either way: with no versions, a commit that leaves the window without rows (a
+    rerun's rows go) and may still grow the table's schema to the window's."""
     with naming_table(table_id(*name), "writing its history"):
         table = history_table(spark, warehouse, source, *name)
         exists = table.exists(spark)
@@ -103,9 +104,10 @@ def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame:
                 return 0
             table.ensure(spark, frame.schema, partition=WINDOW_COLUMN)
         counted, rows = observed(_fit(spark, table, frame), F.count(F.lit(1)).alias("rows"))
-        # One task writes the window's versions, one file: no shuffle of its own (Iceberg's
-        # hash distribution on the window column would add one for the same file).
-        (counted.coalesce(1).writeTo(table.sql).option("distribution-mode", "none")
+        # One task writes the window's versions, one file. A shuffle into it, not `coalesce(1)`:
+        # that would also run the join with the rows before (a whole previous snapshot on the
+        # MERGE path) in that one task.
+        (counted.repartition(1).writeTo(table.sql).option("distribution-mode", "none")
          .overwrite(F.col(WINDOW_COLUMN) == F.lit(window_start_ms)))
         return int(rows.values()["rows"] or 0)
 

@@ -72,10 +72,27 @@ def test_windows_union_their_schemas_into_the_history_table(spark, store):
     # ... and a rerun that ends no version of the table clears the window's rows.
     assert _write_table(spark, *store, NAME, None, W2, True) == 0
     assert [(r["window_start_ms"], r["id"]) for r in _read(store)[1]] == [(W1, 1)]
-    # A window whose versions are none (its changes inserted new keys only): 0, and the
-    # window holds no row of the table.
+    # A rerun of window 2 whose versions are none (its changes inserted new keys only): 0, one
+    # commit, and the window holds no row of the table any more.
+    assert _write(spark, store, [(f"id int, qty int, {v}", [(5, 9, 90, 95, "DELETE")])], W2) == 1
+    assert [(r["window_start_ms"], r["id"]) for r in _read(store)[1]] == [(W1, 1), (W2, 5)]
+    snapshots = len(load_pyiceberg_catalog(store[0]).load_table(("src", "history__db__t")).metadata.snapshots)
     assert _write(spark, store, [(f"id int, qty int, {v}", [])], W2) == 0
+    table = load_pyiceberg_catalog(store[0]).load_table(("src", "history__db__t"))
+    assert len(table.metadata.snapshots) == snapshots + 1
     assert [(r["window_start_ms"], r["id"]) for r in _read(store)[1]] == [(W1, 1)]
+    # Each window's versions are one data file.
+    files = table.inspect.files().to_pylist()
+    assert sorted(f["partition"]["window_start_ms"] for f in files) == [W1]
+
+
+def test_a_window_of_many_versions_is_one_file(spark, store):
+    v = "_cdc_valid_from long, _cdc_valid_to long, _cdc_end_op string"
+    rows = [(i, i % 7, 10 * i, 10 * i + 5, "UPDATE") for i in range(2_000)]
+    frame = spark.createDataFrame(rows, f"id int, qty int, {v}").repartition(8)
+    assert _write_table(spark, *store, NAME, versions_by_table({NAME: [frame]}).get(NAME), W1, False) == 2_000
+    table = load_pyiceberg_catalog(store[0]).load_table(("src", "history__db__t"))
+    assert [f["record_count"] for f in table.inspect.files().to_pylist()] == [2_000]
 
 
 def test_a_table_that_ends_no_version_gets_no_history_table(spark, store):
