@@ -81,7 +81,7 @@ def test_windows_union_their_schemas_into_the_history_table(spark, store):
     table = load_pyiceberg_catalog(store[0]).load_table(("src", "history__db__t"))
     assert len(table.metadata.snapshots) == snapshots + 1
     assert [(r["window_start_ms"], r["id"]) for r in _read(store)[1]] == [(W1, 1)]
-    # Each window's versions are one data file.
+    # Window 1's versions are its one data file; window 2 has none left.
     files = table.inspect.files().to_pylist()
     assert sorted(f["partition"]["window_start_ms"] for f in files) == [W1]
 

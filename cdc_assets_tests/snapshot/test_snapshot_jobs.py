@@ -107,9 +107,8 @@ def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_
     # One collect of the schemas and the DDL, and per table one rewrite (about 6 jobs: the
     # source's and the join's shuffles, the write) and its history write, whose job computes
     # and counts the versions (the join with the rows before and the shuffle into the one task
-    # that writes them: about 4 jobs); here each table's
-    # first history write, so its versions are counted first (about 3 more). No check or
-    # metadata read of its own (161 jobs with history before issue 45's folds; 79-88 before
+    # that writes them: about 4 jobs); here it is each table's first history write, so its
+    # versions are counted first (about 3 more). No check or metadata read of its own (161 jobs with history before issue 45's folds; 79-88 before
     # the shared history checkpoint and the schema collect's DDL; 63-66 with a checkpoint and
     # a MERGE per table; 39 with the shared checkpoint, which cost more time than these jobs
     # (docs/performance.md step 20); 59 now). The MERGE path: 78 (63-66 with the checkpoint).
