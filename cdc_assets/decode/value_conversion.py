@@ -111,10 +111,12 @@ def _converts(value: Column, type_text: Column, types: dict[str, T.DataType]) ->
 
 
 def _bad_columns(image: str, types: dict[str, T.DataType]) -> Column:
-    return F.filter(
-        F.coalesce(F.map_keys(image), F.array().cast("array<string>")),
-        lambda k: ~_converts(F.try_element_at(F.col(image), k), F.try_element_at(F.col("column_types"), k), types),
-    )
+    """The image's columns whose value does not convert, in the image's order. `map_zip_with`
+    pairs each value with its type in one pass over both maps (keys of the image first, in
+    its order); a lookup of the value and of the type per key made the check quadratic in
+    the row's width. Keys only in `column_types` have a null value, which converts."""
+    failed = F.map_zip_with(image, "column_types", lambda _k, value, text: ~_converts(value, text, types))
+    return F.coalesce(F.map_keys(F.map_filter(failed, lambda _k, bad: bad)), F.array().cast("array<string>"))
 
 
 def quarantine_unconvertible_values(decoded: DataFrame) -> DataFrame:

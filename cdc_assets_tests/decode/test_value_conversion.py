@@ -74,3 +74,18 @@ def test_a_column_retyped_to_bool_reads_its_old_text_the_same_way(spark):
     conformed, lost = conform_frame(rows, schema)
     assert sorted((r.id, r.f) for r in conformed.collect()) == [(1, True), (2, False), (3, None)]
     assert lost == 1
+
+
+def test_a_wide_row_names_its_failing_columns_in_image_order(spark):
+    """The check pairs each value with its type in one pass (`map_zip_with`, not a lookup per
+    key): the failing columns are still named in the image's order, before image first, each
+    once (here the before image, `old` over `data`, fails on zeta, id and c07, the after
+    image on zeta, alpha and c07); a type without a value in the image fails nothing."""
+    wide = {"zeta": "z", "id": "1", "name": "n", "alpha": "a", "amount": "1.5", "big": "1"}
+    wide.update({f"c{i:02d}": str(i) for i in range(40)})
+    wide["c07"] = "seven"
+    message = json.loads(row("UPDATE", TS, wide, old={"id": "one", "alpha": "2"}))
+    message["mysqlType"] = {**message["mysqlType"], "zeta": "int", "alpha": "int", "unsent": "int",
+                            **{f"c{i:02d}": "smallint" for i in range(40)}}
+    got = _outcome(spark, [json.dumps(message).encode()])
+    assert got == [(0, "invalid_value", "value does not convert to its column type: zeta,id,c07,alpha")]
