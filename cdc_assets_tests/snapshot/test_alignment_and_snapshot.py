@@ -284,3 +284,24 @@ def test_window_columns_are_the_union_over_its_events(spark):
         1: {"id": 1, "name": "a", "amount": Decimal("-12.5"), "extra": None, "_cdc_commit_ts": T0 + 1},
         3: {"id": 3, "name": "c", "amount": None, "extra": "x", "_cdc_commit_ts": T0 + 3},
     }
+
+
+def test_value_failures_of_each_action_are_its_non_null_values_that_do_not_type(spark):
+    """`_cdc_value_failures` against a count in Python, on a 40-column table: a failing value
+    counts, a null or a typed one does not, nor a key column (`_cdc_key_ok` counts it) or an
+    image column the schema does not have."""
+    columns = ["id"] + [f"c{i:02d}" for i in range(40)]
+    types = {"id": "int", **{c: ("int" if i % 2 else "varchar(8)") for i, c in enumerate(columns[1:])}}
+    def image(key: int, bad: set[int]) -> dict:
+        out = {c: (None if i % 7 == 0 else "x" if i in bad else str(i)) for i, c in enumerate(columns[1:])}
+        return {"id": str(key), **out, "not_in_schema": "x"}
+    images = [image(1, set()), image(2, {1, 3, 5, 6}), image(3, {9, 14, 39}), image(4, {2, 4})]
+    changes = _changes(spark, [_msg("INSERT", T0 + i, d, types, ["id"]) for i, d in enumerate(images)]
+                       + [_msg("DELETE", T0 + 9, image(2, {1}), types, ["id"])])
+    schema = TableSchema("db", "t", columns, types, ["id"])
+    got = {(r.op, r._cdc_k0): r._cdc_value_failures for r in typed_actions(key_actions(changes), schema).collect()}
+
+    def expected(d: dict) -> int:
+        return sum(1 for c in columns[1:] if d[c] is not None and types[c] == "int" and not d[c].isdigit())
+    assert got == {**{("INSERT", i + 1): expected(d) for i, d in enumerate(images)}, ("DELETE", 2): 0}
+    assert [got[("INSERT", k)] for k in (1, 2, 3, 4)] == [0, 3, 2, 0]
