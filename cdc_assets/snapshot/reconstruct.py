@@ -187,7 +187,8 @@ def typed_actions(actions: DataFrame, schema: TableSchema) -> DataFrame:
     # image's non-null values of the other columns - those that typed (a typed value is never
     # null where the text was). Counted apart from the typed columns: one expression that
     # tested each column's text and typed value read them again per column, inlined by Spark
-    # into one huge expression (a 60-column table's 200,000 actions took 60 s instead of 8).
+    # into one huge expression (the typed actions of 200,000 inserts into a 60-column table: 60 s,
+    # now 28-35 s).
     others = [c for c in cols if c not in pk]
     present = F.coalesce(F.array_size(F.filter(
         F.map_entries("values"), lambda e: e.getField("value").isNotNull() & e.getField("key").isin(*others))), F.lit(0))
