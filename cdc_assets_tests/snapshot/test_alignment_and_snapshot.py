@@ -305,3 +305,21 @@ def test_value_failures_of_each_action_are_its_non_null_values_that_do_not_type(
         return sum(1 for c in columns[1:] if d[c] is not None and types[c] == "int" and not d[c].isdigit())
     assert got == {**{("INSERT", i + 1): expected(d) for i, d in enumerate(images)}, ("DELETE", 2): 0}
     assert [got[("INSERT", k)] for k in (1, 2, 3, 4)] == [0, 3, 2, 0]
+
+
+def test_value_failures_of_a_keyless_table_and_of_a_table_of_key_columns_only(spark):
+    """Without a primary key every column's value counts (no sort: the actions are not
+    ordered); with only key columns, none does (a key that does not type is `_cdc_key_ok`'s).
+    Names are matched exactly: `Amount` is not the schema's `amount`."""
+    types = {"id": "int", "amount": "int", "note": "varchar(8)"}
+    changes = _changes(spark, [
+        _msg("INSERT", T0 + 1, {"id": "x", "amount": "y", "note": "z", "Amount": "w"}, types, ["id"]),
+        _msg("INSERT", T0 + 2, {"id": "1", "amount": None, "note": "z"}, types, ["id"]),
+    ])
+    keyless = TableSchema("db", "t", ["id", "amount", "note"], types, [])
+    got = sorted(r._cdc_value_failures for r in typed_actions(key_actions(changes), keyless).collect())
+    assert got == [0, 2]
+
+    only_keys = TableSchema("db", "t", ["id", "amount"], types, ["id", "amount"])
+    rows = typed_actions(key_actions(changes), only_keys).collect()
+    assert [(r._cdc_key_ok, r._cdc_value_failures) for r in rows] == [(False, 0), (False, 0)]
