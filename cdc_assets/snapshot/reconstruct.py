@@ -41,6 +41,7 @@ from cdc_assets.contracts.schemas import DELETE, ROW, UPDATE
 
 COMMIT_TS_COLUMN = "_cdc_commit_ts"
 _UPSERT, _DELETE = "upsert", "delete"
+_PRESENT = "_cdc_values_present"  # typed_actions' count of present values (not MERGE_PRESENT), dropped by it
 
 
 @dataclass
@@ -210,8 +211,6 @@ def typed_actions(actions: DataFrame, schema: TableSchema) -> DataFrame:
         "_cdc_keep": F.col("_cdc_key_ok") & F.lead(F.lit(True)).over(by_key).isNull(),
     }), typed)
 
-
-_PRESENT = "_cdc_values_present"  # not MERGE_PRESENT: dropped before typed_actions returns
 
 
 def _with_value_failures(acts: DataFrame, typed: list[Column]) -> DataFrame:
