@@ -68,11 +68,12 @@ connect-server: $(STAMP) $(JVM_ARCHIVE_STAMP)
 validate: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster definitions validate -w workspace.yaml
 
-# `make bench BENCH_EVENTS=20000 BENCH_RUNS=1 BENCH_HISTORY_WINDOWS=0 BENCH_TABLE_SIZES=` is a quick smoke run.
+# `make bench BENCH_EVENTS=20000 BENCH_RUNS=1 BENCH_HISTORY_WINDOWS=0 BENCH_TABLE_SIZES= BENCH_WIDE_TABLE=` is a quick smoke run.
 BENCH_EVENTS          ?= 1000000,10000000
 BENCH_RUNS            ?= 3
 BENCH_HISTORY_WINDOWS ?= 25
 BENCH_TABLE_SIZES     ?= 250000,1000000,4000000
+BENCH_WIDE_TABLE      ?= 100000x60
 BENCH_BUDGET_MINUTES  ?= 70
 BENCH_STAMP := $(VENV)/.bench-installed
 
@@ -82,8 +83,8 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(BENCH_STAMP) $(JVM_ARCHIVE_STAMP)
 	$(BIN)/python -m benchmarks --events $(BENCH_EVENTS) --runs $(BENCH_RUNS) \
-		--history-windows $(BENCH_HISTORY_WINDOWS) --table-sizes '$(BENCH_TABLE_SIZES)' --budget-minutes $(BENCH_BUDGET_MINUTES) \
-		--command "make bench BENCH_EVENTS=$(BENCH_EVENTS) BENCH_RUNS=$(BENCH_RUNS) BENCH_HISTORY_WINDOWS=$(BENCH_HISTORY_WINDOWS) BENCH_TABLE_SIZES=$(BENCH_TABLE_SIZES)"
+		--history-windows $(BENCH_HISTORY_WINDOWS) --table-sizes '$(BENCH_TABLE_SIZES)' --wide-table '$(BENCH_WIDE_TABLE)' --budget-minutes $(BENCH_BUDGET_MINUTES) \
+		--command "make bench BENCH_EVENTS=$(BENCH_EVENTS) BENCH_RUNS=$(BENCH_RUNS) BENCH_HISTORY_WINDOWS=$(BENCH_HISTORY_WINDOWS) BENCH_TABLE_SIZES=$(BENCH_TABLE_SIZES) BENCH_WIDE_TABLE=$(BENCH_WIDE_TABLE)"
 
 clean:
 	rm -rf .cdc_assets .dagster_home .bench_cache

@@ -3,7 +3,7 @@ on the same files, check that every engine gives the expected answer, rewrite BE
 
     python -m benchmarks [--events 1000000,10000000] [--runs 3] [--large-runs 1]
                          [--history-windows 25] [--table-sizes 250000,1000000,4000000]
-                         [--cache .bench_cache] [--out BENCHMARKS.md]
+                         [--wide-table 100000x60] [--cache .bench_cache] [--out BENCHMARKS.md]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from benchmarks import check, report
-from benchmarks.dump import DumpSpec, generate_dump
+from benchmarks.dump import DumpSpec, dump_tables, generate_dump
 from benchmarks.engines import BENCH_SOURCE, warehouse_folder
 from benchmarks.history import FIXED_COST_EVENTS, FIXED_COST_WINDOWS, measure_history
 from benchmarks.measure import Measured, run_engine
@@ -35,6 +35,8 @@ LARGE = ["cdc_decode", "read_floor_arrow", "duckdb_sql", "cdc_replay"]
 # The memory target's step runs this often at every size: one run's peak is too noisy to judge.
 MEMORY_STEP, MEMORY_RUNS = "cdc_decode", 3
 SINGLE_RUN = {"cdc_decode_to_parquet"}  # prepares the align / snapshot input
+# One table of many columns: every value is typed, sorted and written per column.
+WIDE = ["duckdb_sql", "spark_naive", "cdc_replay"]
 
 
 def _log(msg: str) -> None:
@@ -42,12 +44,13 @@ def _log(msg: str) -> None:
 
 
 def _answer(engine: str, dump_root: Path, work: Path) -> check.Fingerprint | None:
+    tables = dump_tables(dump_root)
     if engine in ("duckdb_sql", "spark_naive"):
-        return check.fingerprint_files(work / "out")
+        return check.fingerprint_files(work / "out", tables)
     if engine in ("cdc_snapshot", "cdc_pipeline"):
-        return check.fingerprint_snapshots(warehouse_folder(work, engine), BENCH_SOURCE)
+        return check.fingerprint_snapshots(warehouse_folder(work, engine), BENCH_SOURCE, tables)
     if engine in ("cdc_replay", "cdc_replay_connect"):
-        return check.fingerprint_snapshots(work / "warehouse", BENCH_SOURCE)
+        return check.fingerprint_snapshots(work / "warehouse", BENCH_SOURCE, tables)
     return None
 
 
@@ -81,23 +84,24 @@ class Budget:
         return True
 
 
-def bench_size(events: int, runs: int, engines: list[str], cache: Path, seed: int,
-               budget: Budget, first: bool) -> dict:
+def bench_size(spec: DumpSpec, runs: int, engines: list[str], cache: Path,
+               budget: Budget, first: bool, share: float = 0.7) -> dict:
+    events = spec.events
     t0 = time.perf_counter()
-    dump = generate_dump(DumpSpec(events, seed=seed), cache)
+    dump = generate_dump(spec, cache)
     _log(f"{events:,} events: dump ready in {time.perf_counter() - t0:.1f}s at {dump.root}")
     want = check.expected(dump.root)
     work = cache / "work" / dump.spec.folder_name
     shutil.rmtree(work, ignore_errors=True)
     results: dict[str, Measured] = {}
     for engine in engines:
-        if not first and not budget.starts(0.7, f"`{engine}` at {events:,} events"):
+        if not first and not budget.starts(share, f"`{engine}` at {events:,} events"):
             _log(f"  {engine}: skipped, time budget")
             continue
         n = 1 if engine in SINGLE_RUN else max(runs, MEMORY_RUNS) if engine == MEMORY_STEP else runs
         m = Measured(engine, [])
         for i in range(n):
-            if i and not budget.allows(0.45 if first else 0.7):
+            if i and not budget.allows(0.45 if first else share):
                 _log(f"  {engine}: {i} run(s) only, time budget")
                 break
             m.runs.append(run_engine(engine, dump.root, work))
@@ -110,7 +114,7 @@ def bench_size(events: int, runs: int, engines: list[str], cache: Path, seed: in
                  f"peak {m.runs[-1].peak_rss_mb:.0f} MB")
         results[engine] = m
     shutil.rmtree(work, ignore_errors=True)
-    ordered = {e: results[e] for e in FULL if e in results}  # the report's row order
+    ordered = {e: results[e] for e in FULL if e in results}  # the report's row order (WIDE is in it)
     return {"events": events, "info": dump.info, "results": ordered}
 
 
@@ -141,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="table rows for the window-cost-against-table-size step ('' skips it)")
     p.add_argument("--protocol-changes", type=int, default=100_000,
                    help="row changes per protocol in the decode-per-protocol step (0 skips it)")
+    p.add_argument("--wide-table", default="100000x60",
+                   help="EVENTSxCOLUMNS: the replay of one wide table against the peers ('' skips it)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--budget-minutes", type=float, default=70,
                    help="drop repeat runs, then the per-protocol decode, the table-size and history tests and the "
@@ -158,12 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     # window-cost tests (history, then table size) and the per-protocol decode: the budget
     # drops from the end. On a clean clone the dumps are generated inside the budget too
     # (the 10M one takes about 100 s).
-    sections = [bench_size(sizes[0], args.runs, FULL, cache, args.seed, budget, first=True)]
+    sections = [bench_size(DumpSpec(sizes[0], seed=args.seed), args.runs, FULL, cache, budget, first=True)]
     # A few minutes at most: small windows on a warm JVM, what a window costs beyond its data.
     _log(f"fixed cost: {FIXED_COST_WINDOWS} windows of {FIXED_COST_EVENTS:,} events")
     fixed_cost = measure_history(FIXED_COST_WINDOWS, cache, args.seed, FIXED_COST_EVENTS)
     for events in sizes[1:]:
-        sections.append(bench_size(events, args.large_runs, LARGE, cache, args.seed, budget, first=False))
+        sections.append(bench_size(DumpSpec(events, seed=args.seed), args.large_runs, LARGE, cache, budget,
+                                   first=False))
     history = None
     if args.history_windows and budget.starts(0.75, f"the window-cost test ({args.history_windows} windows)"):
         _log(f"window cost vs history: {args.history_windows} windows")
@@ -176,13 +183,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.protocol_changes:
         _log(f"decode per protocol: {args.protocol_changes:,} row changes each")
         per_protocol = bench_protocols(args.protocol_changes, args.runs, cache, args.seed, budget)
+    wide = None
+    if args.wide_table and budget.starts(0.9, f"the wide-table replay ({args.wide_table})"):
+        events, width = (int(x) for x in args.wide_table.lower().split("x"))
+        _log(f"wide table: {events:,} events into {width} columns")
+        wide = bench_size(DumpSpec(events, seed=args.seed, width=width), 1, WIDE, cache, budget, first=False,
+                          share=0.95)
     total_s = time.perf_counter() - started
     text = report.render(sections, history, command=args.command, total_s=total_s, skipped=budget.skipped,
                          per_protocol=per_protocol, load_at_start=load_at_start, table_size=table_size,
-                         fixed_cost=fixed_cost)
+                         fixed_cost=fixed_cost, wide=wide)
     Path(args.out).write_text(text)
     _log(f"wrote {args.out} in {total_s / 60:.1f} min")
-    wrong = [m.engine for s in sections for m in s["results"].values() if m.correct is False]
+    wrong = [m.engine for s in [*sections, *([wide] if wide else [])] for m in s["results"].values()
+             if m.correct is False]
     if wrong:
         _log(f"wrong answers: {', '.join(wrong)}")
         return 1

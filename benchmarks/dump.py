@@ -5,7 +5,9 @@ every protocol faithfully, but runs at a few thousand events per second: too slo
 events. This generator writes the same wire format (TiCDC Canal-JSON with `_tidb`, one row
 per message, TIDB_WATERMARK messages, Spark's Kafka Parquet schema) for a simpler workload:
 
-- 4 tables (single and composite keys, int / bigint / decimal / varchar / datetime, nulls);
+- 4 tables (single and composite keys, int / bigint / decimal / varchar / datetime, nulls),
+  or with `width` set one table of that many columns (`wide_table`), whose values every
+  window types and sorts per column;
 - one row change per transaction, commit TSOs strictly increasing; per key the first
   change is an INSERT, a DELETE is always followed by an INSERT, the rest are UPDATEs;
 - 3 partitions (by key hash); every `watermark_ms` a TIDB_WATERMARK goes to every
@@ -15,8 +17,8 @@ per message, TIDB_WATERMARK messages, Spark's Kafka Parquet schema) for a simple
 - `expected/<db>.<table>.parquet`: the final state (strings, as in the messages), written
   from the same arrays, so every engine's answer can be checked.
 
-Dumps are cached under `<cache>/events=<n>-seed=<s>-hours=<h>/` (a `_DONE` file marks a
-complete one).
+Dumps are cached under `<cache>/events=<n>-seed=<s>-hours=<h>-keys=<k>[-width=<w>]/` (a
+`_DONE` file marks a complete one).
 """
 
 from __future__ import annotations
@@ -81,6 +83,22 @@ TABLES: tuple[Table, ...] = (
         ("price", "decimal", "DECIMAL(12,4)", "dec4", True),
     ), ("sku",), 0.15),
 )
+# A wide table's columns after its key cycle through these (mysql type, declared type, kind, nullable).
+_WIDE_KINDS: tuple[tuple[str, str, str, bool], ...] = (
+    ("int", "INTEGER", "int", False), ("varchar", "VARCHAR", "status", False),
+    ("decimal", "DECIMAL(10,2)", "dec2", False), ("datetime", "TIMESTAMP", "datetime", False),
+    ("varchar", "VARCHAR", "name", False), ("int", "INTEGER", "small", False),
+    ("varchar", "VARCHAR", "note", True), ("varchar", "VARCHAR", "sku", False),
+)
+
+
+def wide_table(width: int) -> Table:
+    """`bench.wide_rows`: a bigint key and `width - 1` columns of every kind above."""
+    columns = [("id", "bigint", "BIGINT", "key", False)] + [
+        (f"c{i:02d}", *_WIDE_KINDS[(i - 1) % len(_WIDE_KINDS)]) for i in range(1, width)]
+    return Table("bench", "wide_rows", tuple(columns), ("id",), 1.0)
+
+
 _SQL_TYPES = {"bigint": -5, "int": 4, "decimal": 3, "varchar": 12, "datetime": 93}
 _STATUSES = np.array(["new", "paid", "shipped", "done", "cancelled"])
 _NAMES = np.array(["Ada", "Bo", "Chen", "Dmitri", "Eve", "Farah", "Gustavo", "Hana", "Émile", "Zoë"])
@@ -97,10 +115,16 @@ class DumpSpec:
     file_span_ms: int = 10 * 60_000
     dup_rate: float = 0.02
     keys_per_event: float = 0.1  # key space = events * this (so ~10 changes per key)
+    width: int = 0  # 0: the four tables of TABLES; else one table of this many columns (`wide_table`)
 
     @property
     def folder_name(self) -> str:
-        return f"events={self.events}-seed={self.seed}-hours={self.hours}-keys={self.keys_per_event}"
+        wide = f"-width={self.width}" if self.width else ""
+        return f"events={self.events}-seed={self.seed}-hours={self.hours}-keys={self.keys_per_event}{wide}"
+
+    @property
+    def tables(self) -> tuple[Table, ...]:
+        return (wide_table(self.width),) if self.width else TABLES
 
 
 @dataclass(frozen=True)
@@ -119,6 +143,11 @@ class Dump:
     @property
     def info(self) -> dict:
         return json.loads((self.root / "info.json").read_text())
+
+
+def dump_tables(dump_root: Path) -> tuple[Table, ...]:
+    """The tables of a generated dump (from its info.json)."""
+    return DumpSpec(**json.loads((Path(dump_root) / "info.json").read_text())["spec"]).tables
 
 
 def _mysql_types_json(t: Table) -> str:
@@ -214,8 +243,9 @@ def _write(spec: DumpSpec, out: Path) -> dict:
     ms = START_MS + np.sort(rng.integers(0, duration_ms, n))
     first_in_ms = np.searchsorted(ms, ms, side="left")
     commit_ts = (ms << SHIFT) | (np.arange(n) - first_in_ms)
-    weights = np.array([t.weight for t in TABLES])
-    table_idx = rng.choice(len(TABLES), n, p=weights / weights.sum())
+    tables = spec.tables
+    weights = np.array([t.weight for t in tables])
+    table_idx = rng.choice(len(tables), n, p=weights / weights.sum())
     key_space = np.maximum(1, (weights / weights.sum() * n * spec.keys_per_event).astype(np.int64))
     keys = (rng.random(n) * key_space[table_idx]).astype(np.int64)
 
@@ -249,7 +279,7 @@ def _write(spec: DumpSpec, out: Path) -> dict:
     late = dup & (rng.random(n) < 0.5)
     wm_grid = spec.watermark_ms
     final_wm_ms = (START_MS + duration_ms + 3_600_000 - 1) // 3_600_000 * 3_600_000
-    expected: dict[int, list[list]] = {i: [[] for _ in t.columns] for i, t in enumerate(TABLES)}
+    expected: dict[int, list[list]] = {i: [[] for _ in t.columns] for i, t in enumerate(tables)}
     counts = {"row_events": int(n), "duplicates": int((dup & ~late).sum()), "late": int(late.sum()),
               "watermarks": 0, "messages": 0}
     next_offset = [0] * PARTITIONS
@@ -258,7 +288,7 @@ def _write(spec: DumpSpec, out: Path) -> dict:
         lo, hi = spans[c], spans[c + 1]
         idx = np.nonzero((ms >= lo) & (ms < hi))[0]
         crng = np.random.default_rng([spec.seed, c])
-        values = _chunk_messages(idx, table_idx, keys, op, commit_ts, crng, expected, is_last)
+        values = _chunk_messages(tables, idx, table_idx, keys, op, commit_ts, crng, expected, is_last)
         # Watermarks in this span: ts W in (lo, hi] on the grid, last one also the final.
         wms = np.arange((lo // wm_grid + 1) * wm_grid, hi + 1, wm_grid)
         wms = wms[wms <= final_wm_ms]
@@ -286,17 +316,17 @@ def _write(spec: DumpSpec, out: Path) -> dict:
             next_offset[p] += len(msgs)
             counts["watermarks"] += len(wms)
             counts["messages"] += len(msgs)
-    for i, t in enumerate(TABLES):
+    for i, t in enumerate(tables):
         arrays = [pa.array(list(col), pa.string()) for col in expected[i]]
         pq.write_table(pa.Table.from_arrays(arrays, names=[c[0] for c in t.columns]),
                        out / "expected" / f"{t.name}.parquet")
-    counts["expected_rows"] = {t.name: len(expected[i][0]) for i, t in enumerate(TABLES)}
+    counts["expected_rows"] = {t.name: len(expected[i][0]) for i, t in enumerate(tables)}
     counts["value_bytes"] = int(sum(
         pc.sum(pc.binary_length(pq.read_table(f, columns=["value"]).column("value"))).as_py()
         for f in sorted((out / "dump" / TOPIC).glob("*.parquet"))))
     return {"spec": spec.__dict__, "counts": counts, "final_watermark_ms": int(final_wm_ms),
             "tables": [{"name": t.name, "pk": list(t.pk),
-                        "columns": [[c[0], c[2]] for c in t.columns]} for t in TABLES]}
+                        "columns": [[c[0], c[2]] for c in t.columns]} for t in tables]}
 
 
 def _watermark(ts: int) -> bytes:
@@ -305,11 +335,11 @@ def _watermark(ts: int) -> bytes:
             f'"data":null,"old":null,"_tidb":{{"watermarkTs":{ts}}}}}').encode()
 
 
-def _chunk_messages(idx, table_idx, keys, op, commit_ts, rng, expected, is_last) -> list[bytes]:
+def _chunk_messages(tables, idx, table_idx, keys, op, commit_ts, rng, expected, is_last) -> list[bytes]:
     """Canal-JSON bytes for the events `idx` (in the order of idx)."""
     out: list[bytes | None] = [None] * len(idx)
     start_s = START_MS // 1000
-    for ti, t in enumerate(TABLES):
+    for ti, t in enumerate(tables):
         pos = np.nonzero(table_idx[idx] == ti)[0]
         if not len(pos):
             continue

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.dump import TABLES, TOPIC, DumpSpec, generate_dump
+from benchmarks.dump import TOPIC, DumpSpec, dump_tables, generate_dump
 
 _SPARK_TYPES = {"BIGINT": "bigint", "INTEGER": "int", "VARCHAR": "string", "TIMESTAMP": "timestamp_ntz"}
 
@@ -72,7 +72,7 @@ def duckdb_sql(dump: Path, work: Path) -> dict:
         SELECT db, tbl, op, row FROM keyed
         QUALIFY row_number() OVER (PARTITION BY db, tbl, k ORDER BY ts DESC, (op = 'DELETE') ASC) = 1
     """)
-    for t in TABLES:
+    for t in dump_tables(dump):
         cols = ", ".join(
             f"CAST(json_extract_string(row, '{name}') AS {decl}) AS \"{name}\"" for name, _, decl, _, _ in t.columns
         )
@@ -123,12 +123,12 @@ def spark_naive(dump: Path, work: Path) -> dict:
         .dropDuplicates()
     )
     key = F.lit(None).cast("string")
-    for t in TABLES:
+    for t in dump_tables(dump):
         key = F.when((F.col("db") == t.database) & (F.col("tbl") == t.table),
                      F.concat_ws("\x1f", *[F.col("row")[c] for c in t.pk])).otherwise(key)
     latest = Window.partitionBy("db", "tbl", key).orderBy(F.desc("ts"), (F.col("op") == "DELETE").asc())
     final = rows.withColumn("_rn", F.row_number().over(latest)).where("_rn = 1 AND op <> 'DELETE'").persist()
-    for t in TABLES:
+    for t in dump_tables(dump):
         final.where((F.col("db") == t.database) & (F.col("tbl") == t.table)).select(
             *[F.col("row")[name].cast(_spark_type(decl)).alias(name) for name, _, decl, _, _ in t.columns]
         ).write.mode("overwrite").parquet(str(out / (t.name + ".parquet")))

@@ -29,13 +29,35 @@ def test_dump_is_cached_and_counts_what_it_wrote(dump, tmp_path):
 
 @pytest.mark.slow
 def test_every_engine_gives_the_expected_answer(dump, tmp_path, spark):
-    want = check.expected(dump.root)
+    _every_engine_gives_the_expected_answer(dump, tmp_path)
+
+
+def _every_engine_gives_the_expected_answer(dump, tmp_path):
+    want, tables = check.expected(dump.root), dump.spec.tables
     engines.duckdb_sql(dump.root, tmp_path / "duckdb")
-    assert check.fingerprint_files(tmp_path / "duckdb" / "out") == want
+    assert check.fingerprint_files(tmp_path / "duckdb" / "out", tables) == want
     engines.spark_naive(dump.root, tmp_path / "naive")
-    assert check.fingerprint_files(tmp_path / "naive" / "out") == want
+    assert check.fingerprint_files(tmp_path / "naive" / "out", tables) == want
     engines.cdc_pipeline(dump.root, tmp_path / "cdc")
-    assert check.fingerprint_snapshots(engines.warehouse_folder(tmp_path / "cdc", "cdc_pipeline"), engines.BENCH_SOURCE) == want
+    warehouse = engines.warehouse_folder(tmp_path / "cdc", "cdc_pipeline")
+    assert check.fingerprint_snapshots(warehouse, engines.BENCH_SOURCE, tables) == want
+    return want
+
+
+@pytest.mark.slow
+def test_the_wide_table_dump_reconstructs_in_every_engine(tmp_path, spark):
+    """`make bench`'s wide-table step: one table of 20 columns, every value kind."""
+    wide = generate_dump(DumpSpec(1_500, seed=4, hours=2, width=20), tmp_path / "cache")
+    (table,) = wide.spec.tables
+    assert table.name == "bench.wide_rows" and len(table.columns) == 20 and table.pk == ("id",)
+    assert {c[3] for c in table.columns} >= {"key", "int", "dec2", "datetime", "note", "name", "status", "sku"}
+    assert wide.root.name.endswith("-width=20") and wide.info["spec"]["width"] == 20
+    want = _every_engine_gives_the_expected_answer(wide, tmp_path)
+    rows, _ = want["bench.wide_rows"]
+    assert rows == wide.info["counts"]["expected_rows"]["bench.wide_rows"] > 100
+    text = report.render([], None, command="make bench", total_s=1.0,
+                         wide={"events": 1_500, "info": wide.info, "results": {}})
+    assert "## Wide table: 1,500 row events into one table of 20 columns" in text
 
 
 def test_harness_measures_a_child_process_and_renders_the_report(dump, tmp_path):
