@@ -35,7 +35,7 @@ LARGE = ["cdc_decode", "read_floor_arrow", "duckdb_sql", "cdc_replay"]
 # The memory target's step runs this often at every size: one run's peak is too noisy to judge.
 MEMORY_STEP, MEMORY_RUNS = "cdc_decode", 3
 SINGLE_RUN = {"cdc_decode_to_parquet"}  # prepares the align / snapshot input
-# One table of many columns: every value is typed, sorted and written per column.
+# One table of many columns: every value is typed (after the sort of its key's actions) and written, per column.
 WIDE = ["duckdb_sql", "spark_naive", "cdc_replay"]
 
 
@@ -58,7 +58,7 @@ class Budget:
     """Keeps `make bench` within its time budget on a slow or busy machine: repeat runs are
     dropped first, then whole steps (the report lists both). Steps run in the order of what
     the targets need: the first size, the larger sizes (memory against size), the
-    window-cost tests (history, table size), the per-protocol decode. Once a step is
+    window-cost tests (history, table size), the per-protocol decode, the wide table. Once a step is
     skipped every later one is, so a slow machine loses the end of that list, never its
     middle."""
 
@@ -135,6 +135,20 @@ def bench_protocols(row_changes: int, runs: int, cache: Path, seed: int, budget:
     return out
 
 
+def _wide_table(text: str) -> tuple[int, int] | None:
+    """`EVENTSxCOLUMNS` (e.g. `100000x60`) -> (events, columns); '' -> None (the step is skipped).
+    Read with the other arguments, so a typo stops the run before an hour of measuring."""
+    if not text.strip():
+        return None
+    try:
+        events, width = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not EVENTSxCOLUMNS, e.g. 100000x60") from None
+    if events <= 0 or width < 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: needs events > 0 and at least 2 columns (a key and a value)")
+    return events, width
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks")
     p.add_argument("--events", default="1000000,10000000", help="comma-separated dump sizes")
@@ -145,12 +159,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="table rows for the window-cost-against-table-size step ('' skips it)")
     p.add_argument("--protocol-changes", type=int, default=100_000,
                    help="row changes per protocol in the decode-per-protocol step (0 skips it)")
-    p.add_argument("--wide-table", default="100000x60",
+    p.add_argument("--wide-table", default="100000x60", type=_wide_table,
                    help="EVENTSxCOLUMNS: the replay of one wide table against the peers ('' skips it)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--budget-minutes", type=float, default=70,
-                   help="drop repeat runs, then the per-protocol decode, the table-size and history tests and the "
-                        "larger sizes, to stay near it")
+                   help="drop repeat runs, then the wide table, the per-protocol decode, the table-size and "
+                        "history tests and the larger sizes, to stay near it")
     p.add_argument("--cache", default=str(REPO / ".bench_cache"))
     p.add_argument("--out", default=str(REPO / "BENCHMARKS.md"))
     p.add_argument("--command", default="make bench", help="the command to print in the report")
@@ -161,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(args.cache)
     sizes = [int(s) for s in args.events.split(",") if s]
     # The first size with every step, then the larger sizes (memory against size), the
-    # window-cost tests (history, then table size) and the per-protocol decode: the budget
+    # window-cost tests (history, then table size), the per-protocol decode and the wide table: the budget
     # drops from the end. On a clean clone the dumps are generated inside the budget too
     # (the 10M one takes about 100 s).
     sections = [bench_size(DumpSpec(sizes[0], seed=args.seed), args.runs, FULL, cache, budget, first=True)]
@@ -184,8 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         _log(f"decode per protocol: {args.protocol_changes:,} row changes each")
         per_protocol = bench_protocols(args.protocol_changes, args.runs, cache, args.seed, budget)
     wide = None
-    if args.wide_table and budget.starts(0.9, f"the wide-table replay ({args.wide_table})"):
-        events, width = (int(x) for x in args.wide_table.lower().split("x"))
+    wide_step = "the wide-table replay ({:,} events, {} columns)".format(*args.wide_table or (0, 0))
+    if args.wide_table and budget.starts(0.9, wide_step):
+        events, width = args.wide_table
         _log(f"wide table: {events:,} events into {width} columns")
         wide = bench_size(DumpSpec(events, seed=args.seed, width=width), 1, WIDE, cache, budget, first=False,
                           share=0.95)

@@ -113,7 +113,8 @@ def size_section(s: dict) -> list[str]:
         *([WIDE_TABLE, ""] if width else []),
         f"Dump: {msgs:,} Kafka messages ({c['row_events']:,} row events, {c['duplicates']:,} duplicates, "
         f"{c['late']:,} late copies, {c['watermarks']:,} watermarks), {mb:,.0f} MB of message values, "
-        f"{len(info['tables'])} tables, {info['spec']['hours']} hourly windows; expected final state "
+        f"{len(info['tables'])} table{'s' if len(info['tables']) != 1 else ''}, {info['spec']['hours']} hourly "
+        f"windows; expected final state "
         f"{sum(c['expected_rows'].values()):,} rows.",
         "",
         "| step | runs | job s (median) | messages/s | MB/s | × DuckDB time | × plain Spark time "
@@ -390,7 +391,7 @@ NOTES = """## How to read this
   (a DELETE applies before an INSERT, so the INSERT wins: TiCDC's split update). The generated
   dumps have no such ties, so this choice does not affect the figures.
 - Figures are medians of the runs listed. `--budget-minutes` (default 70) drops repeat runs,
-  then the per-protocol decode, the table-size test, the window-cost test and the
+  then the wide table, the per-protocol decode, the table-size test, the window-cost test and the
   larger-size steps (in that order), when a slow machine would overrun it;
   the machine section lists what was dropped. A machine loaded before the run (see the
   load average above) makes every figure slower and noisier, the JVM ones most.
@@ -424,9 +425,10 @@ def render(sections: list[dict], history: dict | None, *, command: str, total_s:
     lines += before_after_section(sections, history, table_size)
     return "\n".join(lines) + "\n" + NOTES + "\n" + GAPS
 
+
 WIDE_TABLE = (
-    "A workload of wide rows: every value of every column is typed, sorted with its key's actions "
-    "and written, once per column. The four tables above have 3-5 columns; change-data capture of "
+    "A workload of wide rows: every value of every column is typed (after the sort of its key's "
+    "actions) and written, once per column. The four tables above have 3-5 columns; change-data capture of "
     "real schemas often has dozens. Decimal, datetime, text with escapes and NULLs cycle over the columns.")
 
 GAPS = """## Why targets are missed, and what would close the gap

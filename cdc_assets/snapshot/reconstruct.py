@@ -41,7 +41,7 @@ from cdc_assets.contracts.schemas import DELETE, ROW, UPDATE
 
 COMMIT_TS_COLUMN = "_cdc_commit_ts"
 _UPSERT, _DELETE = "upsert", "delete"
-_PRESENT = "_cdc_values_present"  # typed_actions' count of present values (not MERGE_PRESENT), dropped by it
+_PRESENT = "_cdc_values_present"  # _typed_values' count of present values (not MERGE_PRESENT), dropped by it
 
 
 @dataclass

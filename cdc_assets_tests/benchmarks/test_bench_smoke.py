@@ -3,6 +3,7 @@ timing assertions: figures live in BENCHMARKS.md)."""
 
 from __future__ import annotations
 
+import argparse
 import statistics
 
 import pytest
@@ -58,6 +59,16 @@ def test_the_wide_table_dump_reconstructs_in_every_engine(tmp_path, spark):
     text = report.render([], None, command="make bench", total_s=1.0,
                          wide={"events": 1_500, "info": wide.info, "results": {}})
     assert "## Wide table: 1,500 row events into one table of 20 columns" in text
+
+
+def test_the_wide_table_argument_is_checked_before_anything_runs():
+    """`--wide-table` is parsed with the other arguments: a typo stops `make bench` at once."""
+    from benchmarks.__main__ import _wide_table
+
+    assert _wide_table("100000x60") == (100_000, 60) and _wide_table("5X2") == (5, 2) and _wide_table("") is None
+    for bad in ("100000", "1e5x60", "100x1", "0x60"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _wide_table(bad)
 
 
 def test_harness_measures_a_child_process_and_renders_the_report(dump, tmp_path):
