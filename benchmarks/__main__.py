@@ -114,7 +114,7 @@ def bench_size(spec: DumpSpec, runs: int, engines: list[str], cache: Path,
                  f"peak {m.runs[-1].peak_rss_mb:.0f} MB")
         results[engine] = m
     shutil.rmtree(work, ignore_errors=True)
-    ordered = {e: results[e] for e in FULL if e in results}  # the report's row order (WIDE is in it)
+    ordered = {e: results[e] for e in FULL if e in results}  # the report's row order (FULL lists WIDE's engines too)
     return {"events": events, "info": dump.info, "results": ordered}
 
 

@@ -7,7 +7,7 @@ per message, TIDB_WATERMARK messages, Spark's Kafka Parquet schema) for a simple
 
 - 4 tables (single and composite keys, int / bigint / decimal / varchar / datetime, nulls),
   or with `width` set one table of that many columns (`wide_table`), whose values every
-  window types and sorts per column;
+  window types and writes per column;
 - one row change per transaction, commit TSOs strictly increasing; per key the first
   change is an INSERT, a DELETE is always followed by an INSERT, the rest are UPDATEs;
 - 3 partitions (by key hash); every `watermark_ms` a TIDB_WATERMARK goes to every
