@@ -95,7 +95,8 @@ def bench_size(spec: DumpSpec, runs: int, engines: list[str], cache: Path,
     shutil.rmtree(work, ignore_errors=True)
     results: dict[str, Measured] = {}
     for engine in engines:
-        if not first and not budget.starts(share, f"`{engine}` at {events:,} events"):
+        wide = f" into {spec.width} columns" if spec.width else ""
+        if not first and not budget.starts(share, f"`{engine}` at {events:,} events{wide}"):
             _log(f"  {engine}: skipped, time budget")
             continue
         n = 1 if engine in SINGLE_RUN else max(runs, MEMORY_RUNS) if engine == MEMORY_STEP else runs

@@ -93,7 +93,7 @@ _WIDE_KINDS: tuple[tuple[str, str, str, bool], ...] = (
 
 
 def wide_table(width: int) -> Table:
-    """`bench.wide_rows`: a bigint key and `width - 1` columns of every kind above."""
+    """`bench.wide_rows`: a bigint key and `width - 1` columns cycling through the kinds above."""
     columns = [("id", "bigint", "BIGINT", "key", False)] + [
         (f"c{i:02d}", *_WIDE_KINDS[(i - 1) % len(_WIDE_KINDS)]) for i in range(1, width)]
     return Table("bench", "wide_rows", tuple(columns), ("id",), 1.0)

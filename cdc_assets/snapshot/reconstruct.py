@@ -200,7 +200,7 @@ def typed_actions(actions: DataFrame, schema: TableSchema) -> DataFrame:
 
 
 def _typed_values(acts: DataFrame, schema: TableSchema) -> DataFrame:
-    """After the window's sort: each table column's value typed (`value_column`), and
+    """After the window's sort (a keyless table has none): each table column's value typed (`value_column`), and
     `_cdc_value_failures`, the values that were there and did not convert; `values` dropped.
 
     The sort carries the image as one map column: sorting the typed columns instead (one per
