@@ -199,20 +199,20 @@ def main(argv: list[str] | None = None) -> int:
         _log(f"decode per protocol: {args.protocol_changes:,} row changes each")
         per_protocol = bench_protocols(args.protocol_changes, args.runs, cache, args.seed, budget)
     wide = None
-    wide_step = "the wide-table replay ({:,} events, {} columns)".format(*args.wide_table or (0, 0))
-    if args.wide_table and budget.starts(0.9, wide_step):
+    if args.wide_table:
         events, width = args.wide_table
-        _log(f"wide table: {events:,} events into {width} columns")
-        wide = bench_size(DumpSpec(events, seed=args.seed, width=width), 1, WIDE, cache, budget, first=False,
-                          share=0.95)
+        if budget.starts(0.9, f"the wide-table replay ({events:,} events, {width} columns)"):
+            _log(f"wide table: {events:,} events into {width} columns")
+            wide = bench_size(DumpSpec(events, seed=args.seed, width=width), 1, WIDE, cache, budget, first=False,
+                              share=0.95)
     total_s = time.perf_counter() - started
     text = report.render(sections, history, command=args.command, total_s=total_s, skipped=budget.skipped,
                          per_protocol=per_protocol, load_at_start=load_at_start, table_size=table_size,
                          fixed_cost=fixed_cost, wide=wide)
     Path(args.out).write_text(text)
     _log(f"wrote {args.out} in {total_s / 60:.1f} min")
-    wrong = [m.engine for s in [*sections, *([wide] if wide else [])] for m in s["results"].values()
-             if m.correct is False]
+    checked = sections + ([wide] if wide else [])
+    wrong = [m.engine for s in checked for m in s["results"].values() if m.correct is False]
     if wrong:
         _log(f"wrong answers: {', '.join(wrong)}")
         return 1

@@ -111,7 +111,7 @@ def spark_naive(dump: Path, work: Path) -> dict:
     from pyspark.sql import DataFrame, Window, functions as F
 
     spark, session_s = _spark()
-    out = work / "out"
+    out, tables = work / "out", dump_tables(dump)
     t0 = time.perf_counter()
     values = spark.read.parquet(_dump_glob(dump)).select(F.col("value").cast("string"))
     as_strings = getattr(values._jdf, "as")(spark._jvm.org.apache.spark.sql.Encoders.STRING())
@@ -123,12 +123,12 @@ def spark_naive(dump: Path, work: Path) -> dict:
         .dropDuplicates()
     )
     key = F.lit(None).cast("string")
-    for t in dump_tables(dump):
+    for t in tables:
         key = F.when((F.col("db") == t.database) & (F.col("tbl") == t.table),
                      F.concat_ws("\x1f", *[F.col("row")[c] for c in t.pk])).otherwise(key)
     latest = Window.partitionBy("db", "tbl", key).orderBy(F.desc("ts"), (F.col("op") == "DELETE").asc())
     final = rows.withColumn("_rn", F.row_number().over(latest)).where("_rn = 1 AND op <> 'DELETE'").persist()
-    for t in dump_tables(dump):
+    for t in tables:
         final.where((F.col("db") == t.database) & (F.col("tbl") == t.table)).select(
             *[F.col("row")[name].cast(_spark_type(decl)).alias(name) for name, _, decl, _, _ in t.columns]
         ).write.mode("overwrite").parquet(str(out / (t.name + ".parquet")))
