@@ -27,9 +27,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from urllib.parse import unquote_to_bytes
 
+import pyarrow.compute as pc
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
+from cdc_assets.common.iceberg_arrow_writes import (
+    ARROW_REWRITE_BYTES, ARROW_WRITE_ROWS, as_table_rows, commit_overwrite, merged,
+)
 from cdc_assets.common.iceberg_refs import load_table
 from cdc_assets.common.warehouse import load_pyiceberg_catalog, table_identifier
 
@@ -45,6 +49,9 @@ TABLE_PROPERTIES = {
     "write.update.mode": "copy-on-write",
     "write.merge.mode": "copy-on-write",
 }
+# Iceberg's Spark takes the summary properties of a session's commits from these settings
+# (window_commits.window_properties sets them); a pyiceberg commit of the window copies them.
+SESSION_SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
 SORT_COLUMNS = "cdc.sort-columns"  # the key the table is ordered by, as JSON
 _KEEP = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 _LAYER = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")  # snapshots, change_table, …
@@ -134,6 +141,12 @@ _IN_SOURCE = "_cdc_in_source"  # a whole-table rewrite's column: true for a key 
 # table one file. A table of several files, or a larger one, is MERGEd, so that a window
 # rewrites only the files of the key ranges it touched.
 WHOLE_REWRITE_BYTES = 64 * 1024 * 1024
+
+
+def snapshot_properties(spark: SparkSession) -> dict[str, str]:
+    """The summary properties Spark's Iceberg commits carry now (`SESSION_SNAPSHOT_PROPERTY`)."""
+    return {k[len(SESSION_SNAPSHOT_PROPERTY):]: v for k, v in spark.conf.getAll.items()
+            if k.startswith(SESSION_SNAPSHOT_PROPERTY)}
 
 
 def merge_source(keys: DataFrame, rows: DataFrame, key: list[str]) -> DataFrame:
@@ -233,13 +246,16 @@ class IcebergTable:
     # writes ----------------------------------------------------------------------------------
     def write_window(self, spark: SparkSession, branch: str, base_snapshot_id: int | None, frame: DataFrame,
                      key: list[str], keys: DataFrame | None = None, merge: bool = False,
-                     inserts_only: Callable[[], bool] | None = None) -> int:
+                     inserts_only: Callable[[], bool] | None = None,
+                     source_rows: Callable[[], int] | None = None) -> int:
         """Write the table's state at the window end on `branch` (cut from `base_snapshot_id`)
         and return the branch's snapshot. `merge`: `frame` is a MERGE source, one row per
         key the window touched, with `MERGE_PRESENT` true (the key's row) or null (the key is
         deleted); the other keys are unchanged since the base; one MERGE commit, or one append
         when `inserts_only()`, asked once the source is materialized, says that no source key
-        is in the table (the MERGE would insert its rows and change nothing else). `keys` given:
+        is in the table (the MERGE would insert its rows and change nothing else);
+        `source_rows()`, asked then too, is its row count: a small source is written through
+        Arrow by pyiceberg (`_write_in_arrow`). `keys` given:
         `frame` holds only the rows of those keys, merged the same way. Else `frame` is the
         whole table, one overwrite."""
         stored = as_stored(frame)
@@ -251,23 +267,90 @@ class IcebergTable:
             stored.writeTo(self.sql).append()
             return self.ref_snapshot(spark, "main")
         spark.sql(f"ALTER TABLE {self.sql} CREATE OR REPLACE BRANCH {_quote(branch)} AS OF VERSION {base}")
-        if merge or keys is not None:
-            source = stored if merge else merge_source(keys, stored, key)
+        if merge:
+            self._write_touched(spark, branch, base, stored, key, inserts_only, source_rows)
+        elif keys is not None:
+            source = merge_source(keys, stored, key)
             rewritten = bool(key) and self._small(base) and self._rewrite(spark, branch, base, source, key)
             if not rewritten:
-                self._merge(spark, branch, source, key, inserts_only if merge else None)
+                self._merge(spark, branch, source.localCheckpoint(), key)
         else:
             stored.writeTo(self.on_branch(branch)).overwrite(F.lit(True))
         return self.ref_snapshot(spark, branch)
 
+    def _write_touched(self, spark: SparkSession, branch: str, base: int, source: DataFrame, key: list[str],
+                       inserts_only: Callable[[], bool] | None, source_rows: Callable[[], int] | None) -> None:
+        """A MERGE source written on the branch: through Arrow when small, else one Spark
+        rewrite of a small base, else a MERGE."""
+        if source_rows is None:  # its size unknown without a job of its own: Spark's paths
+            if not (key and self._small(base) and self._rewrite(spark, branch, base, source, key)):
+                self._merge(spark, branch, source.localCheckpoint(), key, inserts_only)
+            return
+        # Materialized first: what the source observes (its rows, whether it only inserts) is
+        # known after this job, and every path below reads the checkpoint.
+        source = source.localCheckpoint()
+        if source_rows() <= ARROW_WRITE_ROWS and self._write_in_arrow(spark, branch, base, source, key, inserts_only):
+            return
+        if not (key and self._small(base) and self._rewrite(spark, branch, base, source, key)):
+            self._merge(spark, branch, source, key, inserts_only)
+
+    def _write_in_arrow(self, spark: SparkSession, branch: str, base: int, source: DataFrame, key: list[str],
+                        inserts_only: Callable[[], bool] | None) -> bool:
+        """The source committed by pyiceberg on the branch (iceberg_arrow_writes): appended when
+        it only inserts, else merged into the base read whole (one file of at most
+        `ARROW_REWRITE_BYTES`, in the table's current schema). False (nothing written):
+        neither applies, or there is no warehouse for pyiceberg."""
+        from pyiceberg.expressions import AlwaysTrue
+
+        if self.warehouse is None:
+            return False
+        table = load_table(load_pyiceberg_catalog(self.warehouse), self.identifier)
+        schema = table.schema().as_arrow()
+        if [c for c in source.columns if c != MERGE_PRESENT] != schema.names:
+            return False
+        appends = inserts_only is not None and inserts_only()
+        if not appends and not (key and self._small(base, ARROW_REWRITE_BYTES, table.metadata)
+                                and table.metadata.snapshot_by_id(base).schema_id == table.schema().schema_id):
+            return False
+        collected = source.toArrow()
+        rows = as_table_rows(collected.drop_columns([MERGE_PRESENT]), schema)
+        properties = snapshot_properties(spark)
+        if appends:
+            present = pc.is_valid(collected[MERGE_PRESENT])
+            table.append(rows.filter(present), snapshot_properties=properties, branch=branch)
+            return True
+        before = as_table_rows(table.scan(snapshot_id=base).to_arrow(), schema)
+        whole = merged(before, rows.append_column(MERGE_PRESENT, collected[MERGE_PRESENT]), key, MERGE_PRESENT)
+        commit_overwrite(table, whole, AlwaysTrue(), properties, branch, snapshot_id=base)  # its one file
+        return True
+
+    def overwrite_window_in_arrow(self, spark: SparkSession, rows: DataFrame, window_start_ms: int) -> bool:
+        """A window-partitioned table's rows of one window replaced by `rows` (materialized,
+        small, in the table's schema and order), one pyiceberg commit on `main`. False
+        (nothing written): no warehouse for pyiceberg, the columns are not the table's, or the
+        table is not partitioned by `WINDOW_COLUMN`."""
+        from pyiceberg.expressions import EqualTo
+        from pyiceberg.transforms import IdentityTransform
+
+        if self.warehouse is None:
+            return False
+        table = load_table(load_pyiceberg_catalog(self.warehouse), self.identifier)
+        schema = table.schema().as_arrow()
+        by_window = any(isinstance(f.transform, IdentityTransform)
+                        and table.schema().find_column_name(f.source_id) == WINDOW_COLUMN for f in table.spec().fields)
+        if rows.columns != schema.names or not by_window:
+            return False
+        # Partitioned by the window: the files the filter selects hold that window's rows only.
+        commit_overwrite(table, as_table_rows(rows.toArrow(), schema), EqualTo(WINDOW_COLUMN, window_start_ms),
+                         snapshot_properties(spark))
+        return True
+
     def _merge(self, spark: SparkSession, branch: str, source: DataFrame, key: list[str],
                inserts_only: Callable[[], bool] | None = None) -> None:
-        """The source's keys with a row (`MERGE_PRESENT`): upserted; without: deleted."""
-        # Materialized first: a SQL MERGE whose source reads an Iceberg table (the change
-        # table, the previous snapshot) fails to plan in Spark 4.1 ("No plan for
-        # TableReference"); the source is the touched keys only, small. Whatever the source
-        # observes (`DataFrame.observe`) is known after this job.
-        source = source.localCheckpoint()
+        """The source's keys with a row (`MERGE_PRESENT`): upserted; without: deleted. The
+        source is materialized (`localCheckpoint`): a SQL MERGE whose source reads an Iceberg
+        table (the change table, the previous snapshot) fails to plan in Spark 4.1 ("No plan
+        for TableReference"); it is the touched keys only, small."""
         if inserts_only is not None and inserts_only():
             # Nothing to match: an append, without the MERGE's scan for the files it would
             # rewrite and its join (about 5 Spark jobs fewer).
@@ -290,14 +373,14 @@ class IcebergTable:
         finally:
             spark.catalog.dropTempView(view)
 
-    def _small(self, snapshot_id: int) -> bool:
-        """Whether the snapshot is at most one data file of at most `WHOLE_REWRITE_BYTES` (its
-        summary, read with pyiceberg; unknown without the warehouse: not small)."""
+    def _small(self, snapshot_id: int, limit: int = WHOLE_REWRITE_BYTES, metadata=None) -> bool:
+        """Whether the snapshot is at most one data file of at most `limit` bytes (its summary,
+        read with pyiceberg; unknown without the warehouse: not small)."""
         if self.warehouse is None:
             return False
-        summary = self._metadata().snapshot_by_id(snapshot_id).summary or {}
+        summary = (metadata or self._metadata()).snapshot_by_id(snapshot_id).summary or {}
         files, size = summary.get("total-data-files"), summary.get("total-files-size")
-        return files is not None and size is not None and int(files) <= 1 and int(size) <= WHOLE_REWRITE_BYTES
+        return files is not None and size is not None and int(files) <= 1 and int(size) <= limit
 
     def _rewrite(self, spark: SparkSession, branch: str, base: int, source: DataFrame, key: list[str]) -> bool:
         """What `_merge` does, as one overwrite of the branch: the base snapshot's rows, those of

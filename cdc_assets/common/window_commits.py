@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.common.iceberg_refs import load_table
-from cdc_assets.common.iceberg_tables import IcebergTable, WINDOW_COLUMN, as_stored
+from cdc_assets.common.iceberg_tables import SESSION_SNAPSHOT_PROPERTY, IcebergTable, WINDOW_COLUMN, as_stored
 from cdc_assets.common.warehouse import load_pyiceberg_catalog
 
 WINDOW_PROPERTY = "cdc.window-start-ms"
@@ -67,7 +67,6 @@ class WindowTable:
 WINDOW_END_PROPERTY = "cdc.window-end-ms"
 WINDOW_END_TSO_PROPERTY = "cdc.window-end-tso"
 WATERMARK_PROPERTY = "cdc.global-watermark-tso"
-_SESSION_SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
 
 
 @contextmanager
@@ -75,7 +74,7 @@ def window_properties(spark: SparkSession, properties: dict[str, str]):
     """`properties` in the summary of every Iceberg commit `spark` makes meanwhile. The tables
     of a window commit from a few threads of one session: the values must be the window's,
     the same for every table, set before the threads start and unset after they end."""
-    keys = [_SESSION_SNAPSHOT_PROPERTY + k for k in properties]
+    keys = [SESSION_SNAPSHOT_PROPERTY + k for k in properties]
     for key, value in zip(keys, properties.values()):
         spark.conf.set(key, value)
     try:

@@ -35,6 +35,7 @@ import functools
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.common.concurrent_jobs import run_concurrently
+from cdc_assets.common.iceberg_arrow_writes import ARROW_WRITE_ROWS
 from cdc_assets.common.iceberg_tables import WINDOW_COLUMN, IcebergTable, widens, as_stored, table_name
 from cdc_assets.common.names import table_id
 from cdc_assets.common.observed import observed
@@ -104,12 +105,16 @@ def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame:
                 return 0
             table.ensure(spark, frame.schema, partition=WINDOW_COLUMN)
         counted, rows = observed(_fit(spark, table, frame), F.count(F.lit(1)).alias("rows"))
-        # One task writes the window's versions, one file. A shuffle into it, not `coalesce(1)`:
-        # that would also run the join with the rows before (a whole previous snapshot on the
-        # MERGE path) in that one task.
+        # Materialized first (one job): a few versions are then committed through Arrow
+        # (iceberg_arrow_writes), without Spark's write jobs.
+        counted = counted.localCheckpoint()
+        written = int(rows.values()["rows"] or 0)
+        if written <= ARROW_WRITE_ROWS and table.overwrite_window_in_arrow(spark, counted, window_start_ms):
+            return written
+        # One task writes the window's versions, one file.
         (counted.repartition(1).writeTo(table.sql).option("distribution-mode", "none")
          .overwrite(F.col(WINDOW_COLUMN) == F.lit(window_start_ms)))
-        return int(rows.values()["rows"] or 0)
+        return written
 
 
 def _fit(spark: SparkSession, table: IcebergTable, frame: DataFrame) -> DataFrame:

@@ -383,10 +383,10 @@ def merge_source(typed: DataFrame, schema: TableSchema, previous: DataFrame) -> 
 def observed_counts(metrics: ObservedMetrics) -> dict[str, int]:
     """What `merge_source` observed: inserted and deleted keys, conversion failures, and
     duplicate_source_keys (source rows - distinct keys; 0: one row per key), and matched_keys
-    (source keys the previous snapshot has; 0: the MERGE only inserts). Call it only
+    (source keys the previous snapshot has; 0: the MERGE only inserts) and source_rows. Call it only
     after the source was written: it waits for that job."""
     got = {k: int(v or 0) for k, v in metrics.values().items()}
     return {"inserted_keys": got["inserted"], "deleted_keys": got["deleted"],
             "conversion_failures": got["value_failures"] + got["unidentified"],
             "duplicate_source_keys": got["source_rows"] - got["source_keys"],
-            "matched_keys": got["matched"]}
+            "matched_keys": got["matched"], "source_rows": got["source_rows"]}

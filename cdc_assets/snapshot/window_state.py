@@ -51,6 +51,10 @@ class TableState:
         counts = observed_counts(self.observed)
         return counts["matched_keys"] == 0 and counts["inserted_keys"] > 0
 
+    def source_rows(self) -> int:
+        """The MERGE source's rows; call it once the source was materialized."""
+        return observed_counts(self.observed)["source_rows"] if self.observed is not None else 0
+
     def settle(self) -> None:
         """Add the counts observed on the MERGE source; call it after the source was written."""
         if self.observed is None:
