@@ -26,8 +26,19 @@ def merged(base: pa.Table, source: pa.Table, key: list[str], present: str) -> pa
     (as in SQL)."""
     rows = source.filter(pc.is_valid(source[present])).drop_columns([present])
     untouched = base.join(source.select(key), keys=key, join_type="left anti")
-    whole = pa.concat_tables([untouched.select(rows.column_names), rows])
-    return whole.sort_by([(k, "ascending") for k in key]) if key else whole
+    return sorted_by(pa.concat_tables([untouched.select(rows.column_names), rows]), key)
+
+
+def sorted_by(rows: pa.Table, key: list[str]) -> pa.Table:
+    """`rows` in the order the table is written in (`WRITE ORDERED BY key`: ascending, nulls
+    first)."""
+    return rows.sort_by([(k, "ascending", "at_start") for k in key]) if key else rows
+
+
+def matches_as_spark(schema: pa.Schema, key: list[str]) -> bool:
+    """Whether Arrow's join matches these key columns as Spark's does: not for floating point
+    (Arrow compares their bits: -0.0 is not 0.0, NaN is NaN)."""
+    return not any(pa.types.is_floating(schema.field(k).type) for k in key)
 
 
 def as_table_rows(rows: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -50,6 +61,8 @@ def commit_overwrite(table, rows: pa.Table, replaced, properties: dict[str, str]
         with transaction.update_snapshot(snapshot_properties=properties, branch=branch).overwrite() as overwrite:
             for data_file in old:
                 overwrite.delete_data_file(data_file)
+            if rows.num_rows == 0:  # every row deleted: nothing to add (pyiceberg cannot bin-pack no rows)
+                return
             for data_file in _dataframe_to_data_files(transaction.table_metadata, rows, table.io,
                                                       overwrite.commit_uuid):
                 overwrite.append_data_file(data_file)

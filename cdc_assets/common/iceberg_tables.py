@@ -32,7 +32,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from cdc_assets.common.iceberg_arrow_writes import (
-    ARROW_REWRITE_BYTES, ARROW_WRITE_ROWS, as_table_rows, commit_overwrite, merged,
+    ARROW_REWRITE_BYTES, ARROW_WRITE_ROWS, as_table_rows, commit_overwrite, matches_as_spark, merged, sorted_by,
 )
 from cdc_assets.common.iceberg_refs import load_table
 from cdc_assets.common.warehouse import load_pyiceberg_catalog, table_identifier
@@ -298,8 +298,8 @@ class IcebergTable:
                         inserts_only: Callable[[], bool] | None) -> bool:
         """The source committed by pyiceberg on the branch (iceberg_arrow_writes): appended when
         it only inserts, else merged into the base read whole (one file of at most
-        `ARROW_REWRITE_BYTES`, in the table's current schema). False (nothing written):
-        neither applies, or there is no warehouse for pyiceberg."""
+        `ARROW_REWRITE_BYTES`, in the table's current schema, keys that Arrow matches as Spark
+        does). False (nothing written): neither applies, or there is no warehouse for pyiceberg."""
         from pyiceberg.expressions import AlwaysTrue
 
         if self.warehouse is None:
@@ -309,7 +309,8 @@ class IcebergTable:
         if [c for c in source.columns if c != MERGE_PRESENT] != schema.names:
             return False
         appends = inserts_only is not None and inserts_only()
-        if not appends and not (key and self._small(base, ARROW_REWRITE_BYTES, table.metadata)
+        if not appends and not (key and matches_as_spark(schema, key)
+                                and self._small(base, ARROW_REWRITE_BYTES, table.metadata)
                                 and table.metadata.snapshot_by_id(base).schema_id == table.schema().schema_id):
             return False
         collected = source.toArrow()
@@ -317,7 +318,7 @@ class IcebergTable:
         properties = snapshot_properties(spark)
         if appends:
             present = pc.is_valid(collected[MERGE_PRESENT])
-            table.append(rows.filter(present), snapshot_properties=properties, branch=branch)
+            table.append(sorted_by(rows.filter(present), key), snapshot_properties=properties, branch=branch)
             return True
         before = as_table_rows(table.scan(snapshot_id=base).to_arrow(), schema)
         whole = merged(before, rows.append_column(MERGE_PRESENT, collected[MERGE_PRESENT]), key, MERGE_PRESENT)
@@ -328,7 +329,7 @@ class IcebergTable:
         """A window-partitioned table's rows of one window replaced by `rows` (materialized,
         small, in the table's schema and order), one pyiceberg commit on `main`. False
         (nothing written): no warehouse for pyiceberg, the columns are not the table's, or the
-        table is not partitioned by `WINDOW_COLUMN`."""
+        table is not (or was not always) partitioned by `WINDOW_COLUMN` alone."""
         from pyiceberg.expressions import EqualTo
         from pyiceberg.transforms import IdentityTransform
 
@@ -336,11 +337,13 @@ class IcebergTable:
             return False
         table = load_table(load_pyiceberg_catalog(self.warehouse), self.identifier)
         schema = table.schema().as_arrow()
-        by_window = any(isinstance(f.transform, IdentityTransform)
-                        and table.schema().find_column_name(f.source_id) == WINDOW_COLUMN for f in table.spec().fields)
+        # Partitioned by the window, and only ever so: the files the filter selects hold that
+        # window's rows only (a file of an older spec would be selected by its column bounds).
+        by_window = len(table.metadata.specs()) == 1 and any(
+            isinstance(f.transform, IdentityTransform) and table.schema().find_column_name(f.source_id) == WINDOW_COLUMN
+            for f in table.spec().fields)
         if rows.columns != schema.names or not by_window:
             return False
-        # Partitioned by the window: the files the filter selects hold that window's rows only.
         commit_overwrite(table, as_table_rows(rows.toArrow(), schema), EqualTo(WINDOW_COLUMN, window_start_ms),
                          snapshot_properties(spark))
         return True

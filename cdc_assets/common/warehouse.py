@@ -237,7 +237,7 @@ def spark_catalog_conf(name: str, warehouse: Warehouse | Path | str) -> dict[str
         conf[f"{prefix}.jdbc.schema-version"] = "V1"
     if _is_sqlite(w):
         # SQLite takes one writer at a time: the tables of a window commit from a few threads
-        conf[f"{prefix}.jdbc.busy_timeout"] = "60000"
+        conf[f"{prefix}.jdbc.busy_timeout"] = str(SQLITE_BUSY_SECONDS * 1000)
     # Tags and `main` are also moved by pyiceberg (iceberg_refs.publish): a table Spark
     # had cached would not see them.
     conf[f"{prefix}.cache-enabled"] = "false"
@@ -305,6 +305,9 @@ def _catalog_manager(spark):
     return None if jsession is None else jsession.sessionState().catalogManager()
 
 
+SQLITE_BUSY_SECONDS = 60  # how long a catalog commit waits for SQLite's one writer
+
+
 def pyiceberg_properties(warehouse: Warehouse | Path | str) -> dict[str, str]:
     """What `pyiceberg.catalog.load_catalog(CATALOG, **properties)` takes to open the catalog.
     No credential: pyiceberg's S3 FileIO (pyarrow) takes them from the environment."""
@@ -313,7 +316,10 @@ def pyiceberg_properties(warehouse: Warehouse | Path | str) -> dict[str, str]:
     if w.catalog_type == "jdbc":
         sqlite = sqlite_file(w)
         # pyiceberg's SQL catalog takes an SQLAlchemy URL: `jdbc:postgresql://h/db` → `postgresql://h/db`
-        uri = f"sqlite:///{sqlite.absolute()}" if sqlite is not None else w.catalog_uri.removeprefix("jdbc:")
+        # SQLite: a writer waits up to 60 s for another's lock, as Spark's JDBC catalog does
+        # (`jdbc.busy_timeout`): a window's tables commit from a few threads and both engines.
+        uri = (f"sqlite:///{sqlite.absolute()}?timeout={SQLITE_BUSY_SECONDS}" if sqlite is not None
+               else w.catalog_uri.removeprefix("jdbc:"))
         properties = {"type": "sql", "uri": uri, "warehouse": location}
     else:
         properties = {"type": w.catalog_type, "warehouse": location}

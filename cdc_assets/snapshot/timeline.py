@@ -204,7 +204,7 @@ class _Run:
             elif added := state.schema.added_by(schema):
                 _record_image_columns(state, schema, added)
             state.schema, state.frame, state.changed = schema, result.frame, True
-            state.merge_source, state.observed = result.merge_source, result.observed
+            state.merging(result.merge_source, result.observed)
             state.inserted_keys += result.inserted_keys
             state.deleted_keys += result.deleted_keys
             state.conversion_failures += result.conversion_failures

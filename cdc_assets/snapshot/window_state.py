@@ -43,24 +43,36 @@ class TableState:
     # RENAME TABLE; None: created in this window). A swap gives each name the other's origin.
     origin: Name | None = None
 
+    # `observed_counts(observed)`, read once (under Spark Connect each read is a job)
+    _counts: dict | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _observed_counts(self) -> dict:
+        if self._counts is None:
+            self._counts = observed_counts(self.observed)
+        return self._counts
+
+    def merging(self, source: DataFrame | None, observed: ObservedMetrics | None) -> None:
+        """Write only the keys `source` touches (None: the whole frame), `observed` on it."""
+        self.merge_source, self.observed, self._counts = source, observed, None
+
     def inserts_only(self) -> bool:
         """Whether the MERGE source inserts keys and no key of it is in the previous snapshot
         (each other row deletes an absent key); call it once the source was materialized."""
         if self.observed is None:
             return False
-        counts = observed_counts(self.observed)
+        counts = self._observed_counts()
         return counts["matched_keys"] == 0 and counts["inserted_keys"] > 0
 
     def source_rows(self) -> int:
         """The MERGE source's rows; call it once the source was materialized."""
-        return observed_counts(self.observed)["source_rows"] if self.observed is not None else 0
+        return self._observed_counts()["source_rows"] if self.observed is not None else 0
 
     def settle(self) -> None:
         """Add the counts observed on the MERGE source; call it after the source was written."""
         if self.observed is None:
             return
-        counts = observed_counts(self.observed)
-        self.observed = None
+        counts = self._observed_counts()
+        self.observed, self._counts = None, None
         self.inserted_keys += counts["inserted_keys"]
         self.deleted_keys += counts["deleted_keys"]
         self.conversion_failures += counts["conversion_failures"]

@@ -161,6 +161,21 @@ def test_a_window_of_new_keys_appends_them_with_the_figures_of_the_whole_table_p
     assert jobs <= 50, jobs
 
 
+# Every key deleted: the one-file table rewritten through Arrow is left empty.
+DELETES = [(t, "DELETE", i, None) for t in TABLES for i in range(1, 31)]
+
+
+def test_a_window_that_deletes_every_row_leaves_empty_tables(spark, tmp_path):
+    _, counts, checks, rows, second = _window(spark, (tmp_path / "merge", "src"), merge=True, history=True,
+                                              second_rows=DELETES)
+    _, whole_counts, whole_checks, whole_rows, _ = _window(spark, (tmp_path / "whole", "src"), merge=False,
+                                                           history=True, second_rows=DELETES)
+    assert counts == whole_counts == {f"db.{t}": (30, 0, 30, 0, 0) for t in TABLES}
+    assert checks == whole_checks and rows == whole_rows == {f"db.{t}": [] for t in TABLES}
+    assert second.failed_tables == {}
+    assert second.ddl.history_versions_ended == {f"db.{t}": 30 for t in TABLES}
+
+
 def test_refs_and_summaries_are_read_without_spark(spark, tmp_path):
     store = (tmp_path / "warehouse", "src")
     first = write_window_snapshot(spark, _changes(spark, FIRST[:5], W1), *store, W1, W1 + HOUR, None)
