@@ -83,6 +83,12 @@ def _window(spark, store, merge: bool, history: bool, second_rows=SECOND):
     return jobs, counts, checks, rows, second
 
 
+def _merged_and_whole(spark, tmp_path, second_rows=SECOND, history=True):
+    """`_window` of the MERGE path (the touched keys) and of the whole-table path."""
+    return (_window(spark, (tmp_path / "merge", "src"), merge=True, history=history, second_rows=second_rows),
+            _window(spark, (tmp_path / "whole", "src"), merge=False, history=history, second_rows=second_rows))
+
+
 def _history(spark, warehouse) -> list[tuple]:
     """Every history row of the source's tables, sorted."""
     rows = []
@@ -95,9 +101,8 @@ def _history(spark, warehouse) -> list[tuple]:
 
 def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_path, monkeypatch):
     history = True
-    jobs, counts, checks, rows, second = _window(spark, (tmp_path / "merge", "src"), merge=True, history=history)
-    _, whole_counts, whole_checks, whole_rows, whole = _window(spark, (tmp_path / "whole", "src"), merge=False,
-                                                               history=history)
+    (jobs, counts, checks, rows, second), (_, whole_counts, whole_checks, whole_rows, whole) = _merged_and_whole(
+        spark, tmp_path, history=history)
     # A source above the Arrow write's size goes through Spark: the base rewritten whole in one
     # plan, and the history written by Spark; the same figures.
     monkeypatch.setattr(iceberg_tables, "ARROW_WRITE_ROWS", -1)
@@ -145,10 +150,8 @@ def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_
 
 
 def test_a_window_of_new_keys_appends_them_with_the_figures_of_the_whole_table_path(spark, tmp_path):
-    jobs, counts, checks, rows, second = _window(spark, (tmp_path / "merge", "src"), merge=True, history=True,
-                                                 second_rows=INSERTS)
-    _, whole_counts, whole_checks, whole_rows, whole = _window(spark, (tmp_path / "whole", "src"), merge=False,
-                                                               history=True, second_rows=INSERTS)
+    (jobs, counts, checks, rows, second), (_, whole_counts, whole_checks, whole_rows, whole) = _merged_and_whole(
+        spark, tmp_path, INSERTS)
     assert counts == whole_counts == {f"db.{t}": (30, 10, 0, 0, 40) for t in TABLES}
     assert checks == whole_checks
     assert checks["primary_key_unique"] == (True, {"duplicate_keys": 0, "by_table": {f"db.{t}": 0 for t in TABLES}})
@@ -166,10 +169,8 @@ DELETES = [(t, "DELETE", i, None) for t in TABLES for i in range(1, 31)]
 
 
 def test_a_window_that_deletes_every_row_leaves_empty_tables(spark, tmp_path):
-    _, counts, checks, rows, second = _window(spark, (tmp_path / "merge", "src"), merge=True, history=True,
-                                              second_rows=DELETES)
-    _, whole_counts, whole_checks, whole_rows, _ = _window(spark, (tmp_path / "whole", "src"), merge=False,
-                                                           history=True, second_rows=DELETES)
+    (_, counts, checks, rows, second), (_, whole_counts, whole_checks, whole_rows, _) = _merged_and_whole(
+        spark, tmp_path, DELETES)
     assert counts == whole_counts == {f"db.{t}": (30, 0, 30, 0, 0) for t in TABLES}
     assert checks == whole_checks and rows == whole_rows == {f"db.{t}": [] for t in TABLES}
     assert second.failed_tables == {}
