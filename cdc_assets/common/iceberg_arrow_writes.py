@@ -4,9 +4,11 @@ window's branch. A Spark write of a few hundred rows is 4-6 jobs and 1-4 s of pl
 commit and catalog commit per table; this is one collect and one catalog commit of about
 0.1 s (docs/performance.md step 23).
 
-Only small writes take this path (`ARROW_WRITE_ROWS` source rows, a base of one file of at
-most `ARROW_REWRITE_BYTES`): both sides are held in the driver's memory. A rewrite is one
-Iceberg `overwrite` snapshot, as Spark's is (`commit_overwrite`; pyiceberg's own
+Only small writes take this path (`ARROW_WRITE_ROWS` source rows; a rewrite also needs a base
+of one file of at most `ARROW_REWRITE_BYTES`, while an append of new keys reads no base): what
+it writes is held in the driver's memory. A window's history versions take it too, as an
+overwrite of the window's partition on `main` (`IcebergTable.overwrite_window_in_arrow`). A
+rewrite is one Iceberg `overwrite` snapshot, as Spark's is (`commit_overwrite`; pyiceberg's own
 `Table.overwrite` would be a delete snapshot and an append snapshot).
 """
 

@@ -2,7 +2,8 @@
 manifest's identifier, find it again after a RENAME TABLE (its UUID), and set the refs that
 publish a window (each table's end tag, and `main` when the window is the newest).
 
-Spark writes a window on a branch (`iceberg_tables.IcebergTable.write_window`); the refs
+Spark, or pyiceberg for a small write (`iceberg_arrow_writes`), writes a window on a branch
+(`iceberg_tables.IcebergTable.write_window`); the refs
 are moved here, as catalog commits, once every table of the window is written."""
 
 from __future__ import annotations

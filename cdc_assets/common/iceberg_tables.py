@@ -137,9 +137,10 @@ _IN_SOURCE = "_cdc_in_source"  # a whole-table rewrite's column: true for a key 
 # A base snapshot of one data file of at most this size is rewritten whole, in one plan,
 # instead of MERGEd. Copy-on-write rewrites every file holding a touched key, so the MERGE
 # rewrote that file anyway: the rewrite writes the same bytes, in about 6 Spark jobs instead of
-# the MERGE source's checkpoint and the MERGE's 14 (docs/performance.md step 18), and keeps the
-# table one file. A table of several files, or a larger one, is MERGEd, so that a window
-# rewrites only the files of the key ranges it touched.
+# the MERGE's 14 (docs/performance.md step 18), and keeps the table one file. A table of
+# several files, or a larger one, is MERGEd, so that a window rewrites only the files of the
+# key ranges it touched. A small source on a base of at most `ARROW_REWRITE_BYTES` is merged
+# in Arrow instead, without Spark's write (iceberg_arrow_writes, step 23).
 WHOLE_REWRITE_BYTES = 64 * 1024 * 1024
 
 
@@ -270,36 +271,38 @@ class IcebergTable:
         if merge:
             self._write_touched(spark, branch, base, stored, key, inserts_only, source_rows)
         elif keys is not None:
-            source = merge_source(keys, stored, key)
-            rewritten = bool(key) and self._small(base) and self._rewrite(spark, branch, base, source, key)
-            if not rewritten:
-                self._merge(spark, branch, source.localCheckpoint(), key)
+            self._write_in_spark(spark, branch, base, merge_source(keys, stored, key), key)
         else:
             stored.writeTo(self.on_branch(branch)).overwrite(F.lit(True))
         return self.ref_snapshot(spark, branch)
 
     def _write_touched(self, spark: SparkSession, branch: str, base: int, source: DataFrame, key: list[str],
                        inserts_only: Callable[[], bool] | None, source_rows: Callable[[], int] | None) -> None:
-        """A MERGE source written on the branch: through Arrow when small, else one Spark
-        rewrite of a small base, else a MERGE."""
-        if source_rows is None:  # its size unknown without a job of its own: Spark's paths
-            if not (key and self._small(base) and self._rewrite(spark, branch, base, source, key)):
-                self._merge(spark, branch, source.localCheckpoint(), key, inserts_only)
-            return
-        # Materialized first: what the source observes (its rows, whether it only inserts) is
-        # known after this job, and every path below reads the checkpoint.
-        source = source.localCheckpoint()
-        if source_rows() <= ARROW_WRITE_ROWS and self._write_in_arrow(spark, branch, base, source, key, inserts_only):
-            return
+        """A MERGE source written on the branch: through Arrow when small, else by Spark."""
+        if source_rows is not None:
+            # Materialized first: what the source observes (its rows, whether it only inserts)
+            # is known after this job, and whichever path writes it reads the checkpoint.
+            source = source.localCheckpoint()
+            if source_rows() <= ARROW_WRITE_ROWS and self._write_in_arrow(spark, branch, base, source, key,
+                                                                          inserts_only):
+                return
+        self._write_in_spark(spark, branch, base, source, key, inserts_only, materialized=source_rows is not None)
+
+    def _write_in_spark(self, spark: SparkSession, branch: str, base: int, source: DataFrame, key: list[str],
+                        inserts_only: Callable[[], bool] | None = None, materialized: bool = False) -> None:
+        """A MERGE source written by Spark: one rewrite of a small base, else a MERGE (or an
+        append, when `inserts_only()`) of the source materialized (`materialized`: it is)."""
         if not (key and self._small(base) and self._rewrite(spark, branch, base, source, key)):
-            self._merge(spark, branch, source, key, inserts_only)
+            self._merge(spark, branch, source if materialized else source.localCheckpoint(), key, inserts_only)
 
     def _write_in_arrow(self, spark: SparkSession, branch: str, base: int, source: DataFrame, key: list[str],
                         inserts_only: Callable[[], bool] | None) -> bool:
-        """The source committed by pyiceberg on the branch (iceberg_arrow_writes): appended when
-        it only inserts, else merged into the base read whole (one file of at most
-        `ARROW_REWRITE_BYTES`, in the table's current schema, keys that Arrow matches as Spark
-        does). False (nothing written): neither applies, or there is no warehouse for pyiceberg."""
+        """The source committed by pyiceberg on the branch (iceberg_arrow_writes): merged into
+        the base, read whole, when that is one file of at most `ARROW_REWRITE_BYTES` in the
+        table's current schema, keyed by columns Arrow matches as Spark does; else appended,
+        when it only inserts and Spark would append it too (a base larger than
+        `WHOLE_REWRITE_BYTES` or of several files: a small one stays one file). False (nothing
+        written): neither applies, or there is no warehouse for pyiceberg."""
         from pyiceberg.expressions import AlwaysTrue
 
         if self.warehouse is None:
@@ -308,10 +311,12 @@ class IcebergTable:
         schema = table.schema().as_arrow()
         if [c for c in source.columns if c != MERGE_PRESENT] != schema.names:
             return False
-        appends = inserts_only is not None and inserts_only()
-        if not appends and not (key and matches_as_spark(schema, key)
-                                and self._small(base, ARROW_REWRITE_BYTES, table.metadata)
-                                and table.metadata.snapshot_by_id(base).schema_id == table.schema().schema_id):
+        rewrites = bool(key) and matches_as_spark(schema, key) and self._small(
+            base, ARROW_REWRITE_BYTES, table.metadata) and table.metadata.snapshot_by_id(
+            base).schema_id == table.schema().schema_id
+        appends = not rewrites and inserts_only is not None and inserts_only() and not (
+            key and self._small(base, metadata=table.metadata))
+        if not (rewrites or appends):
             return False
         collected = source.toArrow()
         rows = as_table_rows(collected.drop_columns([MERGE_PRESENT]), schema)

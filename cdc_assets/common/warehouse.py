@@ -316,7 +316,7 @@ def pyiceberg_properties(warehouse: Warehouse | Path | str) -> dict[str, str]:
     if w.catalog_type == "jdbc":
         sqlite = sqlite_file(w)
         # pyiceberg's SQL catalog takes an SQLAlchemy URL: `jdbc:postgresql://h/db` → `postgresql://h/db`
-        # SQLite: a writer waits up to 60 s for another's lock, as Spark's JDBC catalog does
+        # SQLite: a writer waits `SQLITE_BUSY_SECONDS` for another's lock, as Spark's JDBC catalog does
         # (`jdbc.busy_timeout`): a window's tables commit from a few threads and both engines.
         uri = (f"sqlite:///{sqlite.absolute()}?timeout={SQLITE_BUSY_SECONDS}" if sqlite is not None
                else w.catalog_uri.removeprefix("jdbc:"))

@@ -63,7 +63,8 @@ class WindowTable:
 
 # Snapshot summary properties every commit of a window's snapshot tables carries, whatever
 # wrote it (overwrite, MERGE, emptying commit): Spark's session-wide snapshot properties,
-# because a SQL MERGE takes no write options.
+# because a SQL MERGE takes no write options; pyiceberg's small writes copy them
+# (`iceberg_tables.snapshot_properties`).
 WINDOW_END_PROPERTY = "cdc.window-end-ms"
 WINDOW_END_TSO_PROPERTY = "cdc.window-end-tso"
 WATERMARK_PROPERTY = "cdc.global-watermark-tso"

@@ -17,7 +17,8 @@ has `window_start_ms`, the window that wrote it.
 Storage: one Iceberg table per source table, `<source>.history__<db>__<table>`
 (`iceberg_tables.table_name("history", …)`), partitioned by `window_start_ms` (the window
 whose run wrote the versions). A window's versions of a table are one overwrite of that
-window's rows (one commit per table), so a rerun of the window replaces them.
+window's rows (one commit per table: by pyiceberg from Arrow when they are few, else by
+Spark), so a rerun of the window replaces them.
 
 Schemas: a window may hold versions under several schemas of a table (DDL inside it). They
 are unioned by name into the Iceberg table's schema, which only grows:
@@ -86,8 +87,9 @@ def versions_by_table(parts: dict[Name, list[DataFrame]]) -> dict[Name, DataFram
 
 def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame: DataFrame | None,
                  window_start_ms: int, clear: bool) -> int:
-    """One table's versions of the window as one overwrite of the window's rows, computed and
-    counted (observed) by the write's own job from the window's cached typed actions. A table
+    """One table's versions of the window as one overwrite of the window's rows, computed from
+    the window's cached typed actions and counted (observed) by the `localCheckpoint` that
+    materializes them; a few are committed by pyiceberg, more written by Spark. A table
     with no history table yet is counted first, so that one that ends no version gets none
     (an overwrite creates it, and commits even with no rows); an existing table takes the
     overwrite either way: with no versions, a commit that leaves the window without rows (a
@@ -105,14 +107,14 @@ def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame:
                 return 0
             table.ensure(spark, frame.schema, partition=WINDOW_COLUMN)
         counted, rows = observed(_fit(spark, table, frame), F.count(F.lit(1)).alias("rows"))
-        # Materialized first (one job): a few versions are then committed through Arrow
-        # (iceberg_arrow_writes), without Spark's write jobs.
+        # Materialized first (the jobs of its plan): a few versions are then committed through
+        # Arrow (iceberg_arrow_writes), without Spark's write jobs.
         counted = counted.localCheckpoint()
         written = int(rows.values()["rows"] or 0)
         if written <= ARROW_WRITE_ROWS and table.overwrite_window_in_arrow(spark, counted, window_start_ms):
             return written
-        # One task writes the window's versions, one file.
-        (counted.repartition(1).writeTo(table.sql).option("distribution-mode", "none")
+        # One task writes the window's versions, one file (from the checkpoint: no join runs in it).
+        (counted.coalesce(1).writeTo(table.sql).option("distribution-mode", "none")
          .overwrite(F.col(WINDOW_COLUMN) == F.lit(window_start_ms)))
         return written
 

@@ -21,15 +21,15 @@ P = "_cdc_present"
 
 def test_a_merge_replaces_deletes_and_adds_keys_sorted_by_the_key():
     base = pa.table({"k1": pa.array([1, 2, 3], pa.int64()), "k2": ["a", "b", "c"], "v": [10, 20, 30]})
-    source = pa.table({"k1": pa.array([2, 3, 0, 9], pa.int64()), "k2": ["b", "x", "z", "q"], "v": [None, 31, 1, None],
-                       P: pa.array([None, True, True, None], pa.bool_())})
-    # (2, b) deleted; (3, x) and (0, z) added; (9, q) deletes a key the base never had
+    source = pa.table({"k1": pa.array([1, 2, 3, 0, 9], pa.int64()), "k2": ["a", "b", "x", "z", "q"],
+                       "v": [11, None, 31, 1, None], P: pa.array([True, None, True, True, None], pa.bool_())})
+    # (1, a) replaced; (2, b) deleted; (3, x) and (0, z) added; (9, q) deletes a key the base never had
     assert merged(base, source, ["k1", "k2"], P).to_pylist() == [
-        {"k1": 0, "k2": "z", "v": 1}, {"k1": 1, "k2": "a", "v": 10}, {"k1": 3, "k2": "c", "v": 30},
+        {"k1": 0, "k2": "z", "v": 1}, {"k1": 1, "k2": "a", "v": 11}, {"k1": 3, "k2": "c", "v": 30},
         {"k1": 3, "k2": "x", "v": 31}]
 
 
-def test_keys_of_every_stored_type_match_and_a_null_key_matches_nothing():
+def test_decimal_and_timestamp_keys_match_and_a_null_key_matches_nothing():
     when = datetime(2026, 1, 1, tzinfo=timezone.utc)
     base = pa.table({"d": pa.array([Decimal("1.50"), Decimal("2.50"), None], pa.decimal128(10, 2)),
                      "t": pa.array([when, when, when], pa.timestamp("us", tz="UTC")), "v": ["one", "two", "null"]})
@@ -52,7 +52,8 @@ def _catalog(tmp_path) -> SqlCatalog:
 
 
 SCHEMA = Schema(NestedField(1, "id", LongType()), NestedField(2, "amount", DecimalType(12, 2)),
-                NestedField(3, "at", TimestamptzType()), NestedField(4, "window_start_ms", LongType()))
+                NestedField(3, "at", TimestamptzType()), NestedField(4, "window_start_ms", LongType()),
+                NestedField(5, "note", StringType()))
 
 
 def _rows(schema: pa.Schema, ids: list[int], window: int) -> pa.Table:
@@ -60,7 +61,8 @@ def _rows(schema: pa.Schema, ids: list[int], window: int) -> pa.Table:
     spark_like = pa.table({"id": pa.array(ids, pa.int64()), "amount": pa.array([Decimal(i) for i in ids], pa.decimal128(12, 2)),
                            "at": pa.array([datetime(2026, 1, 1, tzinfo=timezone.utc)] * len(ids),
                                           pa.timestamp("us", tz="Etc/UTC")),
-                           "window_start_ms": pa.array([window] * len(ids), pa.int64())})
+                           "window_start_ms": pa.array([window] * len(ids), pa.int64()),
+                           "note": pa.array([f"n{i}" for i in ids], pa.string())})
     return as_table_rows(spark_like, schema)
 
 

@@ -89,6 +89,13 @@ def _merged_and_whole(spark, tmp_path, second_rows=SECOND, history=True):
             _window(spark, (tmp_path / "whole", "src"), merge=False, history=history, second_rows=second_rows))
 
 
+def _summary(warehouse, entry) -> dict[str, str]:
+    """The summary of a manifest entry's Iceberg snapshot, with its `operation`."""
+    table = load_table(load_pyiceberg_catalog(warehouse), entry.identifier)
+    summary = table.metadata.snapshot_by_id(entry.snapshot_id).summary
+    return {**summary.additional_properties, "operation": summary.operation.value}
+
+
 def _history(spark, warehouse) -> list[tuple]:
     """Every history row of the source's tables, sorted."""
     rows = []
@@ -119,13 +126,15 @@ def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_
             == merged.ddl.history_versions_ended)
     for store in ("merge", "spark", "sql-merge"):  # every path's history: the same versions
         assert _history(spark, tmp_path / store) == _history(spark, tmp_path / "whole")
-    # The small tables were rewritten whole through Arrow: each is still one data file, and its
-    # commit carries the window's summary properties as Spark's do.
-    catalog = load_pyiceberg_catalog(tmp_path / "merge")
+    # The small tables were rewritten whole through Arrow (pyiceberg's commit: no Spark app id
+    # in its summary): each is still one data file, and its commit carries the window's summary
+    # properties as Spark's do.
     for entry in second.tables.values():
-        summary = load_table(catalog, entry.identifier).metadata.snapshot_by_id(entry.snapshot_id).summary
+        summary = _summary(tmp_path / "merge", entry)
+        assert summary["operation"] == "overwrite" and "spark.app.id" not in summary
         assert summary["total-data-files"] == "1" and summary["total-records"] == "32"
         assert summary[WINDOW_PROPERTY] == str(W1 + HOUR) and summary[WINDOW_END_PROPERTY] == str(W1 + 2 * HOUR)
+    assert all("spark.app.id" in _summary(tmp_path / "spark", e) for e in in_spark.tables.values())
     assert checks["primary_key_unique"] == (True, {"duplicate_keys": 0, "by_table": {f"db.{t}": 0 for t in TABLES}})
     assert checks["values_convert"][1]["conversion_failures"] == 4
     assert rows == whole_rows
@@ -133,8 +142,9 @@ def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_
     assert second.ddl.history_versions_ended == whole.ddl.history_versions_ended
     # 5 updated + 3 deleted versions from before, the 2 updated again and the `abc` one inside
     assert second.ddl.history_versions_ended == {f"db.{t}": 11 for t in TABLES}
-    # One collect of the schemas and the DDL, and per table one rewrite (about 6 jobs: the
-    # source's and the join's shuffles, the write) and its history write, whose job computes
+    # Spark's writes (`spark_jobs`): one collect of the schemas and the DDL, and per table one
+    # rewrite (about 6 jobs: the source's and the join's shuffles, the write; now after the
+    # source's checkpoint) and its history write, whose job computes
     # and counts the versions (the join with the rows before and the shuffle into the one task
     # that writes them: about 4 jobs); here it is each table's first history write, so its
     # versions are counted first (about 3 more). No check or metadata read of its own (161 jobs with history before issue 45's folds; 79-88 before
@@ -158,9 +168,13 @@ def test_a_window_of_new_keys_appends_them_with_the_figures_of_the_whole_table_p
     assert rows == whole_rows and rows["db.t1"][-1] == (40, "n40")
     assert second.ddl.history_versions_ended == whole.ddl.history_versions_ended == {f"db.{t}": 0 for t in TABLES}
     assert second.ddl.history_tables == []
-    # Per table one rewrite, one file, and a count of its versions (none: no history table);
-    # 47 jobs (35 with the shared history checkpoint; with a checkpoint and an append per
-    # table: 40-42).
+    # Per table one rewrite through Arrow (a small table is rewritten, not appended to: it
+    # stays one file) and a count of its versions (none: no history table); 47 jobs through
+    # Spark's rewrite (35 with the shared history checkpoint; with a checkpoint and an append
+    # per table: 40-42).
+    for entry in second.tables.values():
+        summary = _summary(tmp_path / "merge", entry)
+        assert summary["total-data-files"] == "1" and "spark.app.id" not in summary
     assert jobs <= 50, jobs
 
 
@@ -174,6 +188,9 @@ def test_a_window_that_deletes_every_row_leaves_empty_tables(spark, tmp_path):
     assert counts == whole_counts == {f"db.{t}": (30, 0, 30, 0, 0) for t in TABLES}
     assert checks == whole_checks and rows == whole_rows == {f"db.{t}": [] for t in TABLES}
     assert second.failed_tables == {}
+    for entry in second.tables.values():  # pyiceberg's empty overwrite of the one file
+        summary = _summary(tmp_path / "merge", entry)
+        assert summary["total-records"] == "0" and "spark.app.id" not in summary
     assert second.ddl.history_versions_ended == {f"db.{t}": 30 for t in TABLES}
 
 
