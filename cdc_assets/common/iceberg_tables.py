@@ -305,17 +305,15 @@ class IcebergTable:
         written): neither applies, or there is no warehouse for pyiceberg."""
         from pyiceberg.expressions import AlwaysTrue
 
-        if self.warehouse is None:
+        table = self._pyiceberg_table_of([c for c in source.columns if c != MERGE_PRESENT])
+        if table is None:
             return False
-        table = load_table(load_pyiceberg_catalog(self.warehouse), self.identifier)
-        schema = table.schema().as_arrow()
-        if [c for c in source.columns if c != MERGE_PRESENT] != schema.names:
-            return False
-        rewrites = bool(key) and matches_as_spark(schema, key) and self._small(
-            base, ARROW_REWRITE_BYTES, table.metadata) and table.metadata.snapshot_by_id(
-            base).schema_id == table.schema().schema_id
-        appends = not rewrites and inserts_only is not None and inserts_only() and not (
-            key and self._small(base, metadata=table.metadata))
+        schema, metadata = table.schema().as_arrow(), table.metadata
+        same_schema = metadata.snapshot_by_id(base).schema_id == metadata.current_schema_id
+        rewrites = (bool(key) and matches_as_spark(schema, key) and same_schema
+                    and self._small(base, ARROW_REWRITE_BYTES, metadata))
+        appends = (not rewrites and inserts_only is not None and inserts_only()
+                   and not (key and self._small(base, metadata=metadata)))
         if not (rewrites or appends):
             return False
         collected = source.toArrow()
@@ -338,20 +336,28 @@ class IcebergTable:
         from pyiceberg.expressions import EqualTo
         from pyiceberg.transforms import IdentityTransform
 
-        if self.warehouse is None:
+        table = self._pyiceberg_table_of(rows.columns)
+        if table is None:
             return False
-        table = load_table(load_pyiceberg_catalog(self.warehouse), self.identifier)
         schema = table.schema().as_arrow()
         # Partitioned by the window, and only ever so: the files the filter selects hold that
         # window's rows only (a file of an older spec would be selected by its column bounds).
         by_window = len(table.metadata.specs()) == 1 and any(
             isinstance(f.transform, IdentityTransform) and table.schema().find_column_name(f.source_id) == WINDOW_COLUMN
             for f in table.spec().fields)
-        if rows.columns != schema.names or not by_window:
+        if not by_window:
             return False
         commit_overwrite(table, as_table_rows(rows.toArrow(), schema), EqualTo(WINDOW_COLUMN, window_start_ms),
                          snapshot_properties(spark))
         return True
+
+    def _pyiceberg_table_of(self, columns: list[str]):
+        """The table loaded by pyiceberg, when its current columns are `columns` in that order
+        (None: they are not, or there is no warehouse for pyiceberg)."""
+        if self.warehouse is None:
+            return None
+        table = load_table(load_pyiceberg_catalog(self.warehouse), self.identifier)
+        return table if table.schema().as_arrow().names == columns else None
 
     def _merge(self, spark: SparkSession, branch: str, source: DataFrame, key: list[str],
                inserts_only: Callable[[], bool] | None = None) -> None:
