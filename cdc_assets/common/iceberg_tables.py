@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from urllib.parse import unquote_to_bytes
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
@@ -248,14 +249,15 @@ class IcebergTable:
     def write_window(self, spark: SparkSession, branch: str, base_snapshot_id: int | None, frame: DataFrame,
                      key: list[str], keys: DataFrame | None = None, merge: bool = False,
                      inserts_only: Callable[[], bool] | None = None,
-                     source_rows: Callable[[], int] | None = None) -> int:
+                     expected_rows: int | None = None) -> int:
         """Write the table's state at the window end on `branch` (cut from `base_snapshot_id`)
         and return the branch's snapshot. `merge`: `frame` is a MERGE source, one row per
         key the window touched, with `MERGE_PRESENT` true (the key's row) or null (the key is
         deleted); the other keys are unchanged since the base; one MERGE commit, or one append
         when `inserts_only()`, asked once the source is materialized, says that no source key
-        is in the table (the MERGE would insert its rows and change nothing else);
-        `source_rows()`, asked then too, is its row count: a small source is written through
+        is in the table (the MERGE would insert its rows and change nothing else).
+        `expected_rows`: about how many rows the source has, known before it runs (the
+        window's events of the table); at most `ARROW_WRITE_ROWS`, it is written through
         Arrow by pyiceberg (`_write_in_arrow`). `keys` given:
         `frame` holds only the rows of those keys, merged the same way. Else `frame` is the
         whole table, one overwrite."""
@@ -269,7 +271,7 @@ class IcebergTable:
             return self.ref_snapshot(spark, "main")
         spark.sql(f"ALTER TABLE {self.sql} CREATE OR REPLACE BRANCH {_quote(branch)} AS OF VERSION {base}")
         if merge:
-            self._write_touched(spark, branch, base, stored, key, inserts_only, source_rows)
+            self._write_touched(spark, branch, base, stored, key, inserts_only, expected_rows)
         elif keys is not None:
             self._write_in_spark(spark, branch, base, merge_source(keys, stored, key), key)
         else:
@@ -277,16 +279,24 @@ class IcebergTable:
         return self.ref_snapshot(spark, branch)
 
     def _write_touched(self, spark: SparkSession, branch: str, base: int, source: DataFrame, key: list[str],
-                       inserts_only: Callable[[], bool] | None, source_rows: Callable[[], int] | None) -> None:
-        """A MERGE source written on the branch: through Arrow when small, else by Spark."""
-        if source_rows is not None:
-            # Materialized first: what the source observes (its rows, whether it only inserts)
-            # is known after this job, and whichever path writes it reads the checkpoint.
-            source = source.localCheckpoint()
-            if source_rows() <= ARROW_WRITE_ROWS and self._write_in_arrow(spark, branch, base, source, key,
-                                                                          inserts_only):
-                return
-        self._write_in_spark(spark, branch, base, source, key, inserts_only, materialized=source_rows is not None)
+                       inserts_only: Callable[[], bool] | None, expected_rows: int | None) -> None:
+        """A MERGE source written on the branch: through Arrow when it is expected small, else
+        by Spark's plans, which compute the source inside their own jobs.
+
+        The path is chosen before anything runs: a small source is collected by the one job
+        of its plan (what it observes comes with it) and committed by pyiceberg; when its
+        base needs Spark after all (a large table whose keys it matches), Spark writes the
+        collected rows (a local relation, nothing computed twice)."""
+        table = None
+        if expected_rows is not None and expected_rows <= ARROW_WRITE_ROWS:
+            table = self._pyiceberg_table_of([c for c in source.columns if c != MERGE_PRESENT])
+        if table is None:
+            self._write_in_spark(spark, branch, base, source, key, inserts_only)
+            return
+        collected = source.toArrow()
+        if not self._write_in_arrow(spark, table, branch, base, collected, key, inserts_only):
+            local = spark.createDataFrame(collected, schema=source.schema)
+            self._write_in_spark(spark, branch, base, local, key, inserts_only, materialized=True)
 
     def _write_in_spark(self, spark: SparkSession, branch: str, base: int, source: DataFrame, key: list[str],
                         inserts_only: Callable[[], bool] | None = None, materialized: bool = False) -> None:
@@ -295,19 +305,16 @@ class IcebergTable:
         if not (key and self._small(base) and self._rewrite(spark, branch, base, source, key)):
             self._merge(spark, branch, source if materialized else source.localCheckpoint(), key, inserts_only)
 
-    def _write_in_arrow(self, spark: SparkSession, branch: str, base: int, source: DataFrame, key: list[str],
-                        inserts_only: Callable[[], bool] | None) -> bool:
-        """The source committed by pyiceberg on the branch (iceberg_arrow_writes): merged into
-        the base, read whole, when that is one file of at most `ARROW_REWRITE_BYTES` in the
-        table's current schema, keyed by columns Arrow matches as Spark does; else appended,
-        when it only inserts and Spark would append it too (a base larger than
-        `WHOLE_REWRITE_BYTES` or of several files: a small one stays one file). False (nothing
-        written): neither applies, or there is no warehouse for pyiceberg."""
+    def _write_in_arrow(self, spark: SparkSession, table, branch: str, base: int, collected: pa.Table,
+                        key: list[str], inserts_only: Callable[[], bool] | None) -> bool:
+        """The collected source committed by pyiceberg on the branch (iceberg_arrow_writes):
+        merged into the base, read whole, when that is one file of at most
+        `ARROW_REWRITE_BYTES` in the table's current schema, keyed by columns Arrow matches as
+        Spark does; else appended, when it only inserts and Spark would append it too (a base
+        larger than `WHOLE_REWRITE_BYTES` or of several files: a small one stays one file).
+        False (nothing written): neither applies."""
         from pyiceberg.expressions import AlwaysTrue
 
-        table = self._pyiceberg_table_of([c for c in source.columns if c != MERGE_PRESENT])
-        if table is None:
-            return False
         schema, metadata = table.schema().as_arrow(), table.metadata
         same_schema = metadata.snapshot_by_id(base).schema_id == metadata.current_schema_id
         rewrites = (bool(key) and matches_as_spark(schema, key) and same_schema
@@ -316,7 +323,6 @@ class IcebergTable:
                    and not (key and self._small(base, metadata=metadata)))
         if not (rewrites or appends):
             return False
-        collected = source.toArrow()
         rows = as_table_rows(collected.drop_columns([MERGE_PRESENT]), schema)
         properties = snapshot_properties(spark)
         if appends:
@@ -328,17 +334,18 @@ class IcebergTable:
         commit_overwrite(table, whole, AlwaysTrue(), properties, branch, snapshot_id=base)  # its one file
         return True
 
-    def overwrite_window_in_arrow(self, spark: SparkSession, rows: DataFrame, window_start_ms: int) -> bool:
-        """A window-partitioned table's rows of one window replaced by `rows` (materialized,
-        small, in the table's schema and order), one pyiceberg commit on `main`. False
-        (nothing written): no warehouse for pyiceberg, the columns are not the table's, or the
-        table is not (or was not always) partitioned by `WINDOW_COLUMN` alone."""
+    def overwrite_window_in_arrow(self, spark: SparkSession, rows: DataFrame, window_start_ms: int) -> int | None:
+        """A window-partitioned table's rows of one window replaced by `rows` (small, in the
+        table's schema and order), collected by one job and committed by pyiceberg on `main`;
+        returns how many. None (nothing run, nothing written): no warehouse for pyiceberg, the
+        columns are not the table's, or the table is not (or was not always) partitioned by
+        `WINDOW_COLUMN` alone."""
         from pyiceberg.expressions import EqualTo
         from pyiceberg.transforms import IdentityTransform
 
         table = self._pyiceberg_table_of(rows.columns)
         if table is None:
-            return False
+            return None
         schema = table.schema().as_arrow()
         # Partitioned by the window, and only ever so: the files the filter selects hold that
         # window's rows only (a file of an older spec would be selected by its column bounds).
@@ -346,10 +353,10 @@ class IcebergTable:
             isinstance(f.transform, IdentityTransform) and table.schema().find_column_name(f.source_id) == WINDOW_COLUMN
             for f in table.spec().fields)
         if not by_window:
-            return False
-        commit_overwrite(table, as_table_rows(rows.toArrow(), schema), EqualTo(WINDOW_COLUMN, window_start_ms),
-                         snapshot_properties(spark))
-        return True
+            return None
+        collected = as_table_rows(rows.toArrow(), schema)
+        commit_overwrite(table, collected, EqualTo(WINDOW_COLUMN, window_start_ms), snapshot_properties(spark))
+        return collected.num_rows
 
     def _pyiceberg_table_of(self, columns: list[str]):
         """The table loaded by pyiceberg, when its current columns are `columns` in that order

@@ -72,9 +72,11 @@ def write_window_history(spark: SparkSession, result: WindowResult, warehouse, s
     if names:
         history_table(spark, warehouse, source, *names[0]).ensure_namespace(spark)
     frames = versions_by_table(parts)
+    expected = _expected_versions(result)
     # Independent small writes: submitted concurrently (see concurrent_jobs).
     written = run_concurrently([functools.partial(_write_table, spark, warehouse, source, name,
-                                                  frames.get(name), window_start_ms, name in stale)
+                                                  frames.get(name), window_start_ms, name in stale,
+                                                  expected.get(name))
                                 for name in names])
     counts = {table_id(*name): rows for name, rows in zip(names, written) if name in parts}
     return counts, [n for n in names if counts.get(table_id(*n))]
@@ -85,15 +87,30 @@ def versions_by_table(parts: dict[Name, list[DataFrame]]) -> dict[Name, DataFram
     return {name: _union_widened([as_stored(f) for f in fs]) for name, fs in parts.items() if fs}
 
 
+def _expected_versions(result: WindowResult) -> dict[Name, int | None]:
+    """About how many versions each table ends in the window, known before any job: its row
+    events (each ends a version at most, and so does each key's first action on a row from
+    before). None (not known): a DDL ended every row of the table."""
+    expected: dict[Name, int | None] = {}
+    for f in result.flushes:
+        events = f.schema.events
+        have = expected.get(f.name, 0)
+        expected[f.name] = None if events is None or have is None else have + events
+    for c in result.closures:
+        expected[c.name] = None
+    return expected
+
+
 def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame: DataFrame | None,
-                 window_start_ms: int, clear: bool) -> int:
+                 window_start_ms: int, clear: bool, expected: int | None = None) -> int:
     """One table's versions of the window as one overwrite of the window's rows, computed from
-    the window's cached typed actions and counted (observed) by the `localCheckpoint` that
-    materializes them; a few are committed by pyiceberg, more written by Spark. A table
-    with no history table yet is counted first, so that one that ends no version gets none
-    (an overwrite creates it, and commits even with no rows); an existing table takes the
-    overwrite either way: with no versions, a commit that leaves the window without rows (a
-    rerun's rows go) and may still grow the table's schema to the window's."""
+    the window's cached typed actions. When few are expected (`expected`, from the window's
+    events: at most `ARROW_WRITE_ROWS`), they are collected by that one job and committed by
+    pyiceberg; else Spark's overwrite computes them and counts them (observed) in its job. A
+    table with no history table yet is counted first, so that one that ends no version gets
+    none (an overwrite creates it, and commits even with no rows); an existing table takes
+    the overwrite either way: with no versions, a commit that leaves the window without rows
+    (a rerun's rows go) and may still grow the table's schema to the window's."""
     with naming_table(table_id(*name), "writing its history"):
         table = history_table(spark, warehouse, source, *name)
         exists = table.exists(spark)
@@ -106,17 +123,19 @@ def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame:
             if frame.count() == 0:
                 return 0
             table.ensure(spark, frame.schema, partition=WINDOW_COLUMN)
-        counted, rows = observed(_fit(spark, table, frame), F.count(F.lit(1)).alias("rows"))
-        # Materialized first (the jobs of its plan): a few versions are then committed through
-        # Arrow (iceberg_arrow_writes), without Spark's write jobs.
-        counted = counted.localCheckpoint()
-        written = int(rows.values()["rows"] or 0)
-        if written <= ARROW_WRITE_ROWS and table.overwrite_window_in_arrow(spark, counted, window_start_ms):
-            return written
-        # One task writes the window's versions, one file (from the checkpoint: no join runs in it).
-        (counted.coalesce(1).writeTo(table.sql).option("distribution-mode", "none")
+        fitted = _fit(spark, table, frame)
+        if expected is not None and expected <= ARROW_WRITE_ROWS:
+            # Through Arrow (iceberg_arrow_writes), without Spark's write jobs.
+            written = table.overwrite_window_in_arrow(spark, fitted, window_start_ms)
+            if written is not None:
+                return written
+        counted, rows = observed(fitted, F.count(F.lit(1)).alias("rows"))
+        # One task writes the window's versions, one file. A shuffle into it, not `coalesce(1)`:
+        # that would also run the join with the rows before (a whole previous snapshot on the
+        # MERGE path) in that one task.
+        (counted.repartition(1).writeTo(table.sql).option("distribution-mode", "none")
          .overwrite(F.col(WINDOW_COLUMN) == F.lit(window_start_ms)))
-        return written
+        return int(rows.values()["rows"] or 0)
 
 
 def _fit(spark: SparkSession, table: IcebergTable, frame: DataFrame) -> DataFrame:

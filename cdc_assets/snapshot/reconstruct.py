@@ -57,6 +57,9 @@ class TableSchema:
     # Inferred from row images (`window_schema`): the commit_ts of the first event whose image
     # carried each column. Only this window's: neither stored nor compared.
     first_commit_ts: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    # This window's row events of the table (`window_schema`), known before any job reads its
+    # rows: the size its writes expect (each event is one or two key actions).
+    events: int | None = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> str:
@@ -94,7 +97,7 @@ class TableSchema:
                            newer.primary_key or self.primary_key,
                            widest(self.decimal_scales, newer.decimal_scales),
                            widest(self.decimal_integer_digits, newer.decimal_integer_digits),
-                           dict(newer.first_commit_ts))
+                           dict(newer.first_commit_ts), newer.events)
 
     def added_by(self, newer: "TableSchema") -> list[str]:
         """The columns `merged_with(newer)` appends: the row images carry them, no DDL added them."""
@@ -383,10 +386,10 @@ def merge_source(typed: DataFrame, schema: TableSchema, previous: DataFrame) -> 
 def observed_counts(metrics: ObservedMetrics) -> dict[str, int]:
     """What `merge_source` observed: inserted and deleted keys, conversion failures, and
     duplicate_source_keys (source rows - distinct keys; 0: one row per key), and matched_keys
-    (source keys the previous snapshot has; 0: the MERGE only inserts) and source_rows. Call it only
+    (source keys the previous snapshot has; 0: the MERGE only inserts). Call it only
     after the source was written: it waits for that job."""
     got = {k: int(v or 0) for k, v in metrics.values().items()}
     return {"inserted_keys": got["inserted"], "deleted_keys": got["deleted"],
             "conversion_failures": got["value_failures"] + got["unidentified"],
             "duplicate_source_keys": got["source_rows"] - got["source_keys"],
-            "matched_keys": got["matched"], "source_rows": got["source_rows"]}
+            "matched_keys": got["matched"]}

@@ -246,7 +246,7 @@ def _commit_table(spark: SparkSession, warehouse, source: str, window_start_ms: 
     snapshot_id = table.write_window(spark, branch_name(window_start_ms), base,
                                      state.merge_source if partial else frame, key, merge=partial,
                                      inserts_only=state.inserts_only if partial else None,
-                                     source_rows=state.source_rows if partial and state.observed else None)
+                                     expected_rows=state.schema.events if partial else None)
     state.settle()  # the counts observed on the MERGE source, known now that it was written
     return TableEntry(
         database=name[0], table=name[1], identifier=table.identifier, snapshot_id=snapshot_id,

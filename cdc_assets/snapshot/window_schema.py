@@ -4,7 +4,8 @@ Columns: the union of the row events' image columns, by first appearance in comm
 (`TableSchema.first_commit_ts`: the commit_ts of that appearance).
 Types: each column's newest non-null type. Primary key: the newest event's. For decimals
 declared without parameters, the largest scale and integer part seen in `after` values
-(see `mysql_types`).
+(see `mysql_types`). Events: the table's row events in the window (`TableSchema.events`:
+the writes choose their path by it before anything runs).
 
 Cost. The rows of one table nearly always share their column names and types, so the rows
 are first grouped into shapes (table, column names, column types): the per-column work
@@ -34,7 +35,8 @@ def _commit_order() -> Column:
 
 
 def _shapes(rows: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
-    """One row per (`by`, table, column names, column types): first and last event, newest key.
+    """One row per (`by`, table, column names, column types): first and last event, newest key,
+    and its events.
 
     Rows are grouped on the images' key arrays and the types' entries as they come (maps
     cannot be grouped on; their key and entry arrays can): merging and sorting them per
@@ -45,17 +47,19 @@ def _shapes(rows: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
     return rows.groupBy(
         *by, "database", "table", F.map_keys("after").alias("after_names"), F.map_keys("before").alias("before_names"),
         F.map_entries("column_types").alias("types"),
-    ).agg(F.min(order).alias("first_o"), F.max(order).alias("last_o"), F.max_by("pk_names", order).alias("pk")
+    ).agg(F.min(order).alias("first_o"), F.max(order).alias("last_o"), F.max_by("pk_names", order).alias("pk"),
+          F.count(F.lit(1)).alias("events")
           ).select(
-        *by, "database", "table", "types", "first_o", "last_o", "pk",
+        *by, "database", "table", "types", "first_o", "last_o", "pk", "events",
         F.array_union(F.coalesce("after_names", no_keys), F.coalesce("before_names", no_keys)).alias("names"),
     )
 
 
 def _columns(shapes: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
-    """One row per (`by`, table, column): where it first appears, its newest type and key, its place."""
+    """One row per (`by`, table, column): where it first appears, its newest type and key, its
+    place, and the table's row events in the window (each shape's counted once: at its first name)."""
     cells = shapes.select(
-        *by, "database", "table", "first_o", "last_o", "pk", F.map_from_entries("types").alias("types"),
+        *by, "database", "table", "first_o", "last_o", "pk", "events", F.map_from_entries("types").alias("types"),
         F.posexplode("names").alias("_pos", "col"),
     )
     mtype = F.try_element_at("types", F.col("col"))
@@ -68,11 +72,13 @@ def _columns(shapes: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
         F.max_by("pk", "last_o").alias("pk"),
         F.max_by(mtype, F.when(mtype.isNotNull(), F.col("last_o"))).alias("mysql_type"),
         F.max(_is_paramless_decimal(mtype)).alias("paramless_decimal"),
+        F.sum(F.when(F.col("_pos") == 0, F.col("events"))).alias("shape_events"),
     ).select(
         "*",
         F.row_number().over(per_table.orderBy("first_seen")).alias("position"),
         (F.col("last_seen") == F.max("last_seen").over(per_table)).alias("newest"),
-    ).drop("last_seen")
+        F.sum("shape_events").over(per_table).alias("table_events"),
+    ).drop("last_seen", "shape_events")
 
 
 def _decimal_digits(rows: DataFrame, columns: list[str], by: tuple[str, ...] = ()) -> dict[tuple, tuple[int, int]]:
@@ -136,6 +142,7 @@ def _schemas(per_column: list, rows: DataFrame, by: tuple[str, ...]) -> dict[tup
             s.decimal_scales[r.col], s.decimal_integer_digits[r.col] = found
         if r.newest:
             s.primary_key = list(r.pk or [])
+        s.events = int(r.table_events or 0)
     return groups
 
 

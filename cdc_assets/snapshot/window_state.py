@@ -63,10 +63,6 @@ class TableState:
         counts = self._observed_counts()
         return counts["matched_keys"] == 0 and counts["inserted_keys"] > 0
 
-    def source_rows(self) -> int:
-        """The MERGE source's rows; call it once the source was materialized."""
-        return self._observed_counts()["source_rows"] if self.observed is not None else 0
-
     def settle(self) -> None:
         """Add the counts observed on the MERGE source; call it after the source was written."""
         if self.observed is None:

@@ -120,11 +120,22 @@ def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_
     monkeypatch.setattr(iceberg_tables, "WHOLE_REWRITE_BYTES", -1)
     merge_jobs, merged_counts, merged_checks, merged_rows, merged = _window(spark, (tmp_path / "sql-merge", "src"),
                                                                             merge=True, history=history)
-    assert counts == whole_counts == spark_counts == merged_counts == {f"db.{t}": (30, 5, 3, 1, 32) for t in TABLES}
-    assert checks == whole_checks == spark_checks == merged_checks and rows == spark_rows == merged_rows
+    # A small window into such a table: its source collected (one job), then MERGEd by Spark
+    # from those rows, with nothing computed twice.
+    monkeypatch.setattr(iceberg_tables, "ARROW_WRITE_ROWS", 50_000)
+    monkeypatch.setattr(iceberg_tables, "ARROW_REWRITE_BYTES", -1)
+    collected_jobs, collected_counts, collected_checks, collected_rows, collected = _window(
+        spark, (tmp_path / "collected-merge", "src"), merge=True, history=history)
+    assert (counts == whole_counts == spark_counts == merged_counts == collected_counts
+            == {f"db.{t}": (30, 5, 3, 1, 32) for t in TABLES})
+    assert checks == whole_checks == spark_checks == merged_checks == collected_checks
+    assert rows == spark_rows == merged_rows == collected_rows
     assert (second.ddl.history_versions_ended == in_spark.ddl.history_versions_ended
-            == merged.ddl.history_versions_ended)
-    for store in ("merge", "spark", "sql-merge"):  # every path's history: the same versions
+            == merged.ddl.history_versions_ended == collected.ddl.history_versions_ended)
+    for entry in collected.tables.values():  # Spark's MERGE: a commit of its own
+        summary = _summary(tmp_path / "collected-merge", entry)
+        assert summary["operation"] == "overwrite" and "spark.app.id" in summary
+    for store in ("merge", "spark", "sql-merge", "collected-merge"):  # every path's history: the same versions
         assert _history(spark, tmp_path / store) == _history(spark, tmp_path / "whole")
     # The small tables were rewritten whole through Arrow (pyiceberg's commit: no Spark app id
     # in its summary): each is still one data file, and its commit carries the window's summary
@@ -143,18 +154,19 @@ def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_
     # 5 updated + 3 deleted versions from before, the 2 updated again and the `abc` one inside
     assert second.ddl.history_versions_ended == {f"db.{t}": 11 for t in TABLES}
     # Spark's writes (`spark_jobs`): one collect of the schemas and the DDL, and per table one
-    # rewrite (about 6 jobs: the source's and the join's shuffles, the write; now after the
-    # source's checkpoint) and its history write, whose job computes
-    # and counts the versions (the join with the rows before and the shuffle into the one task
-    # that writes them: about 4 jobs); here it is each table's first history write, so its
-    # versions are counted first (about 3 more). No check or metadata read of its own (161 jobs with history before issue 45's folds; 79-88 before
-    # the shared history checkpoint and the schema collect's DDL; 63-66 with a checkpoint and
-    # a MERGE per table; 39 with the shared checkpoint, which cost more time than these jobs
-    # (docs/performance.md step 20); 59 now). The MERGE path: 78 (63-66 with the checkpoint).
-    # Through Arrow (docs/performance.md step 23) each table's source and history versions are
-    # materialized (the jobs of their plans), collected (one job each) and committed by
-    # pyiceberg: 55 jobs, against 59 for Spark's writes, each far shorter.
-    assert jobs <= 58, jobs
+    # rewrite (about 6 jobs: the source's and the join's shuffles, the write) and its history
+    # write, whose job computes and counts the versions (the join with the rows before and the
+    # shuffle into the one task that writes them: about 4 jobs); here it is each table's first
+    # history write, so its versions are counted first (about 3 more). No check or metadata
+    # read of its own (161 jobs with history before issue 45's folds; 79-88 before the shared
+    # history checkpoint and the schema collect's DDL; 63-66 with a checkpoint and a MERGE per
+    # table; 39 with the shared checkpoint, which cost more time than these jobs
+    # (docs/performance.md step 20); 59 now). The MERGE path: 59. Through Arrow (step 23),
+    # chosen before anything runs from the window's events of each table: each table's source
+    # and history versions are collected by the jobs of their plans and committed by pyiceberg,
+    # 47 jobs (55 when each was materialized first); a source collected and then MERGEd by
+    # Spark, 57.
+    assert jobs <= 50, jobs
     assert spark_jobs <= 65, spark_jobs
     assert merge_jobs <= 85, merge_jobs
 
@@ -169,13 +181,13 @@ def test_a_window_of_new_keys_appends_them_with_the_figures_of_the_whole_table_p
     assert second.ddl.history_versions_ended == whole.ddl.history_versions_ended == {f"db.{t}": 0 for t in TABLES}
     assert second.ddl.history_tables == []
     # Per table one rewrite through Arrow (a small table is rewritten, not appended to: it
-    # stays one file) and a count of its versions (none: no history table); 47 jobs through
+    # stays one file) and a count of its versions (none: no history table): 34 jobs; 47 through
     # Spark's rewrite (35 with the shared history checkpoint; with a checkpoint and an append
     # per table: 40-42).
     for entry in second.tables.values():
         summary = _summary(tmp_path / "merge", entry)
         assert summary["total-data-files"] == "1" and "spark.app.id" not in summary
-    assert jobs <= 50, jobs
+    assert jobs <= 38, jobs
 
 
 # Every key deleted: the one-file table rewritten through Arrow is left empty.

@@ -54,6 +54,8 @@ def test_many_rows_of_few_shapes_give_each_tables_columns_types_and_newest_key(s
 
     assert (u.columns, u.primary_key, u.mysql_types) == (["k", "v"], ["k"], {"k": "char(1)", "v": "decimal(4,1)"})
     assert (u.decimal_scales, u.decimal_integer_digits) == ({}, {})
+    # Each table's row events, every shape counted once (the writes choose their path by it).
+    assert (t.events, u.events) == (23, 1)
 
 
 def test_decimal_digits_come_only_from_rows_that_type_the_column_without_parameters(spark):
@@ -108,8 +110,10 @@ def test_several_windows_by_one_action_give_each_window_its_own_schemas_and_ddl(
         by_window, ddl_by_window = found[w]
         assert by_window == schemas
         assert [s.first_commit_ts for s in by_window.values()] == [s.first_commit_ts for s in schemas.values()]
+        assert [s.events for s in by_window.values()] == [s.events for s in schemas.values()]
         assert [r.ddl_sql for r in ddl_by_window] == [r.ddl_sql for r in ddl_found]
     assert found[2][0][("db", "t")].primary_key == ["n"]
+    assert [found[1][0][n].events for n in [("db", "t"), ("db", "u")]] + [found[2][0][("db", "t")].events] == [1, 1, 1]
     assert (found[2][0][("db", "t")].decimal_scales, found[1][0][("db", "t")].decimal_scales) == ({"p": 1}, {"p": 2})
     assert found[3] == ({}, [found[3][1][0]]) and found[3][1][0].ddl_sql == "ALTER TABLE t ADD COLUMN c INT"
     changes.unpersist()
