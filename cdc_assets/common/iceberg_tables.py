@@ -145,10 +145,30 @@ _IN_SOURCE = "_cdc_in_source"  # a whole-table rewrite's column: true for a key 
 WHOLE_REWRITE_BYTES = 64 * 1024 * 1024
 
 
+# The summary properties set on each session (`set_snapshot_properties`), as Spark's settings
+# hold them: listing a session's settings from Python costs a py4j round trip per setting,
+# which took seconds of every window.
+_SNAPSHOT_PROPERTIES: dict[int, dict[str, str]] = {}
+
+
+def set_snapshot_properties(spark: SparkSession, properties: dict[str, str] | None) -> None:
+    """`properties` in the summary of every Iceberg commit `spark` makes from now on (None: no
+    more), Spark's (`SESSION_SNAPSHOT_PROPERTY` settings) and pyiceberg's
+    (`snapshot_properties`)."""
+    for key, value in (properties or _SNAPSHOT_PROPERTIES.get(id(spark), {})).items():
+        if properties is None:
+            spark.conf.unset(SESSION_SNAPSHOT_PROPERTY + key)
+        else:
+            spark.conf.set(SESSION_SNAPSHOT_PROPERTY + key, value)
+    if properties is None:
+        _SNAPSHOT_PROPERTIES.pop(id(spark), None)
+    else:
+        _SNAPSHOT_PROPERTIES[id(spark)] = dict(properties)
+
+
 def snapshot_properties(spark: SparkSession) -> dict[str, str]:
-    """The summary properties Spark's Iceberg commits carry now (`SESSION_SNAPSHOT_PROPERTY`)."""
-    return {k[len(SESSION_SNAPSHOT_PROPERTY):]: v for k, v in spark.conf.getAll.items()
-            if k.startswith(SESSION_SNAPSHOT_PROPERTY)}
+    """The summary properties Spark's Iceberg commits carry now (`set_snapshot_properties`)."""
+    return dict(_SNAPSHOT_PROPERTIES.get(id(spark), {}))
 
 
 def merge_source(keys: DataFrame, rows: DataFrame, key: list[str]) -> DataFrame:
@@ -308,42 +328,74 @@ class IcebergTable:
     def _write_in_arrow(self, spark: SparkSession, table, branch: str, base: int, collected: pa.Table,
                         key: list[str], inserts_only: Callable[[], bool] | None) -> bool:
         """The collected source committed by pyiceberg on the branch (iceberg_arrow_writes):
-        merged into the base, read whole, when that is one file of at most
-        `ARROW_REWRITE_BYTES` in the table's current schema, keyed by columns Arrow matches as
-        Spark does; else appended, when it only inserts and Spark would append it too (a base
-        larger than `WHOLE_REWRITE_BYTES` or of several files: a small one stays one file).
-        False (nothing written): neither applies."""
-        from pyiceberg.expressions import AlwaysTrue
-
-        schema, metadata = table.schema().as_arrow(), table.metadata
-        same_schema = metadata.snapshot_by_id(base).schema_id == metadata.current_schema_id
-        rewrites = (bool(key) and matches_as_spark(schema, key) and same_schema
-                    and self._small(base, ARROW_REWRITE_BYTES, metadata))
+        merged into the base, read whole, when `_arrow_mergeable`; else appended, when it only
+        inserts and Spark would append it too (a base larger than `WHOLE_REWRITE_BYTES` or of
+        several files: a small one stays one file). False (nothing written): neither applies."""
+        schema = table.schema().as_arrow()
+        rewrites = self._arrow_mergeable(table, base, key)
         appends = (not rewrites and inserts_only is not None and inserts_only()
-                   and not (key and self._small(base, metadata=metadata)))
+                   and not (key and self._small(base, metadata=table.metadata)))
         if not (rewrites or appends):
             return False
         rows = as_table_rows(collected.drop_columns([MERGE_PRESENT]), schema)
-        properties = snapshot_properties(spark)
         if appends:
             present = pc.is_valid(collected[MERGE_PRESENT])
-            table.append(sorted_by(rows.filter(present), key), snapshot_properties=properties, branch=branch)
+            table.append(sorted_by(rows.filter(present), key), snapshot_properties=snapshot_properties(spark),
+                         branch=branch)
             return True
         before = as_table_rows(table.scan(snapshot_id=base).to_arrow(), schema)
-        whole = merged(before, rows.append_column(MERGE_PRESENT, collected[MERGE_PRESENT]), key, MERGE_PRESENT)
-        commit_overwrite(table, whole, AlwaysTrue(), properties, branch, snapshot_id=base)  # its one file
+        self._commit_merged(spark, table, branch, base, before, rows.append_column(MERGE_PRESENT, collected[MERGE_PRESENT]),
+                            key)
         return True
 
-    def overwrite_window_in_arrow(self, spark: SparkSession, rows: DataFrame, window_start_ms: int) -> int | None:
-        """A window-partitioned table's rows of one window replaced by `rows` (small, in the
-        table's schema and order), collected by one job and committed by pyiceberg on `main`;
-        returns how many. None (nothing run, nothing written): no warehouse for pyiceberg, the
+    def arrow_base(self, base_snapshot_id: int | None, key: list[str], columns: list[str]):
+        """The table loaded by pyiceberg, when its snapshot `base_snapshot_id` can be merged
+        with a source in Arrow (`_arrow_mergeable`) and its current columns are `columns`;
+        else None."""
+        if base_snapshot_id is None:
+            return None
+        table = self._pyiceberg_table_of(columns)
+        return table if table is not None and self._arrow_mergeable(table, base_snapshot_id, key) else None
+
+    def _arrow_mergeable(self, table, base: int, key: list[str]) -> bool:
+        """Whether the pyiceberg `table`'s snapshot `base` is merged in the driver: one file of
+        at most `ARROW_REWRITE_BYTES`, in the table's current schema, keyed by columns Arrow
+        matches as Spark does."""
+        metadata = table.metadata
+        snapshot = metadata.snapshot_by_id(base)
+        return (bool(key) and snapshot is not None and snapshot.schema_id == metadata.current_schema_id
+                and matches_as_spark(table.schema().as_arrow(), key)
+                and self._small(base, ARROW_REWRITE_BYTES, metadata))
+
+    def commit_merged(self, spark: SparkSession, branch: str, base_snapshot_id: int, before: pa.Table,
+                      source: pa.Table, key: list[str]) -> int:
+        """A MERGE source in Arrow (the table's columns and `MERGE_PRESENT`) merged with
+        `before`, the rows of `base_snapshot_id` (one file: `arrow_base`), and committed by
+        pyiceberg on `branch`, cut from that snapshot. Returns the branch's snapshot."""
+        spark.sql(f"ALTER TABLE {self.sql} CREATE OR REPLACE BRANCH {_quote(branch)} AS OF VERSION {base_snapshot_id}")
+        table = load_table(load_pyiceberg_catalog(self.warehouse), self.identifier)  # with Spark's branch
+        self._commit_merged(spark, table, branch, base_snapshot_id, before, source, key)
+        return self.ref_snapshot(spark, branch)
+
+    @staticmethod
+    def _commit_merged(spark: SparkSession, table, branch: str, base: int, before: pa.Table, source: pa.Table,
+                       key: list[str]) -> None:
+        from pyiceberg.expressions import AlwaysTrue
+
+        whole = merged(before, source, key, MERGE_PRESENT)
+        commit_overwrite(table, whole, AlwaysTrue(), snapshot_properties(spark), branch, snapshot_id=base)  # its one file
+
+    def overwrite_window_in_arrow(self, spark: SparkSession, rows: DataFrame | pa.Table,
+                                  window_start_ms: int) -> int | None:
+        """A window-partitioned table's rows of one window replaced by `rows` (small, the
+        table's columns in its order; a frame is collected by one job) and committed by
+        pyiceberg on `main`; returns how many. None (nothing run, nothing written): no warehouse for pyiceberg, the
         columns are not the table's, or the table is not (or was not always) partitioned by
         `WINDOW_COLUMN` alone."""
         from pyiceberg.expressions import EqualTo
         from pyiceberg.transforms import IdentityTransform
 
-        table = self._pyiceberg_table_of(rows.columns)
+        table = self._pyiceberg_table_of(rows.column_names if isinstance(rows, pa.Table) else rows.columns)
         if table is None:
             return None
         schema = table.schema().as_arrow()
@@ -354,7 +406,7 @@ class IcebergTable:
             for f in table.spec().fields)
         if not by_window:
             return None
-        collected = as_table_rows(rows.toArrow(), schema)
+        collected = as_table_rows(rows if isinstance(rows, pa.Table) else rows.toArrow(), schema)
         commit_overwrite(table, collected, EqualTo(WINDOW_COLUMN, window_start_ms), snapshot_properties(spark))
         return collected.num_rows
 

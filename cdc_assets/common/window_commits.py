@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.common.iceberg_refs import load_table
-from cdc_assets.common.iceberg_tables import SESSION_SNAPSHOT_PROPERTY, IcebergTable, WINDOW_COLUMN, as_stored
+from cdc_assets.common.iceberg_tables import IcebergTable, WINDOW_COLUMN, as_stored, set_snapshot_properties
 from cdc_assets.common.warehouse import load_pyiceberg_catalog
 
 WINDOW_PROPERTY = "cdc.window-start-ms"
@@ -75,14 +75,11 @@ def window_properties(spark: SparkSession, properties: dict[str, str]):
     """`properties` in the summary of every Iceberg commit `spark` makes meanwhile. The tables
     of a window commit from a few threads of one session: the values must be the window's,
     the same for every table, set before the threads start and unset after they end."""
-    keys = [SESSION_SNAPSHOT_PROPERTY + k for k in properties]
-    for key, value in zip(keys, properties.values()):
-        spark.conf.set(key, value)
+    set_snapshot_properties(spark, properties)
     try:
         yield
     finally:
-        for key in keys:
-            spark.conf.unset(key)
+        set_snapshot_properties(spark, None)
 
 
 def window_commit(warehouse, identifier: str, window_start_ms: int) -> dict | None:

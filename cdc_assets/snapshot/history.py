@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from cdc_assets.common.concurrent_jobs import run_concurrently
@@ -73,10 +74,12 @@ def write_window_history(spark: SparkSession, result: WindowResult, warehouse, s
         history_table(spark, warehouse, source, *names[0]).ensure_namespace(spark)
     frames = versions_by_table(parts)
     expected = _expected_versions(result)
+    # A table's window applied in Arrow (small_window) has its versions: one flush, no DDL.
+    smalls = {f.name: f.small for f in result.flushes if f.small is not None and len(parts[f.name]) == 1}
     # Independent small writes: submitted concurrently (see concurrent_jobs).
     written = run_concurrently([functools.partial(_write_table, spark, warehouse, source, name,
                                                   frames.get(name), window_start_ms, name in stale,
-                                                  expected.get(name))
+                                                  expected.get(name), smalls.get(name))
                                 for name in names])
     counts = {table_id(*name): rows for name, rows in zip(names, written) if name in parts}
     return counts, [n for n in names if counts.get(table_id(*n))]
@@ -102,7 +105,7 @@ def _expected_versions(result: WindowResult) -> dict[Name, int | None]:
 
 
 def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame: DataFrame | None,
-                 window_start_ms: int, clear: bool, expected: int | None = None) -> int:
+                 window_start_ms: int, clear: bool, expected: int | None = None, small=None) -> int:
     """One table's versions of the window as one overwrite of the window's rows, computed from
     the window's cached typed actions. When few are expected (`expected`, from the window's
     events: at most `ARROW_WRITE_ROWS`), they are collected by that one job and committed by
@@ -110,7 +113,9 @@ def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame:
     table with no history table yet is counted first, so that one that ends no version gets
     none (an overwrite creates it, and commits even with no rows); an existing table takes
     the overwrite either way: with no versions, a commit that leaves the window without rows
-    (a rerun's rows go) and may still grow the table's schema to the window's."""
+    (a rerun's rows go) and may still grow the table's schema to the window's. `small`: the
+    table's window applied in Arrow (`small_window.SmallWindow`), whose versions are
+    committed as they are when the table's schema already holds them (no Spark job)."""
     with naming_table(table_id(*name), "writing its history"):
         table = history_table(spark, warehouse, source, *name)
         exists = table.exists(spark)
@@ -119,11 +124,18 @@ def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame:
                 spark.sql(f"DELETE FROM {table.sql} WHERE {WINDOW_COLUMN} = {int(window_start_ms)}")
             return 0
         frame = frame.withColumn(WINDOW_COLUMN, F.lit(window_start_ms).cast("long"))
+        applied = small.applied() if small is not None else None
         if not exists:
-            if frame.count() == 0:
+            if (applied.versions.num_rows if applied is not None else frame.count()) == 0:
                 return 0
             table.ensure(spark, frame.schema, partition=WINDOW_COLUMN)
         fitted = _fit(spark, table, frame)
+        if applied is not None and fitted is frame:
+            versions = applied.versions
+            versions = versions.append_column(WINDOW_COLUMN, pa.array([window_start_ms] * versions.num_rows, pa.int64()))
+            written = table.overwrite_window_in_arrow(spark, versions, window_start_ms)
+            if written is not None:
+                return written
         if expected is not None and expected <= ARROW_WRITE_ROWS:
             # Through Arrow (iceberg_arrow_writes), without Spark's write jobs.
             written = table.overwrite_window_in_arrow(spark, fitted, window_start_ms)

@@ -384,11 +384,17 @@ def merge_source(typed: DataFrame, schema: TableSchema, previous: DataFrame) -> 
 
 
 def observed_counts(metrics: ObservedMetrics) -> dict[str, int]:
-    """What `merge_source` observed: inserted and deleted keys, conversion failures, and
-    duplicate_source_keys (source rows - distinct keys; 0: one row per key), and matched_keys
-    (source keys the previous snapshot has; 0: the MERGE only inserts). Call it only
-    after the source was written: it waits for that job."""
-    got = {k: int(v or 0) for k, v in metrics.values().items()}
+    """What `merge_source` observed, as `window_counts`. Call it only after the source was
+    written: it waits for that job."""
+    return window_counts(metrics.values())
+
+
+def window_counts(got: dict) -> dict[str, int]:
+    """`merge_source`'s aggregates (by their names there) as the window's counts: inserted and
+    deleted keys, conversion failures, duplicate_source_keys (source rows - distinct keys; 0:
+    one row per key) and matched_keys (source keys the previous snapshot has; 0: the MERGE
+    only inserts)."""
+    got = {k: int(v or 0) for k, v in got.items()}
     return {"inserted_keys": got["inserted"], "deleted_keys": got["deleted"],
             "conversion_failures": got["value_failures"] + got["unidentified"],
             "duplicate_source_keys": got["source_rows"] - got["source_keys"],

@@ -36,6 +36,7 @@ from cdc_assets.snapshot.carry_forward import recarry_followers
 from cdc_assets.snapshot.entry_tables import read_entry, snapshot_table
 from cdc_assets.snapshot.history import write_window_history
 from cdc_assets.snapshot.manifests import DdlRecord, FailedTable, TableEntry, WindowManifest
+from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN
 from cdc_assets.snapshot.table_errors import TableFailed, caught, naming_table
 from cdc_assets.snapshot.table_moves import empty_table, move_tables
 from cdc_assets.snapshot.timeline import apply_window
@@ -145,6 +146,7 @@ def _write_tables(spark: SparkSession, changes: DataFrame, warehouse, source: st
         # Iceberg table was renamed away (a new table is created under it).
         bases = {name: moves.bases[name] if name in moves.bases
                  else None if name in moves.moved_away else prev_tables.get(state_id(name)) for name in changed}
+        _bind_small_windows(spark, warehouse, source, result, bases)
         tasks = [functools.partial(caught, functools.partial(
                      _write_table, spark, warehouse, source, window_start_ms, name, result.tables[name], bases[name]))
                  for name in changed]
@@ -224,6 +226,24 @@ def _with_uuids(written: dict[Name, TableEntry], bases: dict[Name, TableEntry | 
             for name, entry in written.items()}
 
 
+def _bind_small_windows(spark: SparkSession, warehouse, source: str, result, bases: dict[Name, TableEntry | None]
+                        ) -> None:
+    """Each small window (snapshot/small_window.py) bound to its table and the snapshot it
+    merges into, when that can be merged in Arrow; before the writes start, so that the
+    table's snapshot and history writes both know whether it applies."""
+    for name, entry in bases.items():
+        state = result.tables[name]
+        if state.small is None or entry is None:
+            continue
+        table = snapshot_table(spark, warehouse, source, *name)
+        if entry.identifier != table.identifier:
+            continue
+        columns = [*state.schema.columns, COMMIT_TS_COLUMN]
+        found = table.arrow_base(entry.snapshot_id, state.schema.primary_key, columns)
+        if found is not None:
+            state.small.bind(found, entry.snapshot_id)
+
+
 def _write_table(spark: SparkSession, warehouse, source: str, window_start_ms: int, name: Name,
                  state: TableState, previous_entry: TableEntry | None) -> TableEntry:
     """One changed table's snapshot (on the window's branch) and its manifest entry."""
@@ -243,11 +263,16 @@ def _commit_table(spark: SparkSession, warehouse, source: str, window_start_ms: 
     table.ensure(spark, frame.schema)
     table.evolve(spark, frame.schema, key)
     base = previous_entry.snapshot_id if previous_entry and previous_entry.identifier == table.identifier else None
-    snapshot_id = table.write_window(spark, branch_name(window_start_ms), base,
-                                     state.merge_source if partial else frame, key, merge=partial,
-                                     inserts_only=state.inserts_only if partial else None,
-                                     expected_rows=state.schema.events if partial else None)
-    state.settle()  # the counts observed on the MERGE source, known now that it was written
+    applied = state.small.applied() if partial and state.small is not None else None
+    if applied is not None:  # applied in Arrow (small_window): one commit by pyiceberg
+        snapshot_id = table.commit_merged(spark, branch_name(window_start_ms), base, applied.base, applied.source, key)
+        state.settle(applied.counts)
+    else:
+        snapshot_id = table.write_window(spark, branch_name(window_start_ms), base,
+                                         state.merge_source if partial else frame, key, merge=partial,
+                                         inserts_only=state.inserts_only if partial else None,
+                                         expected_rows=state.schema.events if partial else None)
+        state.settle()  # the counts observed on the MERGE source, known now that it was written
     return TableEntry(
         database=name[0], table=name[1], identifier=table.identifier, snapshot_id=snapshot_id,
         rows=table.total_records(spark, snapshot_id),

@@ -48,6 +48,7 @@ from cdc_assets.snapshot.reconstruct import (
     COMMIT_TS_COLUMN, TableResult, TableSchema, conform_frame, conformed, key_actions, merge_source,
     reconstruct_table, typed_actions,
 )
+from cdc_assets.snapshot.small_window import SmallWindow
 from cdc_assets.snapshot.table_errors import TableFailed, caught, naming_table
 from cdc_assets.snapshot.window_range import PrefetchedWindow
 from cdc_assets.snapshot.window_schema import schemas_and_rows, window_table_schemas
@@ -197,14 +198,17 @@ class _Run:
                 self.failed[name] = str(outcome)
                 continue
             typed, before, result = outcome
+            # A MERGE window of few events: also applied in Arrow when the store can (small_window).
+            small = SmallWindow(typed, schema) if result.merge_source is not None and SmallWindow.fits(schema) else None
             if self.keep_history:  # the rows before, in the schema the images grew to (new columns null)
-                self.flushes.append(Flush(name, typed, None if before is None else conformed(before, schema), schema))
+                self.flushes.append(Flush(name, typed, None if before is None else conformed(before, schema), schema,
+                                          small))
             if state is None:
                 state = self._new_state(name, schema)
             elif added := state.schema.added_by(schema):
                 _record_image_columns(state, schema, added)
             state.schema, state.frame, state.changed = schema, result.frame, True
-            state.merging(result.merge_source, result.observed)
+            state.merging(result.merge_source, result.observed, small)
             state.inserted_keys += result.inserted_keys
             state.deleted_keys += result.deleted_keys
             state.conversion_failures += result.conversion_failures

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from pyspark.sql import DataFrame
 
@@ -13,6 +13,9 @@ from cdc_assets.common.observed import ObservedMetrics
 from cdc_assets.snapshot.ddl.barriers import Barrier
 from cdc_assets.snapshot.manifests import TableEntry
 from cdc_assets.snapshot.reconstruct import TableSchema, observed_counts
+
+if TYPE_CHECKING:
+    from cdc_assets.snapshot.small_window import SmallWindow
 
 Name = tuple[str, str]
 
@@ -42,6 +45,9 @@ class TableState:
     # The previous snapshot's table whose rows this state continues (itself; the old name after
     # RENAME TABLE; None: created in this window). A swap gives each name the other's origin.
     origin: Name | None = None
+    # Set when the window is small enough to apply in Arrow (snapshot/small_window.py): the
+    # store binds it to the table, and then it gives the source, the counts and the history.
+    small: SmallWindow | None = None
 
     # `observed_counts(observed)`, read once (under Spark Connect each read is a job)
     _counts: dict | None = field(default=None, init=False, repr=False, compare=False)
@@ -51,9 +57,11 @@ class TableState:
             self._counts = observed_counts(self.observed)
         return self._counts
 
-    def merging(self, source: DataFrame | None, observed: ObservedMetrics | None) -> None:
-        """Write only the keys `source` touches (None: the whole frame), `observed` on it."""
-        self.merge_source, self.observed, self._counts = source, observed, None
+    def merging(self, source: DataFrame | None, observed: ObservedMetrics | None,
+                small: SmallWindow | None = None) -> None:
+        """Write only the keys `source` touches (None: the whole frame), `observed` on it;
+        `small`: the same window, to apply in Arrow when the store can."""
+        self.merge_source, self.observed, self._counts, self.small = source, observed, None, small
 
     def inserts_only(self) -> bool:
         """Whether the MERGE source inserts keys and no key of it is in the previous snapshot
@@ -63,11 +71,12 @@ class TableState:
         counts = self._observed_counts()
         return counts["matched_keys"] == 0 and counts["inserted_keys"] > 0
 
-    def settle(self) -> None:
-        """Add the counts observed on the MERGE source; call it after the source was written."""
+    def settle(self, counts: dict | None = None) -> None:
+        """Add the counts observed on the MERGE source (call it after the source was written),
+        or `counts`, the same counts found in Arrow (the source's plan never ran)."""
         if self.observed is None:
             return
-        counts = self._observed_counts()
+        counts = counts if counts is not None else self._observed_counts()
         self.observed, self._counts = None, None
         self.inserted_keys += counts["inserted_keys"]
         self.deleted_keys += counts["deleted_keys"]
@@ -85,6 +94,7 @@ class Flush:
     actions: DataFrame
     before: DataFrame | None
     schema: TableSchema
+    small: SmallWindow | None = None  # the same window applied in Arrow (snapshot/small_window.py)
 
 
 @dataclass(frozen=True)

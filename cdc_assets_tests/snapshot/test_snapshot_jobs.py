@@ -15,7 +15,7 @@ from cdc_assets.common.iceberg_refs import load_table
 from cdc_assets.common.spark_session import jobs_since, spark_job_ids
 from cdc_assets.common.warehouse import load_pyiceberg_catalog
 from cdc_assets.common.window_commits import WINDOW_END_PROPERTY, WINDOW_PROPERTY
-from cdc_assets.snapshot import history as history_module
+from cdc_assets.snapshot import history as history_module, small_window
 from cdc_assets.snapshot.history import history_table
 from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
 from cdc_assets.defs.layers.snapshots import _snapshot_results
@@ -114,6 +114,7 @@ def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_
     # plan, and the history written by Spark; the same figures.
     monkeypatch.setattr(iceberg_tables, "ARROW_WRITE_ROWS", -1)
     monkeypatch.setattr(history_module, "ARROW_WRITE_ROWS", -1)
+    monkeypatch.setattr(small_window, "ARROW_WRITE_ROWS", -1)
     spark_jobs, spark_counts, spark_checks, spark_rows, in_spark = _window(spark, (tmp_path / "spark", "src"),
                                                                            merge=True, history=history)
     # A table above the whole-rewrite size is MERGEd (the key ranges it touched): the same figures.
@@ -163,10 +164,12 @@ def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_
     # table; 39 with the shared checkpoint, which cost more time than these jobs
     # (docs/performance.md step 20); 59 now). The MERGE path: 59. Through Arrow (step 23),
     # chosen before anything runs from the window's events of each table: each table's source
-    # and history versions are collected by the jobs of their plans and committed by pyiceberg,
-    # 47 jobs (55 when each was materialized first); a source collected and then MERGEd by
-    # Spark, 57.
-    assert jobs <= 50, jobs
+    # and history versions collected by the jobs of their plans and committed by pyiceberg, 47
+    # jobs (55 when each was materialized first); a source collected and then MERGEd by Spark,
+    # 57. Applied in Arrow (snapshot/small_window.py, step 25), each table's typed actions
+    # are collected once and its snapshot, counts and versions computed from them and from
+    # its one-file base read by pyiceberg: 16 jobs.
+    assert jobs <= 20, jobs
     assert spark_jobs <= 65, spark_jobs
     assert merge_jobs <= 85, merge_jobs
 
@@ -180,14 +183,14 @@ def test_a_window_of_new_keys_appends_them_with_the_figures_of_the_whole_table_p
     assert rows == whole_rows and rows["db.t1"][-1] == (40, "n40")
     assert second.ddl.history_versions_ended == whole.ddl.history_versions_ended == {f"db.{t}": 0 for t in TABLES}
     assert second.ddl.history_tables == []
-    # Per table one rewrite through Arrow (a small table is rewritten, not appended to: it
-    # stays one file) and a count of its versions (none: no history table): 34 jobs; 47 through
-    # Spark's rewrite (35 with the shared history checkpoint; with a checkpoint and an append
-    # per table: 40-42).
+    # Per table its window applied in Arrow (a small table is rewritten, not appended to: it
+    # stays one file), which also finds that it ends no version (no history table): 16 jobs;
+    # 34 with each source collected from its own plan; 47 through Spark's rewrite (35 with the
+    # shared history checkpoint; with a checkpoint and an append per table: 40-42).
     for entry in second.tables.values():
         summary = _summary(tmp_path / "merge", entry)
         assert summary["total-data-files"] == "1" and "spark.app.id" not in summary
-    assert jobs <= 38, jobs
+    assert jobs <= 20, jobs
 
 
 # Every key deleted: the one-file table rewritten through Arrow is left empty.
