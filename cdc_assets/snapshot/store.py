@@ -260,14 +260,15 @@ def _commit_table(spark: SparkSession, warehouse, source: str, window_start_ms: 
                            "to merge them into")
     table = snapshot_table(spark, warehouse, source, *name)
     key = state.schema.primary_key
-    table.ensure(spark, frame.schema)
-    table.evolve(spark, frame.schema, key)
     base = previous_entry.snapshot_id if previous_entry and previous_entry.identifier == table.identifier else None
     applied = state.small.applied() if partial and state.small is not None else None
     if applied is not None:  # applied in Arrow (small_window): one commit by pyiceberg
+        # No `ensure`/`evolve`: the table and its schema are the base snapshot's (`arrow_base`).
         snapshot_id = table.commit_merged(spark, branch_name(window_start_ms), base, applied.base, applied.source, key)
         state.settle(applied.counts)
     else:
+        table.ensure(spark, frame.schema)
+        table.evolve(spark, frame.schema, key)
         snapshot_id = table.write_window(spark, branch_name(window_start_ms), base,
                                          state.merge_source if partial else frame, key, merge=partial,
                                          inserts_only=state.inserts_only if partial else None,
