@@ -155,15 +155,13 @@ def set_snapshot_properties(spark: SparkSession, properties: dict[str, str] | No
     """`properties` in the summary of every Iceberg commit `spark` makes from now on (None: no
     more), Spark's (`SESSION_SNAPSHOT_PROPERTY` settings) and pyiceberg's
     (`snapshot_properties`)."""
-    for key, value in (properties or _SNAPSHOT_PROPERTIES.get(id(spark), {})).items():
-        if properties is None:
-            spark.conf.unset(SESSION_SNAPSHOT_PROPERTY + key)
-        else:
-            spark.conf.set(SESSION_SNAPSHOT_PROPERTY + key, value)
     if properties is None:
-        _SNAPSHOT_PROPERTIES.pop(id(spark), None)
-    else:
-        _SNAPSHOT_PROPERTIES[id(spark)] = dict(properties)
+        for key in _SNAPSHOT_PROPERTIES.pop(id(spark), {}):
+            spark.conf.unset(SESSION_SNAPSHOT_PROPERTY + key)
+        return
+    _SNAPSHOT_PROPERTIES[id(spark)] = dict(properties)
+    for key, value in properties.items():
+        spark.conf.set(SESSION_SNAPSHOT_PROPERTY + key, value)
 
 
 def snapshot_properties(spark: SparkSession) -> dict[str, str]:

@@ -124,30 +124,41 @@ def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame:
                 spark.sql(f"DELETE FROM {table.sql} WHERE {WINDOW_COLUMN} = {int(window_start_ms)}")
             return 0
         frame = frame.withColumn(WINDOW_COLUMN, F.lit(window_start_ms).cast("long"))
-        applied = small.applied() if small is not None else None
-        if not exists:
-            if (applied.versions.num_rows if applied is not None else frame.count()) == 0:
-                return 0
-            table.ensure(spark, frame.schema, partition=WINDOW_COLUMN)
-        fitted = _fit(spark, table, frame)
-        if applied is not None and fitted is frame:
-            versions = applied.versions
-            versions = versions.append_column(WINDOW_COLUMN, pa.array([window_start_ms] * versions.num_rows, pa.int64()))
-            written = table.overwrite_window_in_arrow(spark, versions, window_start_ms)
-            if written is not None:
-                return written
-        if expected is not None and expected <= ARROW_WRITE_ROWS:
-            # Through Arrow (iceberg_arrow_writes), without Spark's write jobs.
-            written = table.overwrite_window_in_arrow(spark, fitted, window_start_ms)
-            if written is not None:
-                return written
-        counted, rows = observed(fitted, F.count(F.lit(1)).alias("rows"))
-        # One task writes the window's versions, one file. A shuffle into it, not `coalesce(1)`:
-        # that would also run the join with the rows before (a whole previous snapshot on the
-        # MERGE path) in that one task.
-        (counted.repartition(1).writeTo(table.sql).option("distribution-mode", "none")
-         .overwrite(F.col(WINDOW_COLUMN) == F.lit(window_start_ms)))
-        return int(rows.values()["rows"] or 0)
+        try:
+            return _write_versions(spark, table, frame, window_start_ms, exists, expected,
+                                   small.applied() if small is not None else None)
+        finally:
+            if small is not None:
+                small.versions_written()
+
+
+def _write_versions(spark: SparkSession, table: IcebergTable, frame: DataFrame, window_start_ms: int, exists: bool,
+                    expected: int | None, applied) -> int:
+    """`_write_table`'s overwrite of the window's versions (`frame`; `applied`: the window
+    applied in Arrow, or None)."""
+    if not exists:
+        if (applied.versions.num_rows if applied is not None else frame.count()) == 0:
+            return 0
+        table.ensure(spark, frame.schema, partition=WINDOW_COLUMN)
+    fitted = _fit(spark, table, frame)
+    if applied is not None and fitted is frame:
+        versions = applied.versions
+        versions = versions.append_column(WINDOW_COLUMN, pa.array([window_start_ms] * versions.num_rows, pa.int64()))
+        written = table.overwrite_window_in_arrow(spark, versions, window_start_ms)
+        if written is not None:
+            return written
+    if expected is not None and expected <= ARROW_WRITE_ROWS:
+        # Through Arrow (iceberg_arrow_writes), without Spark's write jobs.
+        written = table.overwrite_window_in_arrow(spark, fitted, window_start_ms)
+        if written is not None:
+            return written
+    counted, rows = observed(fitted, F.count(F.lit(1)).alias("rows"))
+    # One task writes the window's versions, one file. A shuffle into it, not `coalesce(1)`:
+    # that would also run the join with the rows before (a whole previous snapshot on the
+    # MERGE path) in that one task.
+    (counted.repartition(1).writeTo(table.sql).option("distribution-mode", "none")
+     .overwrite(F.col(WINDOW_COLUMN) == F.lit(window_start_ms)))
+    return int(rows.values()["rows"] or 0)
 
 
 def _fit(spark: SparkSession, table: IcebergTable, frame: DataFrame) -> DataFrame:

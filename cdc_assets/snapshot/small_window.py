@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -40,9 +40,10 @@ _ROW, _BASE_ROW = "_cdc_row", "_cdc_base_row"
 class AppliedWindow:
     """One table's window applied in Arrow, in the Iceberg table's Arrow types."""
     counts: dict[str, int]  # as `reconstruct.observed_counts` gives them
-    source: pa.Table  # the MERGE source: the table's columns and `MERGE_PRESENT` (null: deleted)
-    versions: pa.Table  # the versions that ended: the table's columns, VALID_FROM, VALID_TO, END_OP
-    base: pa.Table  # the previous snapshot's rows
+    # Each None once its write is done (`SmallWindow.table_written`, `versions_written`):
+    source: pa.Table | None  # the MERGE source: the table's columns and `MERGE_PRESENT` (null: deleted)
+    versions: pa.Table | None  # the versions that ended: the table's columns, VALID_FROM, VALID_TO, END_OP
+    base: pa.Table | None  # the previous snapshot's rows
 
 
 def collected_actions(typed: DataFrame, schema: TableSchema) -> DataFrame:
@@ -124,8 +125,10 @@ class SmallWindow:
     """One table's window, applied in Arrow once for both its snapshot and its history writes
     (they run in two threads: the first to ask computes it, the other waits for it)."""
 
-    def __init__(self, typed: DataFrame, schema: TableSchema):
-        self._typed, self._schema = typed, schema
+    def __init__(self, typed: DataFrame, schema: TableSchema, for_history: bool):
+        """`for_history`: the history's write takes the versions (else they are dropped with
+        the rest once the table is written)."""
+        self._typed, self._schema, self._for_history = typed, schema, for_history
         self._lock = threading.Lock()
         self._table = None  # the pyiceberg table, bound by `bind`
         self._base_snapshot_id: int | None = None
@@ -145,6 +148,21 @@ class SmallWindow:
     @property
     def usable(self) -> bool:
         return self._table is not None and not self._failed
+
+    def table_written(self) -> None:
+        """The table's snapshot is committed: its base and source are dropped (and the versions,
+        when the history does not take them). The driver holds a table's rows only while it
+        writes them."""
+        self._forget("base", "source", *(() if self._for_history else ("versions",)))
+
+    def versions_written(self) -> None:
+        """The history's write is done (or took Spark's plan): the versions are dropped."""
+        self._forget("versions")
+
+    def _forget(self, *parts: str) -> None:
+        with self._lock:
+            if self._applied is not None:
+                self._applied = replace(self._applied, **{p: None for p in parts})
 
     def applied(self) -> AppliedWindow | None:
         """The window applied (one Spark job collects the actions); None when not usable. An

@@ -18,6 +18,7 @@ Spark (snapshot/carry_forward.py).
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -42,6 +43,8 @@ from cdc_assets.snapshot.table_moves import empty_table, move_tables
 from cdc_assets.snapshot.timeline import apply_window
 from cdc_assets.snapshot.window_range import PrefetchedWindow
 from cdc_assets.snapshot.window_state import Name, TableState, previous_states, state_id
+
+log = logging.getLogger(__name__)
 
 
 def read_manifest(warehouse, source: str, window_start_ms: int) -> WindowManifest | None:
@@ -239,7 +242,11 @@ def _bind_small_windows(spark: SparkSession, warehouse, source: str, result, bas
         if entry.identifier != table.identifier:
             continue
         columns = [*state.schema.columns, COMMIT_TS_COLUMN]
-        found = table.arrow_base(entry.snapshot_id, state.schema.primary_key, columns)
+        try:
+            found = table.arrow_base(entry.snapshot_id, state.schema.primary_key, columns)
+        except Exception:  # noqa: BLE001 - unbound, the table takes Spark's plans (their errors are its own)
+            log.warning("%s: its window is not applied in Arrow", state_id(name), exc_info=True)
+            continue
         if found is not None:
             state.small.bind(found, entry.snapshot_id)
 
@@ -265,6 +272,7 @@ def _commit_table(spark: SparkSession, warehouse, source: str, window_start_ms: 
     if applied is not None:  # applied in Arrow (small_window): one commit by pyiceberg
         # No `ensure`/`evolve`: the table and its schema are the base snapshot's (`arrow_base`).
         snapshot_id = table.commit_merged(spark, branch_name(window_start_ms), base, applied.base, applied.source, key)
+        state.small.table_written()
         state.settle(applied.counts)
     else:
         table.ensure(spark, frame.schema)

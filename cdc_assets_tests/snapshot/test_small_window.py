@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 from cdc_assets.common.iceberg_tables import MERGE_PRESENT
@@ -102,4 +103,14 @@ def test_the_arrow_window_selects_and_counts_what_sparks_plans_do(spark):
                   for r in applied.versions.to_pylist() if r["k1"] == 1)
     assert key1 == [(5, 10, "UPDATE"), (10, 20, "UPDATE")]
     assert not [r for r in applied.versions.to_pylist() if r["k1"] == 9]
+
+    # In the Iceberg table's own Arrow types (pyiceberg's: large strings, a bigint key as
+    # int64), the same rows: the typed keys are cast to the table's to join.
+    table_schema = pa.schema([f.with_type(pa.large_string()) if pa.types.is_string(f.type) else f for f in base.schema])
+    in_table_types = apply_actions(collected_actions(typed, SCHEMA).toArrow(), base.cast(table_schema), SCHEMA,
+                                   table_schema)
+    assert in_table_types.counts == spark_counts
+    assert in_table_types.source.schema.field("name").type == pa.large_string()
+    assert _sorted(in_table_types.source.to_pylist()) == _sorted(source_rows)
+    assert _sorted(in_table_types.versions.to_pylist()) == _sorted(spark_versions)
     typed.unpersist()
