@@ -1,10 +1,11 @@
-"""A small window write of a snapshot table without Spark's write path: the MERGE source,
-already materialized by Spark, is collected as Arrow and committed by pyiceberg on the
-window's branch. A Spark write of a few hundred rows is 4-6 jobs and 1-4 s of planning, file
+"""A small window write of a snapshot table without Spark's write path: the MERGE source is
+collected as Arrow (by its plan's own job, or computed in Arrow by snapshot/small_window.py)
+and committed by pyiceberg on the window's branch. A Spark write of a few hundred rows is 4-6 jobs and 1-4 s of planning, file
 commit and catalog commit per table; this is one collect and one catalog commit of about
 0.1 s (docs/performance.md step 23).
 
-Only small writes take this path (`ARROW_WRITE_ROWS` source rows; a rewrite also needs a base
+Only small writes take this path (at most `ARROW_WRITE_ROWS` events of the table in the
+window, counted by the schema pre-pass before anything runs; a rewrite also needs a base
 of one file of at most `ARROW_REWRITE_BYTES`, while an append of new keys reads no base): what
 it writes is held in the driver's memory. A window's history versions take it too, as an
 overwrite of the window's partition on `main` (`IcebergTable.overwrite_window_in_arrow`). A

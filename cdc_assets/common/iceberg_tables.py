@@ -342,8 +342,8 @@ class IcebergTable:
                          branch=branch)
             return True
         before = as_table_rows(table.scan(snapshot_id=base).to_arrow(), schema)
-        self._commit_merged(spark, table, branch, base, before, rows.append_column(MERGE_PRESENT, collected[MERGE_PRESENT]),
-                            key)
+        source = rows.append_column(MERGE_PRESENT, collected[MERGE_PRESENT])
+        self._commit_merged(spark, table, branch, base, before, source, key)
         return True
 
     def arrow_base(self, base_snapshot_id: int | None, key: list[str], columns: list[str]):
@@ -380,16 +380,16 @@ class IcebergTable:
                        key: list[str]) -> None:
         from pyiceberg.expressions import AlwaysTrue
 
-        whole = merged(before, source, key, MERGE_PRESENT)
-        commit_overwrite(table, whole, AlwaysTrue(), snapshot_properties(spark), branch, snapshot_id=base)  # its one file
+        whole = merged(before, source, key, MERGE_PRESENT)  # replaces the base's one file
+        commit_overwrite(table, whole, AlwaysTrue(), snapshot_properties(spark), branch, snapshot_id=base)
 
     def overwrite_window_in_arrow(self, spark: SparkSession, rows: DataFrame | pa.Table,
                                   window_start_ms: int) -> int | None:
         """A window-partitioned table's rows of one window replaced by `rows` (small, the
         table's columns in its order; a frame is collected by one job) and committed by
-        pyiceberg on `main`; returns how many. None (nothing run, nothing written): no warehouse for pyiceberg, the
-        columns are not the table's, or the table is not (or was not always) partitioned by
-        `WINDOW_COLUMN` alone."""
+        pyiceberg on `main`; returns how many. None (nothing run, nothing written): no
+        warehouse for pyiceberg, the columns are not the table's, or the table is not (or was
+        not always) partitioned by `WINDOW_COLUMN` alone."""
         from pyiceberg.expressions import EqualTo
         from pyiceberg.transforms import IdentityTransform
 
