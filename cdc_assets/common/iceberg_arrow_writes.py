@@ -1,8 +1,9 @@
 """A small window write of a snapshot table without Spark's write path: the MERGE source is
-collected as Arrow (by its plan's own job, or computed in Arrow by snapshot/small_window.py)
-and committed by pyiceberg on the window's branch. A Spark write of a few hundred rows is 4-6 jobs and 1-4 s of planning, file
-commit and catalog commit per table; this is one collect and one catalog commit of about
-0.1 s (docs/performance.md step 23).
+collected as Arrow (by one action of its plan, or computed in Arrow by
+snapshot/small_window.py) and committed by pyiceberg on the window's branch. A Spark write of
+a few hundred rows is 4-6 jobs and 1-4 s of planning, file commit and catalog commit per
+table; this is one collect and one catalog commit of about 0.1 s (docs/performance.md steps
+23-25).
 
 Only small writes take this path (at most `ARROW_WRITE_ROWS` events of the table in the
 window, counted by the schema pre-pass before anything runs; a rewrite also needs a base
@@ -18,7 +19,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-ARROW_WRITE_ROWS = 50_000  # rows a window writes through Arrow at most (more: Spark writes them)
+# A table's row events in a window at most for its writes to go through Arrow (a source holds up
+# to about two rows an event); more: Spark writes them.
+ARROW_WRITE_ROWS = 50_000
 ARROW_REWRITE_BYTES = 16 * 1024 * 1024  # the largest one-file base rewritten in the driver
 
 

@@ -51,7 +51,8 @@ TABLE_PROPERTIES = {
     "write.merge.mode": "copy-on-write",
 }
 # Iceberg's Spark takes the summary properties of a session's commits from these settings
-# (window_commits.window_properties sets them); a pyiceberg commit of the window copies them.
+# (window_commits.window_properties sets them); pyiceberg's commits of the window take the same
+# values from `set_snapshot_properties`' record (`snapshot_properties`), not from these settings.
 SESSION_SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
 SORT_COLUMNS = "cdc.sort-columns"  # the key the table is ordered by, as JSON
 _KEEP = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
@@ -147,7 +148,7 @@ WHOLE_REWRITE_BYTES = 64 * 1024 * 1024
 
 # The summary properties set on each session (`set_snapshot_properties`), as Spark's settings
 # hold them: listing a session's settings from Python costs a py4j round trip per setting,
-# which took seconds of every window.
+# about 0.3-0.5 s a pyiceberg commit (docs/performance.md step 25).
 _SNAPSHOT_PROPERTIES: dict[int, dict[str, str]] = {}
 
 
@@ -274,9 +275,10 @@ class IcebergTable:
         deleted); the other keys are unchanged since the base; one MERGE commit, or one append
         when `inserts_only()`, asked once the source is materialized, says that no source key
         is in the table (the MERGE would insert its rows and change nothing else).
-        `expected_rows`: about how many rows the source has, known before it runs (the
-        window's events of the table); at most `ARROW_WRITE_ROWS`, it is written through
-        Arrow by pyiceberg (`_write_in_arrow`). `keys` given:
+        `expected_rows`: the window's row events of the table, known before the source runs
+        (it has at most about two rows an event); at most `ARROW_WRITE_ROWS`, the source is
+        collected and committed by pyiceberg when `_write_in_arrow` can, else Spark writes the
+        collected rows. `keys` given:
         `frame` holds only the rows of those keys, merged the same way. Else `frame` is the
         whole table, one overwrite."""
         stored = as_stored(frame)
@@ -301,10 +303,10 @@ class IcebergTable:
         """A MERGE source written on the branch: through Arrow when it is expected small, else
         by Spark's plans, which compute the source inside their own jobs.
 
-        The path is chosen before anything runs: a small source is collected by the one job
-        of its plan (what it observes comes with it) and committed by pyiceberg; when its
-        base needs Spark after all (a large table whose keys it matches), Spark writes the
-        collected rows (a local relation, nothing computed twice)."""
+        The path is chosen before anything runs: a small source is collected by one action of
+        its plan (what it observes comes with it) and committed by pyiceberg; when pyiceberg
+        does not commit it (`_write_in_arrow`), Spark writes the collected rows (a local
+        relation, nothing computed twice)."""
         table = None
         if expected_rows is not None and expected_rows <= ARROW_WRITE_ROWS:
             table = self._pyiceberg_table_of([c for c in source.columns if c != MERGE_PRESENT])
@@ -386,7 +388,7 @@ class IcebergTable:
     def overwrite_window_in_arrow(self, spark: SparkSession, rows: DataFrame | pa.Table,
                                   window_start_ms: int) -> int | None:
         """A window-partitioned table's rows of one window replaced by `rows` (small, the
-        table's columns in its order; a frame is collected by one job) and committed by
+        table's columns in its order; a frame is collected by one action) and committed by
         pyiceberg on `main`; returns how many. None (nothing run, nothing written): no
         warehouse for pyiceberg, the columns are not the table's, or the table is not (or was
         not always) partitioned by `WINDOW_COLUMN` alone."""
@@ -444,11 +446,13 @@ class IcebergTable:
         finally:
             spark.catalog.dropTempView(view)
 
-    def _small(self, snapshot_id: int, limit: int = WHOLE_REWRITE_BYTES, metadata=None) -> bool:
-        """Whether the snapshot is at most one data file of at most `limit` bytes (its summary,
-        read with pyiceberg; unknown without the warehouse: not small)."""
+    def _small(self, snapshot_id: int, limit: int | None = None, metadata=None) -> bool:
+        """Whether the snapshot is at most one data file of at most `limit` bytes (None:
+        `WHOLE_REWRITE_BYTES`, read when called); its summary, read with pyiceberg; unknown
+        without the warehouse: not small."""
         if self.warehouse is None:
             return False
+        limit = WHOLE_REWRITE_BYTES if limit is None else limit
         summary = (metadata or self._metadata()).snapshot_by_id(snapshot_id).summary or {}
         files, size = summary.get("total-data-files"), summary.get("total-files-size")
         return files is not None and size is not None and int(files) <= 1 and int(size) <= limit

@@ -4,7 +4,8 @@ read back (`window_commit`, pyiceberg, no Spark).
 
 A layer table's write names its window in a write option (`WINDOW_PROPERTY`); the snapshot
 tables' commits (overwrite, MERGE, emptying commit) take theirs from Spark's session-wide
-snapshot properties (`window_properties`), because a SQL MERGE takes no write options."""
+snapshot properties (`window_properties`), because a SQL MERGE takes no write options;
+pyiceberg's commits of the window take the same values from `iceberg_tables.snapshot_properties`."""
 
 from __future__ import annotations
 

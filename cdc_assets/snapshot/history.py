@@ -17,7 +17,8 @@ has `window_start_ms`, the window that wrote it.
 Storage: one Iceberg table per source table, `<source>.history__<db>__<table>`
 (`iceberg_tables.table_name("history", …)`), partitioned by `window_start_ms` (the window
 whose run wrote the versions). A window's versions of a table are one overwrite of that
-window's rows (one commit per table: by pyiceberg from Arrow when they are few, else by
+window's rows (one commit per table: by pyiceberg from Arrow when the window's events of the
+table are few, `TableSchema.events` at most `ARROW_WRITE_ROWS`, and no DDL ended them; else by
 Spark), so a rerun of the window replaces them.
 
 Schemas: a window may hold versions under several schemas of a table (DDL inside it). They
@@ -92,8 +93,9 @@ def versions_by_table(parts: dict[Name, list[DataFrame]]) -> dict[Name, DataFram
 
 def _expected_versions(result: WindowResult) -> dict[Name, int | None]:
     """About how many versions each table ends in the window, known before any job: its row
-    events (each ends a version at most, and so does each key's first action on a row from
-    before). None (not known): a DDL ended every row of the table."""
+    events. Each action ends at most one version, and an event is one or two actions (a
+    key-changing update), so at most about twice the events. None (not known): a DDL ended
+    every row of the table."""
     expected: dict[Name, int | None] = {}
     for f in result.flushes:
         events = f.schema.events
@@ -108,7 +110,7 @@ def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame:
                  window_start_ms: int, clear: bool, expected: int | None = None, small=None) -> int:
     """One table's versions of the window as one overwrite of the window's rows, computed from
     the window's cached typed actions. When few are expected (`expected`, from the window's
-    events: at most `ARROW_WRITE_ROWS`), they are collected by that one job and committed by
+    events: at most `ARROW_WRITE_ROWS`), they are collected by one action of their plan and committed by
     pyiceberg; else Spark's overwrite computes them and counts them (observed) in its job. A
     table with no history table yet is counted first, so that one that ends no version gets
     none (an overwrite creates it, and commits even with no rows); an existing table takes

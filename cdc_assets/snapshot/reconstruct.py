@@ -351,7 +351,9 @@ def merge_source(typed: DataFrame, schema: TableSchema, previous: DataFrame) -> 
     deleted), as `IcebergTable.write_window` takes it. Nothing runs here: the window's counts
     (inserted, deleted, conversion failures) and the source's rows and distinct keys (the
     primary-key check: one source row per key) are observed on the source, so they come with
-    the job that materializes it for the MERGE (`observed_counts` reads them after the write).
+    the job that materializes it for the MERGE (`observed_counts` reads them after the write);
+    a small window applied in Arrow computes the same counts instead (`small_window`), and
+    this plan never runs.
     The previous snapshot is read for its keys only (were they there?), in that same job;
     its row count is the manifest's."""
     pk, cols = schema.primary_key, schema.columns

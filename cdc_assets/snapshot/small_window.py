@@ -165,8 +165,9 @@ class SmallWindow:
                 self._applied = replace(self._applied, **{p: None for p in parts})
 
     def applied(self) -> AppliedWindow | None:
-        """The window applied (one Spark job collects the actions); None when not usable. An
-        error here is logged and the writes take Spark's plans, whose errors are the table's."""
+        """The window applied (one Spark action, about 3 jobs, collects the actions); None when
+        not usable. An error here is logged and the writes take Spark's plans, whose errors
+        are the table's."""
         with self._lock:
             if self._applied is None and self.usable:
                 try:

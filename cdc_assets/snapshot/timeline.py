@@ -62,7 +62,8 @@ def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, T
     end; call `release()` on it after writing its frames. With `touched_keys_only`, a table whose
     rows alone changed (no DDL, same schema) and that has a key gets a MERGE source of only the
     keys its changes touch (`merge_source`), whose counts are observed when the writer merges
-    it into the previous snapshot (`TableState.settle`).
+    it into the previous snapshot (`TableState.settle`), or, for a small window, computed in
+    Arrow (`small_window`: the source's plan never runs).
     `failed`: tables not to build (an earlier window failed to): their rows and DDL are skipped.
     `prefetched`: the window's row events, schemas and DDL rows, found for the run's windows
     together (snapshot/window_range.py): the window's own schema pre-pass is skipped."""

@@ -1,7 +1,7 @@
 """Issue 45, the snapshot step's folds: a window that MERGEs its touched keys counts them, its
-conversion failures and its key uniqueness on the MERGE source's own job (observed), reads refs
-and snapshot summaries with pyiceberg, and counts its history rows on the job that materializes
-them. The figures are those of the whole-table path (`merge_touched_keys=False`, counted by
+conversion failures and its key uniqueness on the MERGE source's own job (observed), or, for a
+small window, from its actions collected and applied in Arrow; reads refs and snapshot
+summaries with pyiceberg; and counts its history rows on the job that materializes them. The figures are those of the whole-table path (`merge_touched_keys=False`, counted by
 separate actions), on a window with duplicates, deletes of absent keys and keys that do not
 convert; and the step's Spark jobs stay under a bound."""
 
@@ -121,8 +121,8 @@ def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_
     monkeypatch.setattr(iceberg_tables, "WHOLE_REWRITE_BYTES", -1)
     merge_jobs, merged_counts, merged_checks, merged_rows, merged = _window(spark, (tmp_path / "sql-merge", "src"),
                                                                             merge=True, history=history)
-    # A small window into such a table: its source collected (one job), then MERGEd by Spark
-    # from those rows, with nothing computed twice.
+    # A small window into such a table: its source collected by its plan, then MERGEd by Spark
+    # from those rows (a local relation), with nothing computed twice.
     monkeypatch.setattr(iceberg_tables, "ARROW_WRITE_ROWS", 50_000)
     monkeypatch.setattr(iceberg_tables, "ARROW_REWRITE_BYTES", -1)
     collected_jobs, collected_counts, collected_checks, collected_rows, collected = _window(
@@ -162,13 +162,13 @@ def test_a_merge_window_observes_the_figures_of_the_whole_table_path(spark, tmp_
     # read of its own (161 jobs with history before issue 45's folds; 79-88 before the shared
     # history checkpoint and the schema collect's DDL; 63-66 with a checkpoint and a MERGE per
     # table; 39 with the shared checkpoint, which cost more time than these jobs
-    # (docs/performance.md step 20); 59 now). The MERGE path: 59. Through Arrow (step 23),
-    # chosen before anything runs from the window's events of each table: each table's source
-    # and history versions collected by the jobs of their plans and committed by pyiceberg, 47
-    # jobs (55 when each was materialized first); a source collected and then MERGEd by Spark,
-    # 57. Applied in Arrow (snapshot/small_window.py, step 25), each table's typed actions
-    # are collected once and its snapshot, counts and versions computed from them and from
-    # its one-file base read by pyiceberg: 16 jobs.
+    # (docs/performance.md step 20); 55 now). The SQL MERGE path: 77, and 77 for a source
+    # collected and then MERGEd by Spark. Through Arrow (steps 23-24), the path chosen before
+    # anything runs from the window's events of each table: each table's source and history
+    # versions collected by their plans and committed by pyiceberg, 47 jobs (55 when each was
+    # materialized first). Applied in Arrow (snapshot/small_window.py, step 25), each table's
+    # typed actions are collected once and its snapshot, counts and versions computed from
+    # them and from its one-file base read by pyiceberg: 16 jobs.
     assert jobs <= 20, jobs
     assert spark_jobs <= 65, spark_jobs
     assert merge_jobs <= 85, merge_jobs
