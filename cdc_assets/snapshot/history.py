@@ -43,11 +43,10 @@ from cdc_assets.common.iceberg_tables import WINDOW_COLUMN, IcebergTable, widens
 from cdc_assets.common.names import table_id
 from cdc_assets.common.observed import observed
 from cdc_assets.common.warehouse import use_catalog
-from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN, key_column, value_column
+from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN, END_OP, VALID_FROM, VALID_TO, key_column, value_column
 from cdc_assets.snapshot.table_errors import naming_table
 from cdc_assets.snapshot.window_state import Closure, Flush, Name, WindowResult
 
-VALID_FROM, VALID_TO, END_OP = "_cdc_valid_from", "_cdc_valid_to", "_cdc_end_op"
 HISTORY_LAYER = "history"
 
 

@@ -40,6 +40,9 @@ from cdc_assets.common.observed import ObservedMetrics, observed
 from cdc_assets.contracts.schemas import DELETE, ROW, UPDATE
 
 COMMIT_TS_COLUMN = "_cdc_commit_ts"
+# A history version's columns after the table's (snapshot/history.py): the commit TSOs it was
+# valid between, and the operation that ended it.
+VALID_FROM, VALID_TO, END_OP = "_cdc_valid_from", "_cdc_valid_to", "_cdc_end_op"
 _UPSERT, _DELETE = "upsert", "delete"
 _PRESENT = "_cdc_values_present"  # _typed_values' count of present values (not MERGE_PRESENT), dropped by it
 

@@ -28,8 +28,9 @@ from pyspark.sql import DataFrame, functions as F
 
 from cdc_assets.common.iceberg_arrow_writes import ARROW_WRITE_ROWS, as_table_rows
 from cdc_assets.common.iceberg_tables import MERGE_PRESENT
-from cdc_assets.snapshot.history import END_OP, VALID_FROM, VALID_TO
-from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN, TableSchema, key_column, value_column, window_counts
+from cdc_assets.snapshot.reconstruct import (
+    COMMIT_TS_COLUMN, END_OP, VALID_FROM, VALID_TO, TableSchema, key_column, value_column, window_counts,
+)
 
 log = logging.getLogger(__name__)
 _UPSERT, _DELETE = "upsert", "delete"  # `reconstruct`'s action kinds
