@@ -75,7 +75,8 @@ def write_window_history(spark: SparkSession, result: WindowResult, warehouse, s
     frames = versions_by_table(parts)
     expected = _expected_versions(result)
     # A table's window applied in Arrow (small_window) has its versions: one flush, no DDL.
-    smalls = {f.name: f.small for f in result.flushes if f.small is not None and len(parts[f.name]) == 1}
+    smalls = {name: result.tables[name].small for name, fs in parts.items()
+              if len(fs) == 1 and name in result.tables and result.tables[name].small is not None}
     # Independent small writes: submitted concurrently (see concurrent_jobs).
     written = run_concurrently([functools.partial(_write_table, spark, warehouse, source, name,
                                                   frames.get(name), window_start_ms, name in stale,

@@ -236,19 +236,26 @@ def _bind_small_windows(spark: SparkSession, warehouse, source: str, result, bas
     table's snapshot and history writes both know whether it applies."""
     for name, entry in bases.items():
         state = result.tables[name]
-        if state.small is None or entry is None:
+        if state.small is None:
             continue
         table = snapshot_table(spark, warehouse, source, *name)
-        if entry.identifier != table.identifier:
+        base = _base_snapshot(table, entry)
+        if base is None:
             continue
         columns = [*state.schema.columns, COMMIT_TS_COLUMN]
         try:
-            found = table.arrow_base(entry.snapshot_id, state.schema.primary_key, columns)
+            found = table.arrow_base(base, state.schema.primary_key, columns)
         except Exception:  # noqa: BLE001 - unbound, the table takes Spark's plans (their errors are its own)
             log.warning("%s: its window is not applied in Arrow", state_id(name), exc_info=True)
             continue
         if found is not None:
-            state.small.bind(found, entry.snapshot_id)
+            state.small.bind(found, base)
+
+
+def _base_snapshot(table, entry: TableEntry | None) -> int | None:
+    """The snapshot a window's write of `table` continues: the previous entry's, when it names
+    this Iceberg table (None: a new table, or one renamed away)."""
+    return entry.snapshot_id if entry is not None and entry.identifier == table.identifier else None
 
 
 def _write_table(spark: SparkSession, warehouse, source: str, window_start_ms: int, name: Name,
@@ -267,7 +274,7 @@ def _commit_table(spark: SparkSession, warehouse, source: str, window_start_ms: 
                            "to merge them into")
     table = snapshot_table(spark, warehouse, source, *name)
     key = state.schema.primary_key
-    base = previous_entry.snapshot_id if previous_entry and previous_entry.identifier == table.identifier else None
+    base = _base_snapshot(table, previous_entry)
     applied = state.small.applied() if partial and state.small is not None else None
     if applied is not None:  # applied in Arrow (small_window): one commit by pyiceberg
         # No `ensure`/`evolve`: the table and its schema are the base snapshot's (`arrow_base`).

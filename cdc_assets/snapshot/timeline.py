@@ -203,8 +203,7 @@ class _Run:
             small = (SmallWindow(typed, schema, self.keep_history)
                      if result.merge_source is not None and SmallWindow.fits(schema) else None)
             if self.keep_history:  # the rows before, in the schema the images grew to (new columns null)
-                self.flushes.append(Flush(name, typed, None if before is None else conformed(before, schema), schema,
-                                          small))
+                self.flushes.append(Flush(name, typed, None if before is None else conformed(before, schema), schema))
             if state is None:
                 state = self._new_state(name, schema)
             elif added := state.schema.added_by(schema):

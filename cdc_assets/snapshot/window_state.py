@@ -94,7 +94,6 @@ class Flush:
     actions: DataFrame
     before: DataFrame | None
     schema: TableSchema
-    small: SmallWindow | None = None  # the same window applied in Arrow (snapshot/small_window.py)
 
 
 @dataclass(frozen=True)
