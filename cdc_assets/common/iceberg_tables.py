@@ -357,6 +357,13 @@ class IcebergTable:
         table = self._pyiceberg_table_of(columns)
         return table if table is not None and self._arrow_mergeable(table, base_snapshot_id, key) else None
 
+    def arrow_new(self, key: list[str], columns: list[str]):
+        """The table loaded by pyiceberg, when a window's rows can be written to it in Arrow
+        onto no previous snapshot (a new table's first window): its current columns are
+        `columns` and Arrow matches its key as Spark does; else None."""
+        table = self._pyiceberg_table_of(columns)
+        return table if table is not None and key and matches_as_spark(table.schema().as_arrow(), key) else None
+
     def _arrow_mergeable(self, table, base: int, key: list[str]) -> bool:
         """Whether the pyiceberg `table`'s snapshot `base` is merged in the driver: one file of
         at most `ARROW_REWRITE_BYTES`, in the table's current schema, keyed by columns Arrow
@@ -367,11 +374,22 @@ class IcebergTable:
                 and matches_as_spark(table.schema().as_arrow(), key)
                 and self._small(base, ARROW_REWRITE_BYTES, metadata))
 
-    def commit_merged(self, spark: SparkSession, branch: str, base_snapshot_id: int, before: pa.Table,
+    def commit_merged(self, spark: SparkSession, branch: str, base_snapshot_id: int | None, before: pa.Table,
                       source: pa.Table, key: list[str]) -> int:
         """A MERGE source in Arrow (the table's columns and `MERGE_PRESENT`) merged with
         `before`, the rows of `base_snapshot_id` (one file: `arrow_base`), and committed by
-        pyiceberg on `branch`, cut from that snapshot. Returns the branch's snapshot."""
+        pyiceberg on `branch`, cut from that snapshot. Returns the branch's snapshot.
+        `base_snapshot_id` None (`before` has no rows): the table's rows are the source's, as
+        `write_window` writes a whole table: its first commit, on `main`, when it has none;
+        else they replace every row, on `branch` cut from `main`."""
+        if base_snapshot_id is None:
+            table = load_table(load_pyiceberg_catalog(self.warehouse), self.identifier)
+            main = table.metadata.refs.get("main")
+            if main is None:
+                table.append(merged(before, source, key, MERGE_PRESENT), snapshot_properties=snapshot_properties(spark),
+                             branch="main")
+                return self.ref_snapshot(spark, "main")
+            base_snapshot_id = int(main.snapshot_id)
         spark.sql(f"ALTER TABLE {self.sql} CREATE OR REPLACE BRANCH {_quote(branch)} AS OF VERSION {base_snapshot_id}")
         table = load_table(load_pyiceberg_catalog(self.warehouse), self.identifier)  # with Spark's branch
         self._commit_merged(spark, table, branch, base_snapshot_id, before, source, key)

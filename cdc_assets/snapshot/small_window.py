@@ -12,13 +12,16 @@ versions that ended, by the rules of those Spark plans (the tests run both side 
 It applies to a table written by MERGE (rows alone changed, a primary key, the same schema)
 whose window has at most `ARROW_WRITE_ROWS` events, on a previous snapshot of one file of at
 most `ARROW_REWRITE_BYTES` in the table's current schema, keyed by columns Arrow compares as
-Spark does (`IcebergTable.arrow_base`). Anything else takes Spark's plans.
+Spark does (`IcebergTable.arrow_base`); and to a new table's first window of as few events
+(no previous snapshot, no DDL: its source merges onto no rows, `IcebergTable.arrow_new`).
+Anything else takes Spark's plans.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -126,10 +129,12 @@ class SmallWindow:
     """One table's window, applied in Arrow once for both its snapshot and its history writes
     (they run in two threads: the first to ask computes it, the other waits for it)."""
 
-    def __init__(self, typed: DataFrame, schema: TableSchema, for_history: bool):
+    def __init__(self, typed: DataFrame, schema: TableSchema, for_history: bool,
+                 cache: Callable[[DataFrame], None] = lambda frame: None):
         """`for_history`: the history's write takes the versions (else they are dropped with
-        the rest once the table is written)."""
-        self._typed, self._schema, self._for_history = typed, schema, for_history
+        the rest once the table is written). `typed` is not cached: collected once here, it
+        is `cache`d when Spark's plans read it instead (unbound, or Arrow failed)."""
+        self._typed, self._schema, self._for_history, self._cache = typed, schema, for_history, cache
         self._lock = threading.Lock()
         self._table = None  # the pyiceberg table, bound by `bind`
         self._base_snapshot_id: int | None = None
@@ -141,10 +146,16 @@ class SmallWindow:
         """Whether the window's events of the table are few enough (known before any job)."""
         return schema.events is not None and schema.events <= ARROW_WRITE_ROWS
 
-    def bind(self, table, base_snapshot_id: int) -> None:
-        """The pyiceberg table and the snapshot the window merges into (`IcebergTable.arrow_base`);
-        unbound, the window takes Spark's plans."""
+    def bind(self, table, base_snapshot_id: int | None) -> None:
+        """The pyiceberg table and the snapshot the window merges into (`IcebergTable.arrow_base`;
+        None: no rows, a new table's first window, `IcebergTable.arrow_new`); unbound, the
+        window takes Spark's plans."""
         self._table, self._base_snapshot_id = table, base_snapshot_id
+
+    def unbound(self) -> None:
+        """Not applied in Arrow (the store cannot bind it): the writes take Spark's plans,
+        which read the typed actions twice (the table's, the history's)."""
+        self._cache(self._typed)
 
     @property
     def usable(self) -> bool:
@@ -174,10 +185,12 @@ class SmallWindow:
                 try:
                     actions = collected_actions(self._typed, self._schema).toArrow()
                     table_schema = self._table.schema().as_arrow()
-                    base = as_table_rows(self._table.scan(snapshot_id=self._base_snapshot_id).to_arrow(), table_schema)
+                    base = (table_schema.empty_table() if self._base_snapshot_id is None else
+                            as_table_rows(self._table.scan(snapshot_id=self._base_snapshot_id).to_arrow(), table_schema))
                     self._applied = apply_actions(actions, base, self._schema, table_schema)
                 except Exception:  # noqa: BLE001 - Spark's plans are the fallback
                     log.warning("%s: the window could not be applied in Arrow; Spark's plans write it",
                                 self._schema.id, exc_info=True)
                     self._failed = True
+                    self._cache(self._typed)
             return self._applied

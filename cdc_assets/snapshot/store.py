@@ -22,11 +22,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.common.concurrent_jobs import run_concurrently
 from cdc_assets.common.iceberg_refs import publish, table_uuids
-from cdc_assets.common.iceberg_tables import branch_name, end_tag
+from cdc_assets.common.iceberg_tables import MERGE_PRESENT, branch_name, end_tag
 from cdc_assets.common.window_commits import (
     WATERMARK_PROPERTY, WINDOW_END_PROPERTY, WINDOW_END_TSO_PROPERTY, WINDOW_PROPERTY, window_properties,
 )
@@ -239,17 +240,39 @@ def _bind_small_windows(spark: SparkSession, warehouse, source: str, result, bas
         if state.small is None:
             continue
         table = snapshot_table(spark, warehouse, source, *name)
-        base = _base_snapshot(table, entry)
-        if base is None:
+        base = None if state.onto_empty else _base_snapshot(table, entry)
+        if base is None and not state.onto_empty:
+            state.small.unbound()
             continue
         columns = [*state.schema.columns, COMMIT_TS_COLUMN]
+        key = state.schema.primary_key
         try:
-            found = table.arrow_base(base, state.schema.primary_key, columns)
+            if state.onto_empty:  # created here, in this thread (the writes run side by side)
+                _ensure_table(spark, table, state.frame.schema, key)
+                found = table.arrow_new(key, columns)
+            else:
+                found = table.arrow_base(base, key, columns)
         except Exception:  # noqa: BLE001 - unbound, the table takes Spark's plans (their errors are its own)
             log.warning("%s: its window is not applied in Arrow", state_id(name), exc_info=True)
-            continue
+            found = None
         if found is not None:
             state.small.bind(found, base)
+        else:
+            state.small.unbound()
+
+
+def _ensure_table(spark: SparkSession, table, schema, key: list[str]) -> None:
+    """The snapshot table exists, with `schema` as its current one, ordered by `key`."""
+    table.ensure(spark, schema)
+    table.evolve(spark, schema, key)
+
+
+def _present_rows(spark: SparkSession, source: DataFrame, schema) -> DataFrame:
+    """A small MERGE source's rows (`MERGE_PRESENT` set), collected by one action, so that
+    what it observes is counted once (a sorted write would run its plan twice)."""
+    collected = source.toArrow()
+    rows = collected.filter(pc.is_valid(collected[MERGE_PRESENT])).drop_columns([MERGE_PRESENT])
+    return spark.createDataFrame(rows, schema=schema)
 
 
 def _base_snapshot(table, entry: TableEntry | None) -> int | None:
@@ -268,22 +291,25 @@ def _write_table(spark: SparkSession, warehouse, source: str, window_start_ms: i
 def _commit_table(spark: SparkSession, warehouse, source: str, window_start_ms: int, name: Name,
                   state: TableState, previous_entry: TableEntry | None) -> TableEntry:
     frame = state.frame if state.frame is not None else spark.createDataFrame([], state.schema.spark_schema())
-    partial = state.merge_source is not None
+    # A source onto no previous snapshot is the whole table: written whole when not in Arrow.
+    partial = state.merge_source is not None and not state.onto_empty
     if partial and previous_entry is None:  # the frame holds the touched keys only: never write it as the table
         raise RuntimeError(f"{state_id(name)}: only some keys were rebuilt, but there is no previous snapshot "
                            "to merge them into")
     table = snapshot_table(spark, warehouse, source, *name)
     key = state.schema.primary_key
     base = _base_snapshot(table, previous_entry)
-    applied = state.small.applied() if partial and state.small is not None else None
+    applied = state.small.applied() if state.merge_source is not None and state.small is not None else None
     if applied is not None:  # applied in Arrow (small_window): one commit by pyiceberg
-        # No `ensure`/`evolve`: the table and its schema are the base snapshot's (`arrow_base`).
+        # No `ensure`/`evolve`: the table and its schema are the base snapshot's (`arrow_base`),
+        # or were made so before the writes (`_bind_small_windows`, a new table).
         snapshot_id = table.commit_merged(spark, branch_name(window_start_ms), base, applied.base, applied.source, key)
         state.small.table_written()
         state.settle(applied.counts)
     else:
-        table.ensure(spark, frame.schema)
-        table.evolve(spark, frame.schema, key)
+        if state.onto_empty:  # its counts are observed on the source: collected once (no second run)
+            frame = _present_rows(spark, state.merge_source, frame.schema)
+        _ensure_table(spark, table, frame.schema, key)
         snapshot_id = table.write_window(spark, branch_name(window_start_ms), base,
                                          state.merge_source if partial else frame, key, merge=partial,
                                          inserts_only=state.inserts_only if partial else None,

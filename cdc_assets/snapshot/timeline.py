@@ -200,37 +200,48 @@ class _Run:
                 continue
             typed, before, result = outcome
             # A MERGE window of few events: also applied in Arrow when the store can (small_window).
-            small = (SmallWindow(typed, schema, self.keep_history)
+            small = (SmallWindow(typed, schema, self.keep_history, self._cache)
                      if result.merge_source is not None and SmallWindow.fits(schema) else None)
             if self.keep_history:  # the rows before, in the schema the images grew to (new columns null)
                 self.flushes.append(Flush(name, typed, None if before is None else conformed(before, schema), schema))
+            onto_empty = state is None
             if state is None:
                 state = self._new_state(name, schema)
             elif added := state.schema.added_by(schema):
                 _record_image_columns(state, schema, added)
             state.schema, state.frame, state.changed = schema, result.frame, True
-            state.merging(result.merge_source, result.observed, small)
+            state.merging(result.merge_source, result.observed, small, onto_empty=onto_empty)
             state.inserted_keys += result.inserted_keys
             state.deleted_keys += result.deleted_keys
             state.conversion_failures += result.conversion_failures
 
     def _rebuild(self, actions: DataFrame, state: TableState | None, schema: TableSchema,
                  checkpoint: bool) -> tuple[DataFrame, DataFrame | None, TableResult]:
-        """One table's rows after `actions`: (its typed actions, cached; the rows it started
-        from; result). Reads `state` only; the caller applies the result."""
+        """One table's rows after `actions`: (its typed actions, cached unless a small window
+        reads them once; the rows it started from; result). Reads `state` only; the caller
+        applies the result."""
         with naming_table(schema.id, "applying its rows"):
             return self._rebuild_table(actions, state, schema, checkpoint)
 
     def _rebuild_table(self, actions: DataFrame, state: TableState | None, schema: TableSchema,
                        checkpoint: bool) -> tuple[DataFrame, DataFrame | None, TableResult]:
-        # Typed and sorted once per table: the MERGE source, the snapshot and the history read them.
-        typed = typed_actions(actions, schema).persist()
-        self.persisted.append(typed)  # list.append is atomic: safe from the pool's threads
+        # Typed and sorted once per table: the MERGE source, the snapshot and the history read them,
+        # cached; a small window's are read once (collected for Arrow), cached only if Spark's
+        # plans take it after all (`SmallWindow`).
+        typed = typed_actions(actions, schema)
+        merges = not checkpoint and self._merges_touched_keys(state, schema)
+        starts = not checkpoint and not merges and self._starts_small(state, schema)
+        if not ((merges or starts) and SmallWindow.fits(schema)):
+            self._cache(typed)
         before = state.frame if state else None
-        if not checkpoint and self._merges_touched_keys(state, schema):
+        if merges:
             # Only the touched keys are written: counted as they are (no job here). The history
             # reads the previous rows of these keys by joining `before` with each key's first action.
             result = merge_source(typed, schema, state.frame)
+        elif starts:
+            # A new table's small first window: its source (onto no rows) is the table, applied
+            # in Arrow like any small window (small_window), its counts found there.
+            result = merge_source(typed, schema, self.spark.createDataFrame([], schema.spark_schema()))
         else:
             # Untouched by this window so far, the frame is the previous snapshot's: the manifest
             # knows its rows.
@@ -244,12 +255,23 @@ class _Run:
                 typed.unpersist()
         return typed, before, result
 
+    def _cache(self, frame: DataFrame) -> None:
+        """Persist `frame` until the window's result is released."""
+        frame.persist()
+        self.persisted.append(frame)  # list.append is atomic: safe from the pool's threads
+
     def _merges_touched_keys(self, state: TableState | None, schema: TableSchema) -> bool:
         """Whether only the keys this window's actions touch need writing: rows alone changed
         the table (no DDL before in this window, same schema). The writer merges them into the
         previous snapshot (iceberg_tables.IcebergTable.write_window)."""
         return bool(self.touched_keys_only and state is not None and state.frame is not None and not state.changed
                     and schema == state.schema and schema.primary_key)
+
+    def _starts_small(self, state: TableState | None, schema: TableSchema) -> bool:
+        """Whether a table unknown before this window (no previous snapshot, no DDL in it) is
+        written as a MERGE source onto no rows: its window is small enough for Arrow
+        (`SmallWindow.fits`), and it has a primary key. Larger ones are reconstructed whole."""
+        return bool(self.touched_keys_only and state is None and schema.primary_key and SmallWindow.fits(schema))
 
     # DDL --------------------------------------------------------------------------------------
     def _apply_ddl(self, b: Barrier, change: D.SchemaChange) -> None:

@@ -36,6 +36,9 @@ class TableState:
     # key (`iceberg_tables.MERGE_PRESENT` null: deleted); every other row is the previous
     # snapshot's, unchanged. `frame` then holds the touched keys' rows (its schema is the table's).
     merge_source: DataFrame | None = None
+    # The MERGE source applies to no previous snapshot (a new table's small first window): its
+    # rows are the whole table, written whole when not committed in Arrow (small_window).
+    onto_empty: bool = False
     # The counts observed on `merge_source` (`reconstruct.merge_source`), known once it is
     # written; `settle` adds them.
     observed: ObservedMetrics | None = None
@@ -58,10 +61,12 @@ class TableState:
         return self._counts
 
     def merging(self, source: DataFrame | None, observed: ObservedMetrics | None,
-                small: SmallWindow | None = None) -> None:
+                small: SmallWindow | None = None, onto_empty: bool = False) -> None:
         """Write only the keys `source` touches (None: the whole frame), `observed` on it;
-        `small`: the same window, to apply in Arrow when the store can."""
+        `small`: the same window, to apply in Arrow when the store can; `onto_empty`: there
+        is no previous snapshot (the source's rows are the table)."""
         self.merge_source, self.observed, self._counts, self.small = source, observed, None, small
+        self.onto_empty = onto_empty and source is not None
 
     def inserts_only(self) -> bool:
         """Whether the MERGE source inserts keys and no key of it is in the previous snapshot
@@ -87,7 +92,8 @@ class TableState:
 @dataclass(frozen=True)
 class Flush:
     """Rows of one table applied together, on top of `before` (history: versions they ended).
-    `actions`: their `reconstruct.typed_actions` (cached; the snapshot was built from them too).
+    `actions`: their `reconstruct.typed_actions` (the snapshot was built from them too; cached
+    unless a small window's, `small_window.SmallWindow`).
     `before` is in `schema`: columns the rows' images added are null in it."""
 
     name: Name
