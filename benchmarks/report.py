@@ -435,25 +435,32 @@ GAPS = """## Why targets are missed, and what would close the gap
 
 docs/performance.md lists every Spark action of a window, with the plan that removes it.
 
-- **Spark jobs and the fixed cost of a window (target 2).** A window runs 93-118 Spark jobs.
-  Adaptive query execution submits every exchange as a job of its own, and each job costs a
-  tenth of a second or more here, whatever its data: that is most of the fixed cost of a
-  5,000-event window. Since issue 45 no count, check figure or chart runs a job of its own (they
-  are observed by the writes), so what is left is the writes: per window, the decode and
-  alignment (about 18 jobs, one write of the change table and one of the quarantine) and the
-  snapshot step (75-95 jobs for four tables: the window's schema collect, then for each table
-  the MERGE source's checkpoint, the MERGE and the history write). Fewer writes per window
-  (the history of every table in one pass) and a range run that pays them once for N windows
-  (target 3) are what remains to close it.
-- **End to end (target 1).** The replay of the 1,000,000-event dump is its landing, then four
-  Dagster runs of a window, each paying the fixed cost above plus its data: the decoder, the
-  alignment's sort, the typed sort of each table's actions and the writes. DuckDB does the same
-  reconstruction in one vectorised pass over parsed columns.
+- **Spark jobs and the fixed cost of a window (target 2).** No count, check figure or chart
+  runs a job of its own (they are observed by the writes), and a range of windows is decoded
+  and aligned in one pass, so what is left per window is its writes. A table whose window has
+  at most 50,000 events (`ARROW_WRITE_ROWS`) is applied in Arrow: its typed actions are
+  collected by one Spark action (2 jobs: the sort's shuffle and the result), and its snapshot
+  and history are committed by pyiceberg, also in a new table's first window
+  (docs/performance.md steps 25-26). So the replays of 5,000- and 20,000-event windows take
+  11-14 jobs a window; the 1,000,000-event replay's windows (about 62,000 events a table)
+  take Spark's writes, about 10 jobs a table, hence its 40. The fixed cost of a 5,000-event
+  window is then mostly driver time, not jobs: building each table's typed-action plans over
+  py4j (a round trip per column function, about 0.4 s a table), the pyiceberg commits and
+  catalog reads, the window's change-table write and Dagster's reporting. A vectorised
+  apply of the typed actions (one plan for every table of the window) is what would cut it
+  further.
+- **End to end (target 1).** The replay of the 1,000,000-event dump is its landing (the dump
+  read and kept as landed messages, with its watermark and batch figures: about a fifth of
+  the time), one pass that decodes and aligns its four windows (about half: the Python
+  decoder per message, and the alignment's sort), and the snapshot stage (a schema pre-pass,
+  then each window's typed sort of each table's actions and its writes: about a third).
+  DuckDB does the same reconstruction in one vectorised pass over parsed columns: the decoder
+  (target 4) and the landing's second copy of the bytes are what would have to go first.
 - **Decode (target 4).** Canal-JSON, CloudCanal and Debezium are parsed once per message with
   orjson (Debezium: the standard library, to keep every number's digits) inside `mapInArrow`;
   about 12-14 µs per message in one Python process, on two cores that Spark's JVM also uses
   to read the Parquet and move the Arrow batches. Spark only reading the values runs at about
-  290,000 messages/s here (`read_floor_spark`), so 250,000/s leaves hardly any time to parse:
+  220,000-290,000 messages/s here (`read_floor_spark`), so 250,000/s leaves no time to parse:
   it needs a parser that makes no Python object per message (Arrow's C++ JSON reader was
   slower than orjson and has no map type; DuckDB's JSON functions inside the workers were not
   tried). Spark's `from_json` into per-message maps, the earlier decoder, ran at about 50,000

@@ -404,10 +404,11 @@ class IcebergTable:
         commit_overwrite(table, whole, AlwaysTrue(), snapshot_properties(spark), branch, snapshot_id=base)
 
     def overwrite_window_in_arrow(self, spark: SparkSession, rows: DataFrame | pa.Table,
-                                  window_start_ms: int) -> int | None:
+                                  window_start_ms: int, properties: dict[str, str] | None = None) -> int | None:
         """A window-partitioned table's rows of one window replaced by `rows` (small, the
         table's columns in its order; a frame is collected by one action) and committed by
-        pyiceberg on `main`; returns how many. None (nothing run, nothing written): no
+        pyiceberg on `main`, with `properties` in its summary (None: the window's,
+        `snapshot_properties`); returns how many. None (nothing run, nothing written): no
         warehouse for pyiceberg, the columns are not the table's, or the table is not (or was
         not always) partitioned by `WINDOW_COLUMN` alone."""
         from pyiceberg.expressions import EqualTo
@@ -425,7 +426,8 @@ class IcebergTable:
         if not by_window:
             return None
         collected = as_table_rows(rows if isinstance(rows, pa.Table) else rows.toArrow(), schema)
-        commit_overwrite(table, collected, EqualTo(WINDOW_COLUMN, window_start_ms), snapshot_properties(spark))
+        commit_overwrite(table, collected, EqualTo(WINDOW_COLUMN, window_start_ms),
+                         snapshot_properties(spark) if properties is None else properties)
         return collected.num_rows
 
     def _pyiceberg_table_of(self, columns: list[str]):

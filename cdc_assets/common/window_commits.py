@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -39,8 +40,17 @@ class WindowTable:
 
     table: IcebergTable
 
-    def write(self, spark: SparkSession, frame: DataFrame, window_start_ms: int, metadata: dict[str, str]) -> None:
+    def write(self, spark: SparkSession, frame: DataFrame, window_start_ms: int, metadata: dict[str, str],
+              empty: bool = False) -> None:
+        """`empty`: the caller knows `frame` has no rows (say, a quarantine whose rows were
+        counted on the decode's job): an existing table takes pyiceberg's commit that empties
+        the window's partition, with the same summary properties (no Spark job)."""
         stored = as_stored(frame).withColumn(WINDOW_COLUMN, F.lit(window_start_ms).cast("long"))
+        properties = {WINDOW_PROPERTY: str(window_start_ms), **metadata}
+        if empty and self.table.exists(spark):
+            no_rows = pa.table({c: pa.nulls(0) for c in stored.columns})
+            if self.table.overwrite_window_in_arrow(spark, no_rows, window_start_ms, properties) is not None:
+                return
         if not self.table.exists(spark):
             self.table.ensure_namespace(spark)
             self.table.ensure(spark, stored.schema, partition=WINDOW_COLUMN)
@@ -48,9 +58,8 @@ class WindowTable:
         # `distribution-mode none`: every row is of one partition value (the window), so
         # Iceberg's default hash distribution shuffled the whole window into one task, and one
         # core wrote it. Each task of the frame's last stage now writes its own file.
-        writer = (stored.writeTo(self.table.sql).option("distribution-mode", "none")
-                  .option(f"snapshot-property.{WINDOW_PROPERTY}", str(window_start_ms)))
-        for key, value in metadata.items():
+        writer = stored.writeTo(self.table.sql).option("distribution-mode", "none")
+        for key, value in properties.items():
             writer = writer.option(f"snapshot-property.{key}", value)
         writer.overwrite(F.col(WINDOW_COLUMN) == F.lit(window_start_ms))
 

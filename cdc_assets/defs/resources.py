@@ -110,7 +110,7 @@ class WarehouseResource(ConfigurableResource):
         source, layer = asset_path
         warehouse = self.iceberg
         return WindowTable(IcebergTable(use_catalog(spark, warehouse), source, layer,
-                                        warehouse.table_location(source, layer)))
+                                        warehouse.table_location(source, layer), warehouse=warehouse))
 
     def read_layer_window(self, spark, asset_path: list[str], window_start_ms: int) -> DataFrame:
         """A window of a windowed layer's table. Refuses a window that no commit names and that
@@ -176,14 +176,16 @@ class IcebergIOManager(ConfigurableIOManager):
 
 
 def write_layer_window(warehouse: WarehouseResource, spark, asset_path: list[str], obj: DataFrame | ObservedOutput,
-                       start_ms: int, metadata: dict) -> dict:
+                       start_ms: int, metadata: dict, empty: bool = False) -> dict:
     """Replace the window's partition of the layer's table with `obj` in one commit that keeps
     `metadata`'s plain figures (`window_output_metadata`); returns the figures the write adds:
-    rows, table, snapshot, columns, and an `ObservedOutput`'s observed figures."""
+    rows, table, snapshot, columns, and an `ObservedOutput`'s observed figures. `empty`: the
+    frame is known to have no rows (counted before), so no Spark job writes it."""
     observed = obj.metadata if isinstance(obj, ObservedOutput) else None
     frame = obj.frame if isinstance(obj, ObservedOutput) else obj
     table = warehouse.layer_table(spark, asset_path)
-    table.write(spark, frame, start_ms, {OUTPUT_METADATA_PROPERTY: kept_metadata(metadata)})
+    table.write(spark, frame, start_ms, {OUTPUT_METADATA_PROPERTY: kept_metadata(metadata)},
+                empty=empty and observed is None)  # an observed frame's job is its figures
     commit = window_commit(warehouse.iceberg, table.table.identifier, start_ms) or {}
     return {
         "rows": int(commit.get("added-records", 0)),

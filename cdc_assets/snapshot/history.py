@@ -44,7 +44,7 @@ from cdc_assets.common.names import table_id
 from cdc_assets.common.observed import observed
 from cdc_assets.common.warehouse import use_catalog
 from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN, END_OP, VALID_FROM, VALID_TO, key_column, value_column
-from cdc_assets.snapshot.table_errors import naming_table
+from cdc_assets.snapshot.table_errors import TableFailed, caught, naming_table
 from cdc_assets.snapshot.window_state import Closure, Flush, Name, WindowResult
 
 HISTORY_LAYER = "history"
@@ -57,10 +57,11 @@ def history_table(spark: SparkSession | None, warehouse, source: str, database: 
 
 
 def write_window_history(spark: SparkSession, result: WindowResult, warehouse, source: str, window_start_ms: int,
-                         stale: list[Name] = ()) -> tuple[dict[str, int], list[Name]]:
+                         stale: list[Name] = ()) -> tuple[dict[str, int], list[Name], dict[Name, str]]:
     """Write the versions that ended in the window, one commit per table; `stale`: tables an
     earlier run of the window wrote versions of (their window rows are replaced even when
-    none ends now). Returns the count per table (`names.table_id`) and the tables' names."""
+    none ends now). Returns the count per table (`names.table_id`), the tables' names, and
+    the tables whose history failed, with the reason (the others are written regardless)."""
     parts: dict[Name, list[DataFrame]] = {}
     for f in result.flushes:
         with naming_table(table_id(*f.name), "building its history"):
@@ -78,12 +79,13 @@ def write_window_history(spark: SparkSession, result: WindowResult, warehouse, s
     smalls = {name: result.tables[name].small for name, fs in parts.items()
               if len(fs) == 1 and name in result.tables and result.tables[name].small is not None}
     # Independent small writes: submitted concurrently (see concurrent_jobs).
-    written = run_concurrently([functools.partial(_write_table, spark, warehouse, source, name,
-                                                  frames.get(name), window_start_ms, name in stale,
-                                                  expected.get(name), smalls.get(name))
+    written = run_concurrently([functools.partial(caught, functools.partial(
+                                    _write_table, spark, warehouse, source, name, frames.get(name), window_start_ms,
+                                    name in stale, expected.get(name), smalls.get(name)))
                                 for name in names])
-    counts = {table_id(*name): rows for name, rows in zip(names, written) if name in parts}
-    return counts, [n for n in names if counts.get(table_id(*n))]
+    failed = {name: str(rows) for name, rows in zip(names, written) if isinstance(rows, TableFailed)}
+    counts = {table_id(*name): rows for name, rows in zip(names, written) if name in parts and name not in failed}
+    return counts, [n for n in names if counts.get(table_id(*n))], failed
 
 
 def versions_by_table(parts: dict[Name, list[DataFrame]]) -> dict[Name, DataFrame]:
@@ -109,7 +111,7 @@ def _expected_versions(result: WindowResult) -> dict[Name, int | None]:
 def _write_table(spark: SparkSession, warehouse, source: str, name: Name, frame: DataFrame | None,
                  window_start_ms: int, clear: bool, expected: int | None = None, small=None) -> int:
     """One table's versions of the window as one overwrite of the window's rows, computed from
-    the window's cached typed actions. When few are expected (`expected`, from the window's
+    the window's typed actions. When few are expected (`expected`, from the window's
     events: at most `ARROW_WRITE_ROWS`), they are collected by one action of their plan and committed by
     pyiceberg; else Spark's overwrite computes them and counts them (observed) in its job. A
     table with no history table yet is counted first, so that one that ends no version gets
@@ -143,12 +145,19 @@ def _write_versions(spark: SparkSession, table: IcebergTable, frame: DataFrame, 
             return 0
         table.ensure(spark, frame.schema, partition=WINDOW_COLUMN)
     fitted = _fit(spark, table, frame)
-    if applied is not None and fitted is frame:
+    if applied is not None:
         versions = applied.versions
         versions = versions.append_column(WINDOW_COLUMN, pa.array([window_start_ms] * versions.num_rows, pa.int64()))
-        written = table.overwrite_window_in_arrow(spark, versions, window_start_ms)
-        if written is not None:
-            return written
+        if fitted is frame:
+            written = table.overwrite_window_in_arrow(spark, versions, window_start_ms)
+            if written is not None:
+                return written
+        # Not in the table's layout (a column of another type, one DDL dropped), or not for
+        # pyiceberg: the versions found in Arrow, fitted by Spark from the driver's rows, so the
+        # window's typed actions (not cached for a small window) are not computed again.
+        frame = spark.createDataFrame(versions).select(
+            [F.col(_quote(f.name)).cast(f.dataType).alias(f.name) for f in frame.schema.fields])
+        fitted = _fit(spark, table, frame)
     if expected is not None and expected <= ARROW_WRITE_ROWS:
         # Through Arrow (iceberg_arrow_writes), without Spark's write jobs.
         written = table.overwrite_window_in_arrow(spark, fitted, window_start_ms)

@@ -133,7 +133,7 @@ class SmallWindow:
                  cache: Callable[[DataFrame], None] = lambda frame: None):
         """`for_history`: the history's write takes the versions (else they are dropped with
         the rest once the table is written). `typed` is not cached: collected once here, it
-        is `cache`d when Spark's plans read it instead (unbound, or Arrow failed)."""
+        is `cache`d when Spark's plans of both writes read it instead (unbound, or Arrow failed)."""
         self._typed, self._schema, self._for_history, self._cache = typed, schema, for_history, cache
         self._lock = threading.Lock()
         self._table = None  # the pyiceberg table, bound by `bind`
@@ -153,9 +153,13 @@ class SmallWindow:
         self._table, self._base_snapshot_id = table, base_snapshot_id
 
     def unbound(self) -> None:
-        """Not applied in Arrow (the store cannot bind it): the writes take Spark's plans,
-        which read the typed actions twice (the table's, the history's)."""
-        self._cache(self._typed)
+        """Not applied in Arrow (the store cannot bind it): the writes take Spark's plans, which
+        read the typed actions twice when the history is written too (cached then)."""
+        self._cache_for_spark()
+
+    def _cache_for_spark(self) -> None:
+        if self._for_history:
+            self._cache(self._typed)
 
     @property
     def usable(self) -> bool:
@@ -192,5 +196,5 @@ class SmallWindow:
                     log.warning("%s: the window could not be applied in Arrow; Spark's plans write it",
                                 self._schema.id, exc_info=True)
                     self._failed = True
-                    self._cache(self._typed)
+                    self._cache_for_spark()
             return self._applied

@@ -164,7 +164,8 @@ def _write_tables(spark: SparkSession, changes: DataFrame, warehouse, source: st
         properties = window_summary(window_start_ms, window_end_ms, global_watermark_ts)
         with window_properties(spark, properties):
             outputs = run_concurrently(tasks)
-        ended, history_tables = outputs.pop(0) if keep_history else ({}, [])
+        ended, history_tables, history_failed = outputs.pop(0) if keep_history else ({}, [], {})
+        result.failed.update(history_failed)  # its history not written: the table keeps its previous entry
         written = dict(zip(changed, outputs[:len(changed)]))
         emptied = dict(zip([(e.database, e.table) for e in moves.emptied], outputs[len(changed):]))
         result.failed.update({n: str(out) for n, out in {**written, **emptied}.items()
@@ -233,32 +234,32 @@ def _with_uuids(written: dict[Name, TableEntry], bases: dict[Name, TableEntry | 
 def _bind_small_windows(spark: SparkSession, warehouse, source: str, result, bases: dict[Name, TableEntry | None]
                         ) -> None:
     """Each small window (snapshot/small_window.py) bound to its table and the snapshot it
-    merges into, when that can be merged in Arrow; before the writes start, so that the
-    table's snapshot and history writes both know whether it applies."""
-    for name, entry in bases.items():
-        state = result.tables[name]
-        if state.small is None:
-            continue
-        table = snapshot_table(spark, warehouse, source, *name)
-        base = None if state.onto_empty else _base_snapshot(table, entry)
-        if base is None and not state.onto_empty:
-            state.small.unbound()
-            continue
-        columns = [*state.schema.columns, COMMIT_TS_COLUMN]
-        key = state.schema.primary_key
-        try:
-            if state.onto_empty:  # created here, in this thread (the writes run side by side)
-                _ensure_table(spark, table, state.frame.schema, key)
-                found = table.arrow_new(key, columns)
-            else:
-                found = table.arrow_base(base, key, columns)
-        except Exception:  # noqa: BLE001 - unbound, the table takes Spark's plans (their errors are its own)
-            log.warning("%s: its window is not applied in Arrow", state_id(name), exc_info=True)
-            found = None
-        if found is not None:
-            state.small.bind(found, base)
-        else:
-            state.small.unbound()
+    merges into, when that can be merged in Arrow; a new table's (`TableState.onto_empty`) to
+    the table, created here. Before the writes start, so that the table's snapshot and history
+    writes both know whether it applies; side by side, as the writes."""
+    run_concurrently([functools.partial(_bind_small_window, spark, warehouse, source, name, result.tables[name], entry)
+                      for name, entry in bases.items() if result.tables[name].small is not None])
+
+
+def _bind_small_window(spark: SparkSession, warehouse, source: str, name: Name, state: TableState,
+                       entry: TableEntry | None) -> None:
+    table = snapshot_table(spark, warehouse, source, *name)
+    base = None if state.onto_empty else _base_snapshot(table, entry)
+    columns = [*state.schema.columns, COMMIT_TS_COLUMN]
+    key = state.schema.primary_key
+    found = None
+    try:
+        if state.onto_empty:
+            _ensure_table(spark, table, state.frame.schema, key)
+            found = table.arrow_new(key, columns)
+        elif base is not None:
+            found = table.arrow_base(base, key, columns)
+    except Exception:  # noqa: BLE001 - unbound, the table takes Spark's plans (their errors are its own)
+        log.warning("%s: its window is not applied in Arrow", state_id(name), exc_info=True)
+    if found is not None:
+        state.small.bind(found, base)
+    else:
+        state.small.unbound()
 
 
 def _ensure_table(spark: SparkSession, table, schema, key: list[str]) -> None:

@@ -63,7 +63,8 @@ def apply_window(spark: SparkSession, changes: DataFrame, previous: dict[Name, T
     rows alone changed (no DDL, same schema) and that has a key gets a MERGE source of only the
     keys its changes touch (`merge_source`), whose counts are observed when the writer merges
     it into the previous snapshot (`TableState.settle`), or, for a small window, computed in
-    Arrow (`small_window`: the source's plan never runs).
+    Arrow (`small_window`: the source's plan never runs); so does a new table's small first
+    window (no previous snapshot, no DDL: a source onto no rows, `TableState.onto_empty`).
     `failed`: tables not to build (an earlier window failed to): their rows and DDL are skipped.
     `prefetched`: the window's row events, schemas and DDL rows, found for the run's windows
     together (snapshot/window_range.py): the window's own schema pre-pass is skipped."""

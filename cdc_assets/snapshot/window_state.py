@@ -43,7 +43,7 @@ class TableState:
     # written; `settle` adds them.
     observed: ObservedMetrics | None = None
     # Source rows - distinct keys of the MERGE source (0: one row per key), once settled;
-    # None for a table written whole.
+    # None for a table written whole (but a new table's source written whole: known).
     duplicate_source_keys: int | None = None
     # The previous snapshot's table whose rows this state continues (itself; the old name after
     # RENAME TABLE; None: created in this window). A swap gives each name the other's origin.

@@ -99,3 +99,33 @@ def test_a_table_that_ends_no_version_gets_no_history_table(spark, store):
     v = "_cdc_valid_from long, _cdc_valid_to long, _cdc_end_op string"
     assert _write(spark, store, [(f"id int, qty int, {v}", [])], W1) == 0
     assert not load_pyiceberg_catalog(store[0]).table_exists(("src", "history__db__t"))
+
+
+class _Applied:
+    """A small window applied in Arrow (`small_window.SmallWindow`'s part the history reads)."""
+
+    def __init__(self, versions):
+        self.versions = versions
+
+    def applied(self):
+        return self
+
+    def versions_written(self):
+        pass
+
+
+def test_versions_found_in_arrow_are_fitted_to_a_table_whose_layout_differs(spark, store):
+    import pyarrow as pa
+
+    v = "_cdc_valid_from long, _cdc_valid_to long, _cdc_end_op string"
+    assert _write(spark, store, [(f"id int, qty int, note string, {v}", [(1, 5, "n", 10, 20, "UPDATE")])], W1) == 1
+    # Window 2 (the note column dropped since): its versions were found in Arrow, in the snapshot
+    # table's Arrow types; the history table still has `note`, so they are fitted by Spark from
+    # those rows, and the window's actions (`frame`, which would give other rows) are not read.
+    found = pa.table({"id": pa.array([2, 3], pa.int32()), "qty": pa.array([7, None], pa.int32()),
+                      "_cdc_valid_from": pa.array([30, 50], pa.int64()), "_cdc_valid_to": pa.array([40, 60], pa.int64()),
+                      "_cdc_end_op": pa.array(["DELETE", "UPDATE"], pa.large_string())})
+    frame = versions_by_table({NAME: [spark.createDataFrame([(9, 9, 90, 99, "DELETE")], f"id int, qty int, {v}")]})
+    assert _write_table(spark, *store, NAME, frame[NAME], W2, False, 2, _Applied(found)) == 2
+    assert [(r["window_start_ms"], r["id"], r["qty"], r["note"], r["_cdc_end_op"]) for r in _read(store)[1]] == [
+        (W1, 1, 5, "n", "UPDATE"), (W2, 2, 7, None, "DELETE"), (W2, 3, None, None, "UPDATE")]

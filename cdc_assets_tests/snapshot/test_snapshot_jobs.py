@@ -242,6 +242,23 @@ def _raises(*args, **kwargs):
     raise RuntimeError("not in Arrow")
 
 
+def test_a_table_whose_history_fails_is_that_tables_failure(spark, tmp_path, monkeypatch):
+    write_versions = history_module._write_versions
+
+    def failing(spark, table, *args, **kwargs):
+        if table.name.endswith("t2"):
+            raise RuntimeError("history write refused")
+        return write_versions(spark, table, *args, **kwargs)
+
+    monkeypatch.setattr(history_module, "_write_versions", failing)
+    _, counts, checks, _, manifest = _written(spark, (tmp_path / "w", "src"), W1, FIRST + SECOND, None,
+                                              merge=True, history=True)
+    assert counts == {f"db.{t}": (0, 32, 0, 1, 32) for t in TABLES if t != "t2"}
+    assert list(manifest.failed_tables) == ["db.t2"]
+    assert "writing its history failed: RuntimeError: history write refused" in manifest.failed_tables["db.t2"].reason
+    assert checks["tables_built"][0] is False
+
+
 # Every key deleted: the one-file table rewritten through Arrow is left empty.
 DELETES = [(t, "DELETE", i, None) for t in TABLES for i in range(1, 31)]
 

@@ -200,8 +200,9 @@ def _window(b: SourceBuild, events: WindowEvents, partition: str, spark, warehou
         "quarantined": w.quarantined, "quarantined_messages": w.quarantined_messages,
         "no_change_records": w.no_change_records, "messages_in": w.messages,
         "by_reason": MetadataValue.md(counts_table(w.reasons, ("reason", "messages")))}
+    # Its rows were counted on the change table's job: an empty one is written without a job.
     quarantine_metadata.update(write_layer_window(warehouse, spark, list(quarantine_key.path), w.quarantine,
-                                                  start_ms, quarantine_metadata))
+                                                  start_ms, quarantine_metadata, empty=w.quarantined == 0))
     yield from events.materialized(quarantine_key, partition, quarantine_metadata)
     for result in _quarantine_checks(b, quarantine_key, w):
         yield from events.checked(result, partition)
