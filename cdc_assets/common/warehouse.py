@@ -318,8 +318,11 @@ def pyiceberg_properties(warehouse: Warehouse | Path | str) -> dict[str, str]:
         # pyiceberg's SQL catalog takes an SQLAlchemy URL: `jdbc:postgresql://h/db` → `postgresql://h/db`
         # SQLite: a writer waits `SQLITE_BUSY_SECONDS` for another's lock, as Spark's JDBC catalog does
         # (`jdbc.busy_timeout`): a window's tables commit from a few threads and both engines.
-        uri = (f"sqlite:///{sqlite.absolute()}?timeout={SQLITE_BUSY_SECONDS}" if sqlite is not None
-               else w.catalog_uri.removeprefix("jdbc:"))
+        # `check_same_thread=false`: a connection that SQLAlchemy finalizes in another thread (a
+        # session collected there) is rolled back and closed, not left open with its lock, which
+        # held every other writer of the catalog past the timeout (seen in CI runs).
+        uri = (f"sqlite:///{sqlite.absolute()}?timeout={SQLITE_BUSY_SECONDS}&check_same_thread=false"
+               if sqlite is not None else w.catalog_uri.removeprefix("jdbc:"))
         properties = {"type": "sql", "uri": uri, "warehouse": location}
     else:
         properties = {"type": w.catalog_type, "warehouse": location}

@@ -54,7 +54,7 @@ def test_a_local_warehouse_keeps_the_embedded_jdbc_catalog(tmp_path):
         "spark.sql.catalog.cdc.cache-enabled": "false",
         "spark.sql.catalog.cdc.warehouse": str(root),
     }
-    assert pyiceberg_properties(warehouse) == {"type": "sql", "uri": f"sqlite:///{root / 'catalog.db'}?timeout=60",
+    assert pyiceberg_properties(warehouse) == {"type": "sql", "uri": f"sqlite:///{root / 'catalog.db'}?timeout=60&check_same_thread=false",
                                                "warehouse": root.as_uri()}
     assert Path(warehouse) == root and warehouse.table_location("src", "change_log") == f"{root}/src/change_log"
     assert warehouse_resource(settings).iceberg == warehouse
@@ -86,7 +86,7 @@ def test_an_s3_warehouse_keeps_its_sqlite_catalog_in_home_and_credentials_out(tm
         "warehouse": "s3://lake/cdc", "io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
         "s3.endpoint": "http://127.0.0.1:9000", "s3.path-style-access": "true", "client.region": "eu-west-1"}
     assert pyiceberg_properties(warehouse) == {
-        "type": "sql", "uri": f"sqlite:///{tmp_path / 'catalog.db'}?timeout=60", "warehouse": "s3://lake/cdc",
+        "type": "sql", "uri": f"sqlite:///{tmp_path / 'catalog.db'}?timeout=60&check_same_thread=false", "warehouse": "s3://lake/cdc",
         "s3.endpoint": "http://127.0.0.1:9000", "s3.force-virtual-addressing": "false", "s3.region": "eu-west-1"}
     everything = json.dumps([spark_config(settings), pyiceberg_properties(warehouse)])
     assert SECRET not in everything and "secret" not in everything.lower()
