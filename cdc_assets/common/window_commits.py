@@ -47,11 +47,12 @@ class WindowTable:
         the window's partition, with the same summary properties (no Spark job)."""
         stored = as_stored(frame).withColumn(WINDOW_COLUMN, F.lit(window_start_ms).cast("long"))
         properties = {WINDOW_PROPERTY: str(window_start_ms), **metadata}
-        if empty and self.table.exists(spark):
+        exists = self.table.exists(spark)
+        if empty and exists:
             no_rows = pa.table({c: pa.nulls(0) for c in stored.columns})
             if self.table.overwrite_window_in_arrow(spark, no_rows, window_start_ms, properties) is not None:
                 return
-        if not self.table.exists(spark):
+        if not exists:
             self.table.ensure_namespace(spark)
             self.table.ensure(spark, stored.schema, partition=WINDOW_COLUMN)
         self.table.evolve(spark, stored.schema)

@@ -232,7 +232,7 @@ class _Run:
         typed = typed_actions(actions, schema)
         merges = not checkpoint and self._merges_touched_keys(state, schema)
         starts = not checkpoint and not merges and self._starts_small(state, schema)
-        if not ((merges or starts) and SmallWindow.fits(schema)):
+        if not (starts or (merges and SmallWindow.fits(schema))):  # `starts` implies it fits
             self._cache(typed)
         before = state.frame if state else None
         if merges:
