@@ -103,7 +103,7 @@ def test_a_replay_into_an_s3_warehouse_equals_the_truth_and_the_local_replay(s3,
     # The raw layer is a view of landed_messages: no copy of the messages (window_reads records the reads).
     assert not any(k.startswith("clean/src/raw_messages/") for k in keys)
     local = sorted(p.name for p in (tmp / "clean").iterdir())
-    assert set(local) <= {"catalog.db", "dagster.yaml", "work", "history", "logs", "schedules", "storage",
+    assert set(local) <= {"catalog.db", "catalog.db-wal", "catalog.db-shm", "dagster.yaml", "work", "history", "logs", "schedules", "storage",
                           ".logs_queue", ".nux", ".telemetry", "runs.db"}, local
 
     # The same dump into a local warehouse: the same tables, row for row.

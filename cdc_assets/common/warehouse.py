@@ -18,6 +18,7 @@ Iceberg's S3FileIO (Spark) and pyiceberg's S3 FileIO both take them from the env
 from __future__ import annotations
 
 import re
+import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,6 +276,7 @@ def use_catalog(spark, warehouse: Warehouse | Path | str) -> str:
     warehouse its settings name; one that meets another (the tests, the benchmarks) points
     `cdc` at it and drops the session's loaded catalogs, so the next statement opens it."""
     conf = spark_catalog_conf(CATALOG, warehouse)
+    ensure_wal(warehouse)
     loaded = tuple(sorted(conf.items()))
     # The conf alone does not tell: `SparkSession.builder.getOrCreate()` (PySparkResource)
     # sets a new warehouse's conf on a session whose catalog is already loaded on the old one.
@@ -306,6 +308,29 @@ def _catalog_manager(spark):
 
 
 SQLITE_BUSY_SECONDS = 60  # how long a catalog commit waits for SQLite's one writer
+_WAL_FILES: set[tuple[Path, int]] = set()  # (path, inode): catalog files this process put in WAL mode
+
+
+def ensure_wal(warehouse: Warehouse | Path | str) -> None:
+    """Puts an embedded SQLite catalog in WAL mode (once per file; SQLite keeps it in the file).
+
+    In SQLite's default rollback journal a writer that waits to commit (PENDING) shuts out every
+    new reader, so one connection left in a read (a cursor not run out, in either engine's pool)
+    stopped every reader and writer of the catalog for the whole busy timeout (CI runs: "database
+    is locked" on a `PRAGMA table_info`). In WAL mode readers never wait and never hold a writer
+    back; writers still commit one at a time. The WAL sits beside the file
+    (`catalog.db-wal`, `-shm`) until SQLite checkpoints it: copy the three together."""
+    path = sqlite_file(warehouse)
+    if path is None or (path.exists() and (path, path.stat().st_ino) in _WAL_FILES):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path, timeout=SQLITE_BUSY_SECONDS) as connection:
+        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    connection.close()
+    if mode != "wal":
+        raise RuntimeError(f"{path}: SQLite kept journal mode {mode!r}, not WAL (a file system without "
+                           "shared memory?); the catalog's readers would wait for its writers")
+    _WAL_FILES.add((path, path.stat().st_ino))
 
 
 def pyiceberg_properties(warehouse: Warehouse | Path | str) -> dict[str, str]:
@@ -351,4 +376,5 @@ def load_pyiceberg_catalog(warehouse: Warehouse | Path | str):
     w = as_warehouse(warehouse)
     if not w.is_s3:  # a local warehouse's catalog file needs its folder (SQLite makes none)
         Path(w.location).mkdir(parents=True, exist_ok=True)
+    ensure_wal(w)
     return load_catalog(CATALOG, **pyiceberg_properties(warehouse))

@@ -60,6 +60,29 @@ def test_a_local_warehouse_keeps_the_embedded_jdbc_catalog(tmp_path):
     assert warehouse_resource(settings).iceberg == warehouse
 
 
+def test_a_reader_left_in_a_transaction_holds_back_no_catalog_writer(tmp_path):
+    """The embedded catalog is in WAL mode: a connection left in a read (a cursor not run out)
+    no longer blocks a commit for SQLite's whole busy timeout (in rollback-journal mode it did,
+    and every reader queued behind the waiting writer: "database is locked" in CI)."""
+    import sqlite3
+    import time
+
+    import pyarrow as pa
+
+    catalog = load_pyiceberg_catalog(tmp_path)
+    catalog.create_namespace("src")
+    path = tmp_path / "catalog.db"
+    reader = sqlite3.connect(path, isolation_level=None)
+    assert reader.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM iceberg_namespace_properties").fetchone()[0] >= 1
+    started = time.monotonic()
+    catalog.create_table("src.t", schema=pa.schema([("id", pa.int64())]))  # a write while the read is open
+    load_pyiceberg_catalog(tmp_path).load_table("src.t")  # and a new reader
+    assert time.monotonic() - started < 10
+    reader.execute("COMMIT")
+    reader.close()
+
 def test_the_warehouse_names_every_location_and_identifier(tmp_path):
     local = Warehouse(str(tmp_path / "wh"))
     s3 = Warehouse("s3://lake/cdc", catalog_uri="jdbc:sqlite:/x/catalog.db", work_dir=str(tmp_path / "work"))
