@@ -33,6 +33,10 @@ def spark_config(settings: Settings) -> dict[str, str]:
         # most 32 MB let every core take a share of a window and balance a dump of many files.
         "spark.hadoop.parquet.block.size": str(4 * 1024 * 1024),
         "spark.sql.files.maxPartitionBytes": "32m",
+        # The landing names every new file of a dump. Past 32 paths Spark lists them in a job
+        # of its own (1-1.5 s even for a small landing); the files are local (an S3 dump is
+        # mirrored first), so the driver lists them itself.
+        "spark.sql.sources.parallelPartitionDiscovery.threshold": "10000",
         # Let AQE coalesce the shuffle partitions of cached plans too. Spark keeps a cached
         # plan's partitioning by default, so every cached frame (a window's marked events,
         # each table's typed actions) stayed in 8 partitions whatever its size: a 700-row

@@ -83,6 +83,22 @@ def test_a_reader_left_in_a_transaction_holds_back_no_catalog_writer(tmp_path):
     reader.execute("COMMIT")
     reader.close()
 
+def test_an_embedded_catalog_is_opened_once_per_file(tmp_path):
+    """Kept per catalog file: the same warehouse gets the same catalog; one removed and made
+    again at the same place gets a new one (the old one's connections held the removed file)."""
+    import shutil
+
+    first = load_pyiceberg_catalog(tmp_path / "w")
+    first.create_namespace("src")
+    assert load_pyiceberg_catalog(tmp_path / "w") is first
+    assert load_pyiceberg_catalog(str(tmp_path / "w")) is first
+    shutil.rmtree(tmp_path / "w")
+    again = load_pyiceberg_catalog(tmp_path / "w")
+    assert again is not first and again.list_namespaces() == []
+    others = [load_pyiceberg_catalog(tmp_path / f"o{i}") for i in range(5)]  # the oldest are let go
+    assert load_pyiceberg_catalog(tmp_path / "w") is not again
+    assert load_pyiceberg_catalog(tmp_path / "o4") is others[4]
+
 def test_the_warehouse_names_every_location_and_identifier(tmp_path):
     local = Warehouse(str(tmp_path / "wh"))
     s3 = Warehouse("s3://lake/cdc", catalog_uri="jdbc:sqlite:/x/catalog.db", work_dir=str(tmp_path / "work"))

@@ -66,3 +66,21 @@ def test_column_operations_do_not_record_their_python_call_site(spark):
     assert not is_debugging_enabled()
     on = spark_config(load_settings({"CDC_ASSETS_SPARK_CONF": "spark.python.sql.dataFrameDebugging.enabled=true"}))
     assert on["spark.python.sql.dataFrameDebugging.enabled"] == "true"
+
+
+def test_a_landing_of_many_files_lists_them_without_a_job(spark, tmp_path):
+    """Spark lists more than 32 paths in a job of its own (1-1.5 s); the landing's files are
+    local, so the driver lists them (`parallelPartitionDiscovery.threshold`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cdc_assets.common.spark_session import jobs_since, spark_job_ids
+
+    paths = []
+    for i in range(40):
+        paths.append(str(tmp_path / f"part-{i}.parquet"))
+        pq.write_table(pa.table({"offset": [i]}), paths[-1])
+    before = spark_job_ids()
+    frame = spark.read.schema("offset long").parquet(*paths)
+    assert jobs_since(before) == 0
+    assert sorted(r.offset for r in frame.collect()) == list(range(40))
