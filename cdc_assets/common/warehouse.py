@@ -393,7 +393,9 @@ def load_pyiceberg_catalog(warehouse: Warehouse | Path | str):
     stat = path.stat()
     key = (tuple(sorted(properties.items())), stat.st_dev, stat.st_ino)
     with _OPEN_CATALOGS_LOCK:
-        catalog = _OPEN_CATALOGS.pop(key, None) or load_catalog(CATALOG, **properties)
+        catalog = _OPEN_CATALOGS.pop(key, None)
+        if catalog is None:
+            catalog = load_catalog(CATALOG, **properties)
         _OPEN_CATALOGS[key] = catalog  # the most recently used last
         while len(_OPEN_CATALOGS) > _KEPT_CATALOGS:
             # A caller may still hold it: its connections in use close when given back.

@@ -236,9 +236,10 @@ def _bind_small_windows(spark: SparkSession, warehouse, source: str, result, bas
     """Each small window (snapshot/small_window.py) bound to its table and the snapshot it
     merges into, when that can be merged in Arrow; a new table's (`TableState.onto_empty`) to
     the table, created here. Before the writes start, so that the table's snapshot and history
-    writes both know whether it applies. One table after another: creating the tables side
-    by side, each thread's Spark catalog commits against the others' pyiceberg reads, held the
-    local SQLite catalog's lock past its minute's timeout (a CI run's replay, `e629a12`)."""
+    writes both know whether it applies. One table after another: side by side, a CI run's
+    replay (`e629a12`) held the local SQLite catalog's lock past its minute's timeout. The
+    causes found since (connections finalized in other threads, readers shut out in SQLite's
+    rollback journal: `warehouse.ensure_wal`) may make it safe again; not tried since."""
     for name, entry in bases.items():
         if result.tables[name].small is not None:
             _bind_small_window(spark, warehouse, source, name, result.tables[name], entry)
