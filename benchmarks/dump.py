@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -116,15 +116,21 @@ class DumpSpec:
     dup_rate: float = 0.02
     keys_per_event: float = 0.1  # key space = events * this (so ~10 changes per key)
     width: int = 0  # 0: the four tables of TABLES; else one table of this many columns (`wide_table`)
+    copies: int = 1  # above 1: that many copies of the tables (`<table>_<i>`), each with its share of the events
 
     @property
     def folder_name(self) -> str:
         wide = f"-width={self.width}" if self.width else ""
-        return f"events={self.events}-seed={self.seed}-hours={self.hours}-keys={self.keys_per_event}{wide}"
+        many = f"-copies={self.copies}" if self.copies > 1 else ""
+        return f"events={self.events}-seed={self.seed}-hours={self.hours}-keys={self.keys_per_event}{wide}{many}"
 
     @property
     def tables(self) -> tuple[Table, ...]:
-        return (wide_table(self.width),) if self.width else TABLES
+        tables = (wide_table(self.width),) if self.width else TABLES
+        if self.copies <= 1:
+            return tables
+        return tuple(replace(t, table=f"{t.table}_{i}", weight=t.weight / self.copies)
+                     for i in range(self.copies) for t in tables)
 
 
 @dataclass(frozen=True)

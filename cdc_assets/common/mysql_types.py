@@ -128,5 +128,15 @@ def typed_value(value: Column, dtype: T.DataType) -> Column:
     return value.try_cast(dtype)
 
 
+def typed_value_sql(value: str, dtype: T.DataType) -> str:
+    """`typed_value` as SQL text over the SQL expression `value` (common/sql_text: the
+    snapshot builds it per table and column; a test holds the two forms equal)."""
+    if isinstance(dtype, T.BinaryType):
+        return f"try_to_binary({value}, 'base64')"
+    if isinstance(dtype, T.BooleanType):
+        return f"coalesce(try_cast({value} AS BIGINT) != 0, try_cast({value} AS BOOLEAN))"
+    return f"try_cast({value} AS {dtype.simpleString()})"
+
+
 def is_decimal_without_params(mtype: MysqlType) -> bool:
     return mtype.base in ("decimal", "numeric") and not mtype.params

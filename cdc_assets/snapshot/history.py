@@ -42,6 +42,7 @@ from cdc_assets.common.iceberg_arrow_writes import ARROW_WRITE_ROWS
 from cdc_assets.common.iceberg_tables import WINDOW_COLUMN, IcebergTable, widens, as_stored, table_name
 from cdc_assets.common.names import table_id
 from cdc_assets.common.observed import observed
+from cdc_assets.common.sql_text import ident
 from cdc_assets.common.warehouse import use_catalog
 from cdc_assets.snapshot.reconstruct import COMMIT_TS_COLUMN, END_OP, VALID_FROM, VALID_TO, key_column, value_column
 from cdc_assets.snapshot.table_errors import TableFailed, caught, naming_table
@@ -156,7 +157,7 @@ def _write_versions(spark: SparkSession, table: IcebergTable, frame: DataFrame, 
         # pyiceberg: the versions found in Arrow, fitted by Spark from the driver's rows, so the
         # window's typed actions (not cached for a small window) are not computed again.
         frame = spark.createDataFrame(versions).select(
-            [F.col(_quote(f.name)).cast(f.dataType).alias(f.name) for f in frame.schema.fields])
+            [F.col(ident(f.name)).cast(f.dataType).alias(f.name) for f in frame.schema.fields])
         fitted = _fit(spark, table, frame)
     if expected is not None and expected <= ARROW_WRITE_ROWS:
         # Through Arrow (iceberg_arrow_writes), without Spark's write jobs.
@@ -186,12 +187,12 @@ def _fit(spark: SparkSession, table: IcebergTable, frame: DataFrame) -> DataFram
                 and not widens(dtype, have[name]):
             name = f"{field.name}__{dtype.simpleString()}"  # e.g. price__string
         if name not in have:
-            spark.sql(f"ALTER TABLE {table.sql} ADD COLUMN {_quote(name)} {dtype.simpleString()}")
+            spark.sql(f"ALTER TABLE {table.sql} ADD COLUMN {ident(name)} {dtype.simpleString()}")
             have[name] = dtype
         elif have[name] != dtype and widens(have[name], dtype):
-            spark.sql(f"ALTER TABLE {table.sql} ALTER COLUMN {_quote(name)} TYPE {dtype.simpleString()}")
+            spark.sql(f"ALTER TABLE {table.sql} ALTER COLUMN {ident(name)} TYPE {dtype.simpleString()}")
             have[name] = dtype
-        columns[name] = F.col(_quote(field.name)).cast(have[name])
+        columns[name] = F.col(ident(field.name)).cast(have[name])
     order = [f.name for f in spark.table(table.sql).schema.fields]
     return frame.select([columns.get(c, F.lit(None)).cast(have[c]).alias(c) for c in order])
 
@@ -209,19 +210,15 @@ def _union_widened(frames: list[DataFrame]) -> DataFrame:
             if old is None or old == x.dataType:
                 continue
             if widens(old, x.dataType):
-                out = out.withColumn(x.name, F.col(_quote(x.name)).cast(x.dataType))
+                out = out.withColumn(x.name, F.col(ident(x.name)).cast(x.dataType))
             elif widens(x.dataType, old):
-                renamed[x.name] = F.col(_quote(x.name)).cast(old)
+                renamed[x.name] = F.col(ident(x.name)).cast(old)
             else:
                 f = f.withColumnRenamed(x.name, f"{x.name}__{x.dataType.simpleString()}")
         if renamed:
             f = f.withColumns({k: v for k, v in renamed.items()})
         out = out.unionByName(f, allowMissingColumns=True)
     return out
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _ended_by_ddl(c: Closure) -> DataFrame:
@@ -231,22 +228,21 @@ def _ended_by_ddl(c: Closure) -> DataFrame:
 
 def _ended_by_rows(f: Flush) -> DataFrame:
     """From the typed actions the snapshot was built from: each upsert ends at its key's next
-    action, and a row from before the window at its key's first one."""
+    action, and a row from before the window at its key's first one. Built as SQL text (a
+    few py4j calls a table, common/sql_text): a small window's versions come from Arrow and
+    this plan gives only their schema."""
     schema = f.schema
     pk = schema.primary_key
     acts = f.actions.where("_cdc_key_ok")  # a table without a primary key has no versions
-    values = [F.col(key_column(pk.index(c))).alias(c) if c in pk else F.col(value_column(i)).alias(c)
+    values = [f"{key_column(pk.index(c)) if c in pk else value_column(i)} AS {ident(c)}"
               for i, c in enumerate(schema.columns)]
-    inside = acts.where((F.col("_cdc_kind") == "upsert") & (F.col("_cdc_next_ts") > F.col("commit_ts"))).select(
-        *values, F.col("commit_ts").alias(VALID_FROM), F.col("_cdc_next_ts").alias(VALID_TO),
-        F.col("_cdc_next_op").alias(END_OP))
+    inside = acts.where("_cdc_kind = 'upsert' AND _cdc_next_ts > commit_ts").selectExpr(
+        *values, f"commit_ts AS {VALID_FROM}", f"_cdc_next_ts AS {VALID_TO}", f"_cdc_next_op AS {END_OP}")
     if f.before is None or not pk:
         return inside
-    first = acts.where("_cdc_first").select(*[F.col(key_column(i)).alias(c) for i, c in enumerate(pk)],
-                                            F.col("commit_ts").alias("_cdc_first_ts"),
-                                            F.col("op").alias("_cdc_first_op"))
-    ended = F.col("_cdc_first_ts") > F.col(COMMIT_TS_COLUMN)
-    before = f.before.join(first, on=pk, how="inner").where(ended).select(
-        *schema.columns, F.col(COMMIT_TS_COLUMN).alias(VALID_FROM), F.col("_cdc_first_ts").alias(VALID_TO),
-        F.col("_cdc_first_op").alias(END_OP))
+    first = acts.where("_cdc_first").selectExpr(*[f"{key_column(i)} AS {ident(c)}" for i, c in enumerate(pk)],
+                                                "commit_ts AS _cdc_first_ts", "op AS _cdc_first_op")
+    before = f.before.join(first, on=pk, how="inner").where(f"_cdc_first_ts > {COMMIT_TS_COLUMN}").selectExpr(
+        *[ident(c) for c in schema.columns], f"{COMMIT_TS_COLUMN} AS {VALID_FROM}", f"_cdc_first_ts AS {VALID_TO}",
+        f"_cdc_first_op AS {END_OP}")
     return before.unionByName(inside)

@@ -27,16 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, Window, functions as F, types as T
+from pyspark.sql import Column, DataFrame, functions as F, types as T
 
 from cdc_assets.common.iceberg_tables import MERGE_PRESENT
-from cdc_assets.common.mysql_types import (
-    parse_mysql_type,
-    spark_type,
-    typed_value,
-)
+from cdc_assets.common.mysql_types import parse_mysql_type, spark_type, typed_value, typed_value_sql
 from cdc_assets.common.names import table_id
 from cdc_assets.common.observed import ObservedMetrics, observed
+from cdc_assets.common.sql_text import ident, string, strings
 from cdc_assets.contracts.schemas import DELETE, ROW, UPDATE
 
 COMMIT_TS_COLUMN = "_cdc_commit_ts"
@@ -121,7 +118,8 @@ class TableResult:
     observed: ObservedMetrics | None = None
 
 
-def _oldest_first() -> list[Column]:
+def _oldest_first() -> str:
+    """The ORDER BY of a key's actions, oldest first (SQL text, common/sql_text)."""
     # At one commit_ts, TiCDC's events (no source position) are one transaction's net changes:
     # a key's DELETE applies before its INSERT (a split update), whatever their partitions.
     # A binlog source's events (a position) can share one (commit_ts, position) over several
@@ -129,35 +127,30 @@ def _oldest_first() -> list[Column]:
     # partition, in Kafka order: an INSERT then a DELETE of it in one second leaves it deleted.
     # Only the old key's DELETE of a key-changing UPDATE travels with the new key, maybe in
     # another partition: it still comes first (a key is freed before it is taken again).
-    first_at_a_tie = F.when(F.col("source_position").isNull() | (F.col("op") == UPDATE), F.col("order"))
-    return [F.asc("commit_ts"), F.asc_nulls_first("source_position"), F.coalesce(first_at_a_tie, F.lit(1)).asc(),
-            F.asc("kafka_partition"), F.asc("kafka_offset"), F.asc("event_index"), F.asc("order")]
+    first_at_a_tie = f"CASE WHEN source_position IS NULL OR op = {string(UPDATE)} THEN `order` END"
+    return (f"commit_ts ASC, source_position ASC NULLS FIRST, coalesce({first_at_a_tie}, 1) ASC, "
+            "kafka_partition ASC, kafka_offset ASC, event_index ASC, `order` ASC")
 
 
 def key_actions(changes: DataFrame) -> DataFrame:
     """Every key action of the row events, untyped (`typed_actions` finds the latest per key)."""
-    rows = changes.where(F.col("event_kind") == ROW)
-    before_pk = F.transform("pk_names", lambda n: F.try_element_at(F.col("before"), n))
-    action = lambda kind, key, order, values: F.struct(  # noqa: E731
-        F.lit(kind).alias("kind"), key.alias("key"), F.lit(order).alias("order"), values.alias("values")
+    rows = changes.where(f"event_kind = {string(ROW)}")
+    no_values = "CAST(NULL AS MAP<STRING, STRING>)"
+
+    def action(kind: str, key: str, order: int, values: str) -> str:
+        return f"named_struct('kind', {string(kind)}, 'key', {key}, 'order', {order}, 'values', {values})"
+
+    before_pk = "transform(pk_names, n -> try_element_at(`before`, n))"
+    acts = (
+        f"CASE WHEN op = {string(DELETE)} THEN array({action(_DELETE, 'pk_values', 0, no_values)}) "
+        f"WHEN op = {string(UPDATE)} AND `before` IS NOT NULL AND {before_pk} != pk_values "
+        f"THEN array({action(_DELETE, before_pk, 0, no_values)}, {action(_UPSERT, 'pk_values', 1, '`after`')}) "
+        f"ELSE array({action(_UPSERT, 'pk_values', 1, '`after`')}) END"
     )
-    acts = F.when(
-        F.col("op") == DELETE,
-        F.array(action(_DELETE, F.col("pk_values"), 0, F.lit(None).cast("map<string,string>"))),
-    ).otherwise(
-        F.when(
-            (F.col("op") == UPDATE) & F.col("before").isNotNull() & (before_pk != F.col("pk_values")),
-            F.array(
-                action(_DELETE, before_pk, 0, F.lit(None).cast("map<string,string>")),
-                action(_UPSERT, F.col("pk_values"), 1, F.col("after")),
-            ),
-        ).otherwise(F.array(action(_UPSERT, F.col("pk_values"), 1, F.col("after"))))
-    )
-    return rows.select(
-        "database", "table", "pk_names", "op", "commit_ts", "source_position", "kafka_partition", "kafka_offset",
-        "event_index",
-        F.explode(acts).alias("a"),
-    ).select("*", "a.kind", "a.key", "a.order", "a.values").drop("a")
+    carried = ["`database`", "`table`", "pk_names", "op", "commit_ts", "source_position", "kafka_partition",
+               "kafka_offset", "event_index"]
+    return rows.selectExpr(*carried, f"explode({acts}) AS a").selectExpr(
+        *carried, "a.kind AS kind", "a.key AS `key`", "a.order AS `order`", "a.values AS `values`")
 
 
 def key_column(i: int) -> str:
@@ -170,39 +163,43 @@ def value_column(i: int) -> str:
     return f"_cdc_v{i}"
 
 
+_CARRIED = ["pk_names", "`key`", "op", "commit_ts", "source_position", "`order`", "kafka_partition", "kafka_offset",
+            "event_index"]
+_ORDERED = ["_cdc_key_ok", "_cdc_first", "_cdc_next_ts", "_cdc_next_op", "_cdc_keep"]
+
+
 def typed_actions(actions: DataFrame, schema: TableSchema) -> DataFrame:
     """The table's actions (`key_actions`) with the current key and the values typed, and each
     action's place among its typed key's actions in commit order: `_cdc_keep` (the latest:
     it decides the key's row), `_cdc_first`, and the next action's `_cdc_next_ts` and
     `_cdc_next_op` (where the history's versions end). An action whose key does not type has
-    `_cdc_key_ok` false and none of these."""
-    mine = actions.where((F.col("database") == schema.database) & (F.col("table") == schema.table))
+    `_cdc_key_ok` false and none of these.
+
+    Built as SQL text (common/sql_text): a few py4j calls per table instead of hundreds."""
+    mine = actions.where(f"`database` = {string(schema.database)} AND `table` = {string(schema.table)}")
     pk = schema.primary_key
     key_names = [key_column(i) for i in range(len(pk))]
-    acts = mine.select(
-        F.col("kind").alias("_cdc_kind"),
-        *[_typed_key(c, schema).alias(k) for c, k in zip(pk, key_names)],
-        "pk_names", "key", "op", "commit_ts", "source_position", "order", "kafka_partition", "kafka_offset",
-        "event_index", "values",
+    key_ok = " AND ".join(["true", *[f"{k} IS NOT NULL" for k in key_names]]) if pk else "false"
+    acts = mine.selectExpr(
+        "kind AS _cdc_kind", *[f"{_typed_key(c, schema)} AS {k}" for c, k in zip(pk, key_names)],
+        *_CARRIED, "`values`", f"{key_ok} AS _cdc_key_ok",
     )
-    key_ok = F.lit(bool(pk))
-    for k in key_names:
-        key_ok = key_ok & F.col(k).isNotNull()
-    acts = acts.withColumn("_cdc_key_ok", key_ok)
     if not pk:
-        return _typed_values(acts.withColumns({
-            "_cdc_first": F.lit(False), "_cdc_next_ts": F.lit(None).cast("long"),
-            "_cdc_next_op": F.lit(None).cast("string"), "_cdc_keep": F.lit(False)}), schema)
+        ordered = acts.selectExpr("*", "false AS _cdc_first", "CAST(NULL AS BIGINT) AS _cdc_next_ts",
+                                  "CAST(NULL AS STRING) AS _cdc_next_op", "false AS _cdc_keep")
+        return _typed_values(ordered, schema)
     # One sort per table: oldest first, so the latest action is the one with no next. Keys that
     # do not type are spread by their text (all in the null key's partition, one task sorted them).
-    unidentified = F.when(~F.col("_cdc_key_ok"), F.struct("pk_names", "key"))
-    by_key = Window.partitionBy(*key_names, unidentified).orderBy(*_oldest_first())
-    return _typed_values(acts.withColumns({
-        "_cdc_first": F.row_number().over(by_key) == 1,
-        "_cdc_next_ts": F.lead("commit_ts").over(by_key),
-        "_cdc_next_op": F.lead("op").over(by_key),
-        "_cdc_keep": F.col("_cdc_key_ok") & F.lead(F.lit(True)).over(by_key).isNull(),
-    }), schema)
+    # Each window function repeats the one spec: Spark computes them in one window operator.
+    unidentified = "CASE WHEN NOT _cdc_key_ok THEN struct(pk_names, `key`) END"
+    by_key = f"OVER (PARTITION BY {', '.join(key_names)}, {unidentified} ORDER BY {_oldest_first()})"
+    return _typed_values(acts.selectExpr(
+        "*",
+        f"row_number() {by_key} = 1 AS _cdc_first",
+        f"lead(commit_ts) {by_key} AS _cdc_next_ts",
+        f"lead(op) {by_key} AS _cdc_next_op",
+        f"_cdc_key_ok AND lead(true) {by_key} IS NULL AS _cdc_keep",
+    ), schema)
 
 
 def _typed_values(acts: DataFrame, schema: TableSchema) -> DataFrame:
@@ -218,17 +215,19 @@ def _typed_values(acts: DataFrame, schema: TableSchema) -> DataFrame:
     """
     pk, cols = schema.primary_key, schema.columns
     others = [c for c in cols if c not in pk]
-    present = F.coalesce(F.array_size(F.filter(
-        F.map_entries("values"), lambda e: e.getField("value").isNotNull() & e.getField("key").isin(*others))), F.lit(0))
-    typed = acts.select(
-        "*",
-        *[typed_value(F.try_element_at("values", F.lit(c)), schema.spark_type_of(c)).alias(value_column(i))
-          for i, c in enumerate(cols)],
-        present.alias(_PRESENT),
-    ).drop("values")
-    typed_count = sum((F.col(value_column(i)).isNotNull().cast("int") for i, c in enumerate(cols) if c not in pk),
-                      F.lit(0))
-    return typed.withColumn("_cdc_value_failures", F.col(_PRESENT) - typed_count).drop(_PRESENT)
+    kept = ["_cdc_kind", *[key_column(i) for i in range(len(pk))], *_CARRIED, *_ORDERED]
+    present = (f"coalesce(array_size(filter(map_entries(`values`), "
+               f"e -> e.value IS NOT NULL AND e.key IN ({strings(others)}))), 0)") if others else "0"
+    values = [value_column(i) for i in range(len(cols))]
+    typed = acts.selectExpr(
+        *kept,
+        *[f"{typed_value_sql(f'try_element_at(`values`, {string(c)})', schema.spark_type_of(c))} AS {v}"
+          for c, v in zip(cols, values)],
+        f"{present} AS {_PRESENT}",
+    )
+    typed_count = " + ".join(["0", *[f"CAST({v} IS NOT NULL AS INT)" for c, v in zip(cols, values) if c not in pk]])
+    return typed.selectExpr(*kept, *values, f"{_PRESENT} - ({typed_count}) AS _cdc_value_failures")
+
 
 
 _NUMERIC_OR_BOOL = (T.NumericType, T.BooleanType)
@@ -282,10 +281,10 @@ def conform_frame(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, int]:
     return conformed.select(*schema.columns, COMMIT_TS_COLUMN), int(lost or 0)
 
 
-def _typed_key(column: str, schema: TableSchema) -> Column:
-    """By name: an action's value of the current key column, typed (null when it does not convert)."""
-    position = (F.array_position("pk_names", F.lit(column)) - 1).cast("int")
-    return typed_value(F.get(F.col("key"), position), schema.spark_type_of(column))
+def _typed_key(column: str, schema: TableSchema) -> str:
+    """By name: an action's value of the current key column, typed (null when it does not convert); SQL text."""
+    position = f"CAST(array_position(pk_names, {string(column)}) - 1 AS INT)"
+    return typed_value_sql(f"get(`key`, {position})", schema.spark_type_of(column))
 
 
 def reconstruct_table(
@@ -356,35 +355,35 @@ def merge_source(typed: DataFrame, schema: TableSchema, previous: DataFrame) -> 
     primary-key check: one source row per key) are observed on the source, so they come with
     the job that materializes it for the MERGE (`observed_counts` reads them after the write);
     a small window applied in Arrow computes the same counts instead (`small_window`), and
-    this plan never runs.
+    this plan never runs (built as SQL text, it costs a few py4j calls: common/sql_text).
     The previous snapshot is read for its keys only (were they there?), in that same job;
     its row count is the manifest's."""
     pk, cols = schema.primary_key, schema.columns
     key_names = [key_column(i) for i in range(len(pk))]
-    is_upsert, is_delete = F.col("_cdc_kind") == _UPSERT, F.col("_cdc_kind") == _DELETE
-    keep, key_ok = F.col("_cdc_keep"), F.col("_cdc_key_ok")
-    in_prev = previous.select(*[F.col(c).alias(k) for c, k in zip(pk, key_names)],
-                              F.lit(True).alias("_cdc_in_prev"))
+    is_upsert, is_delete = f"_cdc_kind = {string(_UPSERT)}", f"_cdc_kind = {string(_DELETE)}"
+    in_prev = previous.selectExpr(*[f"{ident(c)} AS {k}" for c, k in zip(pk, key_names)], "true AS _cdc_in_prev")
     # the kept actions, the first of each key (distinct keys) and the unidentified ones
-    joined = typed.where(keep | F.col("_cdc_first") | ~key_ok).join(in_prev, on=key_names, how="left")
+    joined = typed.where("_cdc_keep OR _cdc_first OR NOT _cdc_key_ok").join(in_prev, on=key_names, how="left")
     # `_cdc_first` is one row of each (typed key) or (unidentified pk_names, key): counting it
     # counts the distinct ones, which `observe` cannot (no DISTINCT aggregate).
-    counted, metrics = observed(
-        joined,
-        F.count_if(keep & is_upsert & F.col("_cdc_in_prev").isNull()).alias("inserted"),
-        F.count_if(keep & is_delete & F.col("_cdc_in_prev").isNotNull()).alias("deleted"),
-        F.coalesce(F.sum(F.when(keep & is_upsert, F.col("_cdc_value_failures"))), F.lit(0)).alias("value_failures"),
-        F.count_if(~key_ok & F.col("_cdc_first")).alias("unidentified"),
-        F.count_if(keep).alias("source_rows"),
-        F.count_if(key_ok & F.col("_cdc_first")).alias("source_keys"),
-        F.count_if(keep & F.col("_cdc_in_prev").isNotNull()).alias("matched"),
+    counted, metrics = observed(joined, *[F.expr(f"{aggregate} AS {name}") for name, aggregate in (
+        ("inserted", f"count_if(_cdc_keep AND {is_upsert} AND _cdc_in_prev IS NULL)"),
+        ("deleted", f"count_if(_cdc_keep AND {is_delete} AND _cdc_in_prev IS NOT NULL)"),
+        ("value_failures", f"coalesce(sum(CASE WHEN _cdc_keep AND {is_upsert} THEN _cdc_value_failures END), 0)"),
+        ("unidentified", "count_if(NOT _cdc_key_ok AND _cdc_first)"),
+        ("source_rows", "count_if(_cdc_keep)"),
+        ("source_keys", "count_if(_cdc_key_ok AND _cdc_first)"),
+        ("matched", "count_if(_cdc_keep AND _cdc_in_prev IS NOT NULL)"),
+    )])
+    table_columns = [f"{key_names[pk.index(c)] if c in pk else value_column(i)} AS {ident(c)}"
+                     for i, c in enumerate(cols)]
+    source = counted.where("_cdc_keep").selectExpr(
+        *table_columns, f"commit_ts AS {ident(COMMIT_TS_COLUMN)}",
+        f"CASE WHEN {is_upsert} THEN true END AS {ident(MERGE_PRESENT)}",
     )
-    source = counted.where(keep).select(
-        *[(F.col(key_names[pk.index(c)]) if c in pk else F.col(value_column(i))).alias(c) for i, c in enumerate(cols)],
-        F.col("commit_ts").alias(COMMIT_TS_COLUMN),
-        F.when(is_upsert, F.lit(True)).alias(MERGE_PRESENT),
-    )
-    rows = source.where(F.col(MERGE_PRESENT).isNotNull()).drop(MERGE_PRESENT)  # its schema is the table's
+    # its schema is the table's
+    rows = source.where(f"{ident(MERGE_PRESENT)} IS NOT NULL").selectExpr(*[ident(c) for c in cols],
+                                                                         ident(COMMIT_TS_COLUMN))
     return TableResult(schema, rows, 0, 0, 0, 0, merge_source=source, observed=metrics)
 
 

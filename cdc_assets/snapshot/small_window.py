@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import DataFrame
 
 from cdc_assets.common.iceberg_arrow_writes import ARROW_WRITE_ROWS, as_table_rows
 from cdc_assets.common.iceberg_tables import MERGE_PRESENT
@@ -53,8 +53,8 @@ class AppliedWindow:
 def collected_actions(typed: DataFrame, schema: TableSchema) -> DataFrame:
     """What `apply_actions` reads of the typed actions: every action that decides a key's row,
     starts a key's (or an unidentified key's) actions, or ends a version inside the window."""
-    ends_version = (F.col("_cdc_kind") == _UPSERT) & (F.col("_cdc_next_ts") > F.col("commit_ts"))
-    return typed.where(F.col("_cdc_keep") | F.col("_cdc_first") | (F.col("_cdc_key_ok") & ends_version)).select(
+    ends_version = f"_cdc_kind = '{_UPSERT}' AND _cdc_next_ts > commit_ts"
+    return typed.where(f"_cdc_keep OR _cdc_first OR (_cdc_key_ok AND {ends_version})").selectExpr(
         "_cdc_kind", *[key_column(i) for i in range(len(schema.primary_key))],
         *[value_column(i) for i in range(len(schema.columns))],
         "commit_ts", "op", "_cdc_key_ok", "_cdc_first", "_cdc_keep", "_cdc_next_ts", "_cdc_next_op",
