@@ -118,17 +118,19 @@ class TableResult:
     observed: ObservedMetrics | None = None
 
 
+# At one commit_ts, TiCDC's events (no source position) are one transaction's net changes:
+# a key's DELETE applies before its INSERT (a split update), whatever their partitions.
+# A binlog source's events (a position) can share one (commit_ts, position) over several
+# transactions (Canal: `es` in seconds, one id per batch). A key's own events are in its
+# partition, in Kafka order: an INSERT then a DELETE of it in one second leaves it deleted.
+# Only the old key's DELETE of a key-changing UPDATE travels with the new key, maybe in
+# another partition: it still comes first (a key is freed before it is taken again).
+_TIE = f"coalesce(CASE WHEN source_position IS NULL OR op = {string(UPDATE)} THEN `order` END, 1)"
+
+
 def _oldest_first() -> str:
     """The ORDER BY of a key's actions, oldest first (SQL text, common/sql_text)."""
-    # At one commit_ts, TiCDC's events (no source position) are one transaction's net changes:
-    # a key's DELETE applies before its INSERT (a split update), whatever their partitions.
-    # A binlog source's events (a position) can share one (commit_ts, position) over several
-    # transactions (Canal: `es` in seconds, one id per batch). A key's own events are in its
-    # partition, in Kafka order: an INSERT then a DELETE of it in one second leaves it deleted.
-    # Only the old key's DELETE of a key-changing UPDATE travels with the new key, maybe in
-    # another partition: it still comes first (a key is freed before it is taken again).
-    first_at_a_tie = f"CASE WHEN source_position IS NULL OR op = {string(UPDATE)} THEN `order` END"
-    return (f"commit_ts ASC, source_position ASC NULLS FIRST, coalesce({first_at_a_tie}, 1) ASC, "
+    return (f"commit_ts ASC, source_position ASC NULLS FIRST, {_TIE} ASC, "
             "kafka_partition ASC, kafka_offset ASC, event_index ASC, `order` ASC")
 
 
@@ -176,14 +178,9 @@ def typed_actions(actions: DataFrame, schema: TableSchema) -> DataFrame:
     `_cdc_key_ok` false and none of these.
 
     Built as SQL text (common/sql_text): a few py4j calls per table instead of hundreds."""
-    mine = actions.where(f"`database` = {string(schema.database)} AND `table` = {string(schema.table)}")
     pk = schema.primary_key
     key_names = [key_column(i) for i in range(len(pk))]
-    key_ok = " AND ".join(["true", *[f"{k} IS NOT NULL" for k in key_names]]) if pk else "false"
-    acts = mine.selectExpr(
-        "kind AS _cdc_kind", *[f"{_typed_key(c, schema)} AS {k}" for c, k in zip(pk, key_names)],
-        *_CARRIED, "`values`", f"{key_ok} AS _cdc_key_ok",
-    )
+    acts = _keyed(actions, schema)
     if not pk:
         ordered = acts.selectExpr("*", "false AS _cdc_first", "CAST(NULL AS BIGINT) AS _cdc_next_ts",
                                   "CAST(NULL AS STRING) AS _cdc_next_op", "false AS _cdc_keep")
@@ -191,8 +188,7 @@ def typed_actions(actions: DataFrame, schema: TableSchema) -> DataFrame:
     # One sort per table: oldest first, so the latest action is the one with no next. Keys that
     # do not type are spread by their text (all in the null key's partition, one task sorted them).
     # Each window function repeats the one spec: Spark computes them in one window operator.
-    unidentified = "CASE WHEN NOT _cdc_key_ok THEN struct(pk_names, `key`) END"
-    by_key = f"OVER (PARTITION BY {', '.join(key_names)}, {unidentified} ORDER BY {_oldest_first()})"
+    by_key = f"OVER (PARTITION BY {', '.join(key_names)}, {_UNIDENTIFIED} ORDER BY {_oldest_first()})"
     return _typed_values(acts.selectExpr(
         "*",
         f"row_number() {by_key} = 1 AS _cdc_first",
@@ -202,7 +198,40 @@ def typed_actions(actions: DataFrame, schema: TableSchema) -> DataFrame:
     ), schema)
 
 
-def _typed_values(acts: DataFrame, schema: TableSchema) -> DataFrame:
+def _keyed(actions: DataFrame, schema: TableSchema) -> DataFrame:
+    """The table's actions with the current key typed (`key_column`) and `_cdc_key_ok`."""
+    mine = actions.where(f"`database` = {string(schema.database)} AND `table` = {string(schema.table)}")
+    pk = schema.primary_key
+    key_names = [key_column(i) for i in range(len(pk))]
+    key_ok = " AND ".join(["true", *[f"{k} IS NOT NULL" for k in key_names]]) if pk else "false"
+    return mine.selectExpr(
+        "kind AS _cdc_kind", *[f"{_typed_key(c, schema)} AS {k}" for c, k in zip(pk, key_names)],
+        *_CARRIED, "`values`", f"{key_ok} AS _cdc_key_ok",
+    )
+
+
+# A key that does not type is identified by its text: its actions are one partition.
+_UNIDENTIFIED = "CASE WHEN NOT _cdc_key_ok THEN struct(pk_names, `key`) END"
+# `typed_actions` without its sort (`unsorted_typed_actions`): its order as columns.
+UNIDENTIFIED_COLUMN, TIE_COLUMN = "_cdc_unidentified", "_cdc_tie"
+ORDER_COLUMNS = ("commit_ts", "source_position", TIE_COLUMN, "kafka_partition", "kafka_offset", "event_index",
+                 "order")
+
+
+def unsorted_typed_actions(actions: DataFrame, schema: TableSchema) -> DataFrame:
+    """`typed_actions` before its sort, for a window small enough to order in the driver
+    (snapshot/small_window.py): the typed key and values, `_cdc_key_ok`, the partition of an
+    action whose key does not type (`UNIDENTIFIED_COLUMN`, its text as JSON) and the columns
+    of `_oldest_first` (`ORDER_COLUMNS`, all ascending, nulls first), so that the latest,
+    first and next action of each key are found there. A narrow plan: one Spark job, no
+    shuffle."""
+    acts = _keyed(actions, schema).selectExpr(
+        "*", f"CASE WHEN NOT _cdc_key_ok THEN to_json(struct(pk_names, `key`)) END AS {UNIDENTIFIED_COLUMN}",
+        f"{_TIE} AS {TIE_COLUMN}")
+    return _typed_values(acts, schema, ordered=("_cdc_key_ok", UNIDENTIFIED_COLUMN, TIE_COLUMN))
+
+
+def _typed_values(acts: DataFrame, schema: TableSchema, ordered: tuple[str, ...] = tuple(_ORDERED)) -> DataFrame:
     """After the window's sort (a keyless table has none): each table column's value typed (`value_column`), and
     `_cdc_value_failures`, the values that were there and did not convert; `values` dropped.
 
@@ -215,7 +244,7 @@ def _typed_values(acts: DataFrame, schema: TableSchema) -> DataFrame:
     """
     pk, cols = schema.primary_key, schema.columns
     others = [c for c in cols if c not in pk]
-    kept = ["_cdc_kind", *[key_column(i) for i in range(len(pk))], *_CARRIED, *_ORDERED]
+    kept = ["_cdc_kind", *[key_column(i) for i in range(len(pk))], *_CARRIED, *ordered]
     present = (f"coalesce(array_size(filter(map_entries(`values`), "
                f"e -> e.value IS NOT NULL AND e.key IN ({strings(others)}))), 0)") if others else "0"
     values = [value_column(i) for i in range(len(cols))]

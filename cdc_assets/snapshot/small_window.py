@@ -1,13 +1,16 @@
 """A small window of one table applied in the driver, in Arrow: its typed actions collected by
-one Spark plan, its previous snapshot read by pyiceberg, and from those both its new snapshot
-and its history's versions, with the window's counts (docs/performance.md step 25).
+one narrow Spark job, its previous snapshot read by pyiceberg, and from those both its new
+snapshot and its history's versions, with the window's counts (docs/performance.md steps 25
+and 28).
 
 Spark's plans for the same (`reconstruct.merge_source`, `history._ended_by_rows`) each read the
 previous snapshot again and join it with the window's actions: about 8 Spark jobs a table,
-for a few thousand rows. Here the actions are typed and ordered by Spark as before
-(`reconstruct.typed_actions`: the conversions and the per-key order stay Spark's); what
-follows is Arrow: which keys the previous snapshot had, the counts, the rows to merge and the
-versions that ended, by the rules of those Spark plans (the tests run both side by side).
+for a few thousand rows. Here the actions are typed by Spark as before (the conversions stay
+Spark's: `reconstruct.unsorted_typed_actions`) but not sorted: each key's actions are ordered
+in Arrow by the columns of Spark's order (`ordered_actions`), which saves the sort's shuffle
+and its job. What follows is Arrow too: which keys the previous snapshot had, the counts, the
+rows to merge and the versions that ended, by the rules of those Spark plans (the tests run
+both side by side).
 
 It applies to a table written by MERGE (rows alone changed, a primary key, the same schema)
 whose window has at most `ARROW_WRITE_ROWS` events, on a previous snapshot of one file of at
@@ -32,7 +35,8 @@ from pyspark.sql import DataFrame
 from cdc_assets.common.iceberg_arrow_writes import ARROW_WRITE_ROWS, as_table_rows
 from cdc_assets.common.iceberg_tables import MERGE_PRESENT
 from cdc_assets.snapshot.reconstruct import (
-    COMMIT_TS_COLUMN, END_OP, VALID_FROM, VALID_TO, TableSchema, key_column, value_column, window_counts,
+    COMMIT_TS_COLUMN, END_OP, ORDER_COLUMNS, UNIDENTIFIED_COLUMN, VALID_FROM, VALID_TO, TableSchema, key_column,
+    unsorted_typed_actions, value_column, window_counts,
 )
 
 log = logging.getLogger(__name__)
@@ -50,19 +54,45 @@ class AppliedWindow:
     base: pa.Table | None  # the previous snapshot's rows
 
 
-def collected_actions(typed: DataFrame, schema: TableSchema) -> DataFrame:
-    """What `apply_actions` reads of the typed actions: every action that decides a key's row,
-    starts a key's (or an unidentified key's) actions, or ends a version inside the window."""
-    ends_version = f"_cdc_kind = '{_UPSERT}' AND _cdc_next_ts > commit_ts"
-    return typed.where(f"_cdc_keep OR _cdc_first OR (_cdc_key_ok AND {ends_version})").selectExpr(
-        "_cdc_kind", *[key_column(i) for i in range(len(schema.primary_key))],
-        *[value_column(i) for i in range(len(schema.columns))],
-        "commit_ts", "op", "_cdc_key_ok", "_cdc_first", "_cdc_keep", "_cdc_next_ts", "_cdc_next_op",
-        "_cdc_value_failures")
+def ordered_actions(rows: pa.Table, keys: int) -> pa.Table:
+    """`reconstruct.unsorted_typed_actions`, collected, with what `typed_actions`' sort adds:
+    per key (`keys` typed key columns; an action whose key does not type: its
+    `UNIDENTIFIED_COLUMN`), oldest first by `ORDER_COLUMNS` (ascending, nulls first, as
+    Spark's), whether each action is the key's first (`_cdc_first`) and latest while its
+    key types (`_cdc_keep`), and the next action's `_cdc_next_ts` and `_cdc_next_op`; then
+    only the rows `apply_actions` reads: every action that decides a key's row, starts a
+    key's (or an unidentified key's) actions, or ends a version inside the window. Grouping
+    compares values as Spark does for the key types this path takes (not floating point:
+    `iceberg_arrow_writes.matches_as_spark`)."""
+    partition = [key_column(i) for i in range(keys)] + [UNIDENTIFIED_COLUMN]
+    order = pc.sort_indices(rows, sort_keys=[(c, "ascending", "at_start") for c in (*partition, *ORDER_COLUMNS)])
+    rows = rows.take(order).combine_chunks()
+    n = rows.num_rows
+    same = np.ones(max(n - 1, 0), dtype=bool)  # row i+1 is of row i's key
+    for c in partition:
+        a, b = rows[c][1:], rows[c][:-1]
+        equal = pc.or_kleene(pc.equal(a, b), pc.and_(pc.is_null(a), pc.is_null(b)))
+        same &= pc.fill_null(equal, False).to_numpy(zero_copy_only=False)
+    first = np.concatenate([[True], ~same]) if n else np.zeros(0, dtype=bool)
+    has_next = np.concatenate([same, [False]]) if n else np.zeros(0, dtype=bool)
+    next_ts = pc.if_else(pa.array(has_next), _shifted(rows["commit_ts"]), pa.scalar(None, pa.int64()))
+    next_op = pc.if_else(pa.array(has_next), _shifted(rows["op"]), pa.scalar(None, rows.schema.field("op").type))
+    keep = pc.and_(_true(rows["_cdc_key_ok"]), pa.array(~has_next))
+    rows = rows.append_column("_cdc_first", pa.array(first)).append_column("_cdc_keep", keep).append_column(
+        "_cdc_next_ts", next_ts).append_column("_cdc_next_op", next_op)
+    ends_version = pc.and_(pc.equal(rows["_cdc_kind"], _UPSERT), pc.greater(rows["_cdc_next_ts"], rows["commit_ts"]))
+    # `_true` where a null meets a boolean: Arrow's `or_` and `and_` give null there, SQL's do not.
+    return rows.filter(pc.or_(pc.or_(keep, pa.array(first)), _true(pc.and_(rows["_cdc_key_ok"], ends_version))))
+
+
+def _shifted(column: pa.ChunkedArray) -> pa.Array:
+    """Each row's next row's value (the last: null)."""
+    column = column.combine_chunks()
+    return pa.concat_arrays([column.slice(1), pa.nulls(1, column.type)]) if len(column) else column
 
 
 def apply_actions(actions: pa.Table, base: pa.Table, schema: TableSchema, table_schema: pa.Schema) -> AppliedWindow:
-    """The window's `collected_actions` applied to `base`, the previous snapshot in
+    """The window's `ordered_actions` applied to `base`, the previous snapshot in
     `table_schema` (the Iceberg table's): what `reconstruct.merge_source` observes and
     selects, and the versions `history._ended_by_rows` selects."""
     pk, cols = schema.primary_key, schema.columns
@@ -129,12 +159,16 @@ class SmallWindow:
     """One table's window, applied in Arrow once for both its snapshot and its history writes
     (they run in two threads: the first to ask computes it, the other waits for it)."""
 
-    def __init__(self, typed: DataFrame, schema: TableSchema, for_history: bool,
+    def __init__(self, actions: DataFrame, typed: DataFrame, schema: TableSchema, for_history: bool,
                  cache: Callable[[DataFrame], None] = lambda frame: None):
-        """`for_history`: the history's write takes the versions (else they are dropped with
-        the rest once the table is written). `typed` is not cached: collected once here, it
-        is `cache`d when Spark's plans of both writes read it instead (unbound, or Arrow failed)."""
-        self._typed, self._schema, self._for_history, self._cache = typed, schema, for_history, cache
+        """`actions`: the window's `key_actions`, of which the table's are collected unsorted
+        (`reconstruct.unsorted_typed_actions`: one narrow job) and ordered here
+        (`ordered_actions`). `typed`: the same actions sorted by Spark (`typed_actions`), which
+        Spark's plans of the writes read instead when the window is not applied here (unbound,
+        or Arrow failed): `cache`d then when both writes read it. `for_history`: the history's
+        write takes the versions (else they are dropped with the rest once the table is written)."""
+        self._actions, self._typed, self._schema, self._for_history, self._cache = (
+            actions, typed, schema, for_history, cache)
         self._lock = threading.Lock()
         self._table = None  # the pyiceberg table, bound by `bind`
         self._base_snapshot_id: int | None = None
@@ -181,13 +215,14 @@ class SmallWindow:
                 self._applied = replace(self._applied, **{p: None for p in parts})
 
     def applied(self) -> AppliedWindow | None:
-        """The window applied (one Spark action, about 3 jobs, collects the actions); None when
-        not usable. An error here is logged and the writes take Spark's plans, whose errors
-        are the table's."""
+        """The window applied (one narrow Spark job collects the actions); None when not
+        usable. An error here is logged and the writes take Spark's plans, whose errors are
+        the table's."""
         with self._lock:
             if self._applied is None and self.usable:
                 try:
-                    actions = collected_actions(self._typed, self._schema).toArrow()
+                    unsorted = unsorted_typed_actions(self._actions, self._schema).toArrow()
+                    actions = ordered_actions(unsorted, len(self._schema.primary_key))
                     table_schema = self._table.schema().as_arrow()
                     base = (table_schema.empty_table() if self._base_snapshot_id is None else
                             as_table_rows(self._table.scan(snapshot_id=self._base_snapshot_id).to_arrow(), table_schema))

@@ -201,7 +201,7 @@ class _Run:
                 continue
             typed, before, result = outcome
             # A MERGE window of few events: also applied in Arrow when the store can (small_window).
-            small = (SmallWindow(typed, schema, self.keep_history, self._cache)
+            small = (SmallWindow(actions, typed, schema, self.keep_history, self._cache)
                      if result.merge_source is not None and SmallWindow.fits(schema) else None)
             if self.keep_history:  # the rows before, in the schema the images grew to (new columns null)
                 self.flushes.append(Flush(name, typed, None if before is None else conformed(before, schema), schema))

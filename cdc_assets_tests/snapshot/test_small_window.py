@@ -14,9 +14,9 @@ from cdc_assets.common.iceberg_tables import MERGE_PRESENT
 from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
 from cdc_assets.snapshot.history import _ended_by_rows
 from cdc_assets.snapshot.reconstruct import (
-    COMMIT_TS_COLUMN, TableSchema, key_actions, merge_source, observed_counts, typed_actions,
+    COMMIT_TS_COLUMN, TableSchema, key_actions, merge_source, observed_counts, typed_actions, unsorted_typed_actions,
 )
-from cdc_assets.snapshot.small_window import apply_actions, collected_actions
+from cdc_assets.snapshot.small_window import apply_actions, ordered_actions
 from cdc_assets.snapshot.window_state import Flush
 
 SCHEMA = TableSchema("db", "t", ["k1", "k2", "price", "name"],
@@ -77,7 +77,15 @@ def _sorted(rows):
 
 
 def test_the_arrow_window_selects_and_counts_what_sparks_plans_do(spark):
-    typed = typed_actions(key_actions(_changes(spark)), SCHEMA).persist()
+    actions = key_actions(_changes(spark))
+    typed = typed_actions(actions, SCHEMA).persist()
+    # The actions ordered in Arrow: each one's flags and next action as Spark's sort gives them.
+    ordered = ordered_actions(unsorted_typed_actions(actions, SCHEMA).toArrow(), len(SCHEMA.primary_key))
+    flags = ["_cdc_kind", "_cdc_k0", "_cdc_k1", "commit_ts", "op", "_cdc_key_ok", "_cdc_first", "_cdc_keep",
+             "_cdc_next_ts", "_cdc_next_op", "_cdc_value_failures"]
+    kept = "_cdc_keep OR _cdc_first OR (_cdc_key_ok AND _cdc_kind = 'upsert' AND _cdc_next_ts > commit_ts)"
+    assert _sorted(ordered.select(flags).to_pylist()) == _sorted(typed.where(kept).select(flags).toArrow().to_pylist())
+    assert ordered.num_rows < typed.count()  # an action that neither decides, starts nor ends is left out
     previous = _previous(spark)
 
     spark_source = merge_source(typed, SCHEMA, previous)
@@ -86,7 +94,7 @@ def test_the_arrow_window_selects_and_counts_what_sparks_plans_do(spark):
     spark_versions = [r.asDict() for r in _ended_by_rows(Flush(("db", "t"), typed, previous, SCHEMA)).collect()]
 
     base = previous.toArrow()
-    applied = apply_actions(collected_actions(typed, SCHEMA).toArrow(), base, SCHEMA, base.schema)
+    applied = apply_actions(ordered, base, SCHEMA, base.schema)
 
     assert applied.counts == spark_counts
     assert spark_counts == {"inserted_keys": 3, "deleted_keys": 2, "conversion_failures": 2,
@@ -107,8 +115,7 @@ def test_the_arrow_window_selects_and_counts_what_sparks_plans_do(spark):
     # In the Iceberg table's own Arrow types (pyiceberg's: large strings, a bigint key as
     # int64), the same rows: the typed keys are cast to the table's to join.
     table_schema = pa.schema([f.with_type(pa.large_string()) if pa.types.is_string(f.type) else f for f in base.schema])
-    in_table_types = apply_actions(collected_actions(typed, SCHEMA).toArrow(), base.cast(table_schema), SCHEMA,
-                                   table_schema)
+    in_table_types = apply_actions(ordered, base.cast(table_schema), SCHEMA, table_schema)
     assert in_table_types.counts == spark_counts
     assert in_table_types.source.schema.field("name").type == pa.large_string()
     assert _sorted(in_table_types.source.to_pylist()) == _sorted(source_rows)
