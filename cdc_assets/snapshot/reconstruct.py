@@ -165,9 +165,17 @@ def value_column(i: int) -> str:
     return f"_cdc_v{i}"
 
 
-_CARRIED = ["pk_names", "`key`", "op", "commit_ts", "source_position", "`order`", "kafka_partition", "kafka_offset",
-            "event_index"]
-_ORDERED = ["_cdc_key_ok", "_cdc_first", "_cdc_next_ts", "_cdc_next_op", "_cdc_keep"]
+# The columns every typed action carries, and those its place among its key's actions adds.
+_CARRIED = ("pk_names", "`key`", "op", "commit_ts", "source_position", "`order`", "kafka_partition", "kafka_offset",
+            "event_index")
+_ORDERED = ("_cdc_key_ok", "_cdc_first", "_cdc_next_ts", "_cdc_next_op", "_cdc_keep")
+# A key that does not type is identified by its text: its actions are one partition.
+_UNIDENTIFIED = "CASE WHEN NOT _cdc_key_ok THEN struct(pk_names, `key`) END"
+# `typed_actions` without its sort (`unsorted_typed_actions`): the partition and the order
+# (`_oldest_first`'s, column by column) as columns.
+UNIDENTIFIED_COLUMN, TIE_COLUMN = "_cdc_unidentified", "_cdc_tie"
+ORDER_COLUMNS = ("commit_ts", "source_position", TIE_COLUMN, "kafka_partition", "kafka_offset", "event_index",
+                 "order")
 
 
 def typed_actions(actions: DataFrame, schema: TableSchema) -> DataFrame:
@@ -210,14 +218,6 @@ def _keyed(actions: DataFrame, schema: TableSchema) -> DataFrame:
     )
 
 
-# A key that does not type is identified by its text: its actions are one partition.
-_UNIDENTIFIED = "CASE WHEN NOT _cdc_key_ok THEN struct(pk_names, `key`) END"
-# `typed_actions` without its sort (`unsorted_typed_actions`): its order as columns.
-UNIDENTIFIED_COLUMN, TIE_COLUMN = "_cdc_unidentified", "_cdc_tie"
-ORDER_COLUMNS = ("commit_ts", "source_position", TIE_COLUMN, "kafka_partition", "kafka_offset", "event_index",
-                 "order")
-
-
 def unsorted_typed_actions(actions: DataFrame, schema: TableSchema) -> DataFrame:
     """`typed_actions` before its sort, for a window small enough to order in the driver
     (snapshot/small_window.py): the typed key and values, `_cdc_key_ok`, the partition of an
@@ -231,7 +231,7 @@ def unsorted_typed_actions(actions: DataFrame, schema: TableSchema) -> DataFrame
     return _typed_values(acts, schema, ordered=("_cdc_key_ok", UNIDENTIFIED_COLUMN, TIE_COLUMN))
 
 
-def _typed_values(acts: DataFrame, schema: TableSchema, ordered: tuple[str, ...] = tuple(_ORDERED)) -> DataFrame:
+def _typed_values(acts: DataFrame, schema: TableSchema, ordered: tuple[str, ...] = _ORDERED) -> DataFrame:
     """After the window's sort (a keyless table has none): each table column's value typed (`value_column`), and
     `_cdc_value_failures`, the values that were there and did not convert; `values` dropped.
 
@@ -256,7 +256,6 @@ def _typed_values(acts: DataFrame, schema: TableSchema, ordered: tuple[str, ...]
     )
     typed_count = " + ".join(["0", *[f"CAST({v} IS NOT NULL AS INT)" for c, v in zip(cols, values) if c not in pk]])
     return typed.selectExpr(*kept, *values, f"{_PRESENT} - ({typed_count}) AS _cdc_value_failures")
-
 
 
 _NUMERIC_OR_BOOL = (T.NumericType, T.BooleanType)
