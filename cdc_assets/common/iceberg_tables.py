@@ -22,7 +22,6 @@ import re
 import json
 import uuid
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from urllib.parse import unquote_to_bytes
@@ -37,6 +36,7 @@ from cdc_assets.common.iceberg_arrow_writes import (
 )
 from cdc_assets.common.iceberg_refs import load_table
 from cdc_assets.common.warehouse import load_pyiceberg_catalog, table_identifier
+from cdc_assets.common.sql_text import ident
 
 # A snapshot table is written sorted by its key (Iceberg's sort order; Spark range-distributes
 # the rows), so each data file holds one range of keys. A MERGE rewrites only the files whose
@@ -115,9 +115,6 @@ def sql_text(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
-def _quote(part: str) -> str:
-    return "`" + part.replace("`", "``") + "`"
-
 
 def iceberg_type(dtype: T.DataType) -> T.DataType:
     """The type Iceberg stores a Spark type as (it has no 8- or 16-bit integers)."""
@@ -130,8 +127,8 @@ def as_stored(frame: DataFrame) -> DataFrame:
     fields = frame.schema.fields
     if all(iceberg_type(f.dataType) == f.dataType for f in fields):
         return frame
-    return frame.select([F.col(_quote(f.name)).cast(iceberg_type(f.dataType)).alias(f.name)
-                         if iceberg_type(f.dataType) != f.dataType else F.col(_quote(f.name)) for f in fields])
+    return frame.select([F.col(ident(f.name)).cast(iceberg_type(f.dataType)).alias(f.name)
+                         if iceberg_type(f.dataType) != f.dataType else F.col(ident(f.name)) for f in fields])
 
 
 MERGE_PRESENT = "_cdc_present"  # a MERGE source's column: true for a key with a row, null for a deleted key
@@ -173,7 +170,7 @@ def snapshot_properties(spark: SparkSession) -> dict[str, str]:
 def merge_source(keys: DataFrame, rows: DataFrame, key: list[str]) -> DataFrame:
     """A MERGE source (`IcebergTable.write_window`) from the touched keys and the rows of those
     that still have one."""
-    return keys.select(*[_quote(k) for k in key]).distinct().join(
+    return keys.select(*[ident(k) for k in key]).distinct().join(
         rows.withColumn(MERGE_PRESENT, F.lit(True)), on=key, how="left")
 
 
@@ -196,14 +193,14 @@ class IcebergTable:
     @property
     def in_catalog(self) -> str:
         """The table's name inside its catalog, as a procedure's `table =>` text takes it."""
-        return sql_text(f"{_quote(self.namespace)}.{_quote(self.name)}")
+        return sql_text(f"{ident(self.namespace)}.{ident(self.name)}")
 
     @property
     def sql(self) -> str:
-        return f"{self.catalog}.{_quote(self.namespace)}.{_quote(self.name)}"
+        return f"{self.catalog}.{ident(self.namespace)}.{ident(self.name)}"
 
     def on_branch(self, branch: str) -> str:
-        return f"{self.sql}.{_quote('branch_' + branch)}"
+        return f"{self.sql}.{ident('branch_' + branch)}"
 
     # structure -------------------------------------------------------------------------------
     def exists(self, spark: SparkSession) -> bool:
@@ -212,16 +209,16 @@ class IcebergTable:
     def ensure_namespace(self, spark: SparkSession) -> None:
         """Once per window, before its tables are written side by side (two threads creating
         the namespace together would collide in the catalog)."""
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self.catalog}.{_quote(self.namespace)}")
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self.catalog}.{ident(self.namespace)}")
 
     def ensure(self, spark: SparkSession, schema: T.StructType, partition: str | tuple[str, ...] | None = None) -> None:
         """Create the table (all columns nullable), partitioned by the column(s) `partition` if
         given; its namespace exists (`ensure_namespace`)."""
         if self.exists(spark):
             return
-        columns = ", ".join(f"{_quote(f.name)} {iceberg_type(f.dataType).simpleString()}" for f in schema.fields)
+        columns = ", ".join(f"{ident(f.name)} {iceberg_type(f.dataType).simpleString()}" for f in schema.fields)
         partitions = (partition,) if isinstance(partition, str) else tuple(partition or ())
-        partitioned = f" PARTITIONED BY ({', '.join(_quote(p) for p in partitions)})" if partitions else ""
+        partitioned = f" PARTITIONED BY ({', '.join(ident(p) for p in partitions)})" if partitions else ""
         properties = ", ".join(f"'{k}'='{sql_text(v)}'" for k, v in TABLE_PROPERTIES.items())
         # no location: the catalog's default one for the table (its warehouse, any scheme)
         located = f" LOCATION '{sql_text(self.location)}'" if self.location else ""
@@ -244,24 +241,24 @@ class IcebergTable:
             ordered_by = []
         names = {n for n, _ in wanted}
         for gone in [n for n in current if n not in names]:
-            spark.sql(f"ALTER TABLE {self.sql} DROP COLUMN {_quote(gone)}")
+            spark.sql(f"ALTER TABLE {self.sql} DROP COLUMN {ident(gone)}")
         for name, dtype in wanted:
             have = current.get(name)
             if have is None:
-                spark.sql(f"ALTER TABLE {self.sql} ADD COLUMN {_quote(name)} {dtype.simpleString()}")
+                spark.sql(f"ALTER TABLE {self.sql} ADD COLUMN {ident(name)} {dtype.simpleString()}")
             elif have != dtype:
                 if widens(have, dtype):
-                    spark.sql(f"ALTER TABLE {self.sql} ALTER COLUMN {_quote(name)} TYPE {dtype.simpleString()}")
+                    spark.sql(f"ALTER TABLE {self.sql} ALTER COLUMN {ident(name)} TYPE {dtype.simpleString()}")
                 else:
-                    spark.sql(f"ALTER TABLE {self.sql} DROP COLUMN {_quote(name)}")
-                    spark.sql(f"ALTER TABLE {self.sql} ADD COLUMN {_quote(name)} {dtype.simpleString()}")
+                    spark.sql(f"ALTER TABLE {self.sql} DROP COLUMN {ident(name)}")
+                    spark.sql(f"ALTER TABLE {self.sql} ADD COLUMN {ident(name)} {dtype.simpleString()}")
         order = [f.name for f in spark.table(self.sql).schema.fields]
         if order != [n for n, _ in wanted]:
             for previous, (name, _) in zip([None] + [n for n, _ in wanted], wanted):
-                where = "FIRST" if previous is None else f"AFTER {_quote(previous)}"
-                spark.sql(f"ALTER TABLE {self.sql} ALTER COLUMN {_quote(name)} {where}")
+                where = "FIRST" if previous is None else f"AFTER {ident(previous)}"
+                spark.sql(f"ALTER TABLE {self.sql} ALTER COLUMN {ident(name)} {where}")
         if key and ordered_by != key:
-            spark.sql(f"ALTER TABLE {self.sql} WRITE ORDERED BY {', '.join(_quote(k) for k in key)}")
+            spark.sql(f"ALTER TABLE {self.sql} WRITE ORDERED BY {', '.join(ident(k) for k in key)}")
             spark.sql(f"ALTER TABLE {self.sql} SET TBLPROPERTIES ('{SORT_COLUMNS}'='{sql_text(json.dumps(key))}')")
 
     # writes ----------------------------------------------------------------------------------
@@ -289,7 +286,7 @@ class IcebergTable:
                                  "to merge them into")
             stored.writeTo(self.sql).append()
             return self.ref_snapshot(spark, "main")
-        spark.sql(f"ALTER TABLE {self.sql} CREATE OR REPLACE BRANCH {_quote(branch)} AS OF VERSION {base}")
+        spark.sql(f"ALTER TABLE {self.sql} CREATE OR REPLACE BRANCH {ident(branch)} AS OF VERSION {base}")
         if merge:
             self._write_touched(spark, branch, base, stored, key, inserts_only, expected_rows)
         elif keys is not None:
@@ -390,7 +387,7 @@ class IcebergTable:
                              branch="main")
                 return self.ref_snapshot(spark, "main")
             base_snapshot_id = int(main.snapshot_id)
-        spark.sql(f"ALTER TABLE {self.sql} CREATE OR REPLACE BRANCH {_quote(branch)} AS OF VERSION {base_snapshot_id}")
+        spark.sql(f"ALTER TABLE {self.sql} CREATE OR REPLACE BRANCH {ident(branch)} AS OF VERSION {base_snapshot_id}")
         table = load_table(load_pyiceberg_catalog(self.warehouse), self.identifier)  # with Spark's branch
         self._commit_merged(spark, table, branch, base_snapshot_id, before, source, key)
         return self.ref_snapshot(spark, branch)
@@ -452,10 +449,10 @@ class IcebergTable:
             return
         view = f"cdc_merge_{uuid.uuid4().hex}"
         source.createOrReplaceTempView(view)
-        on = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key)
-        columns = [_quote(c) for c in source.columns if c != MERGE_PRESENT]
+        on = " AND ".join(f"t.{ident(k)} = s.{ident(k)}" for k in key)
+        columns = [ident(c) for c in source.columns if c != MERGE_PRESENT]
         sets = ", ".join(f"t.{c} = s.{c}" for c in columns)
-        present = _quote(MERGE_PRESENT)
+        present = ident(MERGE_PRESENT)
         try:
             spark.sql(
                 f"MERGE INTO {self.on_branch(branch)} t USING {view} s ON {on} "
@@ -489,13 +486,13 @@ class IcebergTable:
         except AnalysisException:
             return False
         new = {f.name: f"_cdc_new_{i}" for i, f in enumerate(fields) if f.name not in key}
-        incoming = source.select(*[F.col(_quote(k)) for k in key], *[F.col(_quote(c)).alias(n) for c, n in new.items()],
+        incoming = source.select(*[F.col(ident(k)) for k in key], *[F.col(ident(c)).alias(n) for c, n in new.items()],
                                  F.col(MERGE_PRESENT), F.lit(True).alias(_IN_SOURCE))
         untouched = F.col(_IN_SOURCE).isNull()
         whole = (previous.join(incoming, on=key, how="full_outer")
                  .where(untouched | F.col(MERGE_PRESENT).isNotNull())
-                 .select([F.col(_quote(f.name)) if f.name in key
-                          else F.when(untouched, F.col(_quote(f.name))).otherwise(F.col(new[f.name])).alias(f.name)
+                 .select([F.col(ident(f.name)) if f.name in key
+                          else F.when(untouched, F.col(ident(f.name))).otherwise(F.col(new[f.name])).alias(f.name)
                           for f in fields]))
         # `distribution-mode none` and one task: no range sort (its sampling job and shuffle) for
         # a file Iceberg still sorts by the table's order within the task.
@@ -513,7 +510,7 @@ class IcebergTable:
     def rename(self, spark: SparkSession, name: str) -> "IcebergTable":
         """The table under `name` in its namespace: a catalog operation that keeps its UUID,
         snapshots, branches and tags (its files stay where they are)."""
-        spark.sql(f"ALTER TABLE {self.sql} RENAME TO {_quote(self.namespace)}.{_quote(name)}")
+        spark.sql(f"ALTER TABLE {self.sql} RENAME TO {ident(self.namespace)}.{ident(name)}")
         return replace(self, name=name)
 
     def ref_snapshot(self, spark: SparkSession, ref: str) -> int | None:
@@ -543,7 +540,7 @@ class IcebergTable:
     def read(self, spark: SparkSession, snapshot_id: int, schema: T.StructType) -> DataFrame:
         """The table at a snapshot, in the Spark types the manifest recorded."""
         frame = spark.read.option("versionAsOf", str(snapshot_id)).table(self.sql)
-        return frame.select([F.col(_quote(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
+        return frame.select([F.col(ident(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
 WINDOW_COLUMN = "window_start_ms"  # the window a row of a window-partitioned table belongs to

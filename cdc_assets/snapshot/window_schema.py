@@ -20,6 +20,7 @@ from pyspark.sql import Column, DataFrame, Window, functions as F, types as T
 from cdc_assets.common.mysql_types import is_decimal_without_params, parse_mysql_type
 from cdc_assets.contracts.schemas import ROW
 from cdc_assets.snapshot.reconstruct import TableSchema
+from cdc_assets.common.sql_text import ident
 
 _PARAMLESS_DECIMAL = r"^\s*(decimal|numeric|dec|fixed)(\s+(signed|unsigned|zerofill))*\s*$"
 
@@ -152,12 +153,10 @@ def _collect_with(frame: DataFrame, other: DataFrame | None) -> tuple[list, list
     if other is None:
         return frame.collect(), []
     mine, theirs = T.StructType(frame.schema.fields), T.StructType(other.schema.fields)
-    both = frame.select(F.struct(*[F.col(_quote(c)) for c in frame.columns]).alias("a"),
+    both = frame.select(F.struct(*[F.col(ident(c)) for c in frame.columns]).alias("a"),
                         F.lit(None).cast(theirs).alias("b")).unionByName(
         other.select(F.lit(None).cast(mine).alias("a"),
-                     F.struct(*[F.col(_quote(c)) for c in other.columns]).alias("b"))).collect()
+                     F.struct(*[F.col(ident(c)) for c in other.columns]).alias("b"))).collect()
     return [r.a for r in both if r.a is not None], [r.b for r in both if r.b is not None]
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
