@@ -20,8 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 # A table's row events in a window at most for its writes to go through Arrow (a source holds up
-# to about two rows an event); more: Spark writes them.
-ARROW_WRITE_ROWS = 50_000
+# to about two rows an event); more: Spark writes them. 250,000 holds every table of the bench's
+# 250,000-event windows (at most 100,000 a table): Spark's paths took 37 jobs a window there,
+# Arrow's 14, in the same time (docs/performance.md step 29). What the driver then holds is a
+# table's typed actions: tens of MB for a narrow table, a few hundred for a wide one.
+ARROW_WRITE_ROWS = 250_000
 ARROW_REWRITE_BYTES = 16 * 1024 * 1024  # the largest one-file base rewritten in the driver
 
 
