@@ -35,8 +35,8 @@ from cdc_assets.common.iceberg_arrow_writes import (
     ARROW_REWRITE_BYTES, ARROW_WRITE_ROWS, as_table_rows, commit_overwrite, matches_as_spark, merged, sorted_by,
 )
 from cdc_assets.common.iceberg_refs import load_table
-from cdc_assets.common.warehouse import load_pyiceberg_catalog, table_identifier
 from cdc_assets.common.sql_text import ident
+from cdc_assets.common.warehouse import load_pyiceberg_catalog, table_identifier
 
 # A snapshot table is written sorted by its key (Iceberg's sort order; Spark range-distributes
 # the rows), so each data file holds one range of keys. A MERGE rewrites only the files whose
@@ -113,7 +113,6 @@ def branch_name(window_start_ms: int) -> str:
 def sql_text(text: str) -> str:
     """`text` inside a single-quoted SQL string."""
     return text.replace("\\", "\\\\").replace("'", "\\'")
-
 
 
 def iceberg_type(dtype: T.DataType) -> T.DataType:

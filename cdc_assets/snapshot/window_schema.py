@@ -18,9 +18,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window, functions as F, types as T
 
 from cdc_assets.common.mysql_types import is_decimal_without_params, parse_mysql_type
+from cdc_assets.common.sql_text import ident
 from cdc_assets.contracts.schemas import ROW
 from cdc_assets.snapshot.reconstruct import TableSchema
-from cdc_assets.common.sql_text import ident
 
 _PARAMLESS_DECIMAL = r"^\s*(decimal|numeric|dec|fixed)(\s+(signed|unsigned|zerofill))*\s*$"
 
@@ -158,5 +158,3 @@ def _collect_with(frame: DataFrame, other: DataFrame | None) -> tuple[list, list
         other.select(F.lit(None).cast(mine).alias("a"),
                      F.struct(*[F.col(ident(c)) for c in other.columns]).alias("b"))).collect()
     return [r.a for r in both if r.a is not None], [r.b for r in both if r.b is not None]
-
-
