@@ -273,7 +273,8 @@ def _replay(dump: Path, warehouse: Path, env: dict) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"replay failed ({proc.returncode}): {proc.stderr[-3000:]}")
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    keys = ("events", "duplicates", "late", "quarantined", "windows", "rows", "spark_jobs_per_window", "ok")
+    keys = ("events", "duplicates", "late", "quarantined", "windows", "windows_with_data", "window_runs", "rows",
+            "spark_jobs_per_window", "ok")
     return {k: summary.get(k) for k in keys}
 
 

@@ -167,10 +167,14 @@ def targets(sections: list[dict], history: dict | None, per_protocol: list[dict]
             "on a warm JVM (median of windows 2–" f"{fixed_cost['windows']})",
             f"{fixed_cost['warm_median']:.1f} s (window 1: {fixed_cost['first']:.1f} s)",
             fixed_cost["warm_median"] <= TARGET_FIXED_COST_S)
-    row("3. a backfill of N windows as one pass (one Dagster run over the range, `BackfillPolicy`)",
-        "partly: one Dagster run over each range of windows (every layer, each window reported per partition); "
-        "the range's windows decoded and aligned in one pass and their snapshot schemas found in one, but each "
-        "window's change table, quarantine and snapshot still written by its own jobs (docs/performance.md §3)", False)
+    summary = (rep.extra.get("replay") or {}) if rep else {}
+    if summary.get("window_runs"):
+        windows, runs = summary.get("windows_with_data", 0), summary["window_runs"]
+        row("3. a backfill of N windows as one pass (one Dagster run over the range, `BackfillPolicy`)",
+            f"{windows} windows with data in {runs} Dagster run(s) over their range; per range, the landed "
+            "messages read, decoded and aligned once and the change rows read once for the snapshots (cached), "
+            "then each window committed in order from those caches, its checks reported per partition "
+            "(docs/performance.md §3)", runs == 1 and windows > 1)
     dec = first.get("cdc_decode")
     if dec:
         floor = first.get("read_floor_spark")
@@ -438,12 +442,12 @@ docs/performance.md lists every Spark action of a window, with the plan that rem
 - **Spark jobs and the fixed cost of a window (target 2).** No count, check figure or chart
   runs a job of its own (they are observed by the writes), and a range of windows is decoded
   and aligned in one pass, so what is left per window is its writes. A table whose window has
-  at most 50,000 events (`ARROW_WRITE_ROWS`) is applied in Arrow: its typed actions are
+  at most 250,000 events (`ARROW_WRITE_ROWS`) is applied in Arrow: its typed actions are
   collected by one Spark action (2 jobs: the sort's shuffle and the result), and its snapshot
   and history are committed by pyiceberg, also in a new table's first window
-  (docs/performance.md steps 25-26). So the replays of 5,000- and 20,000-event windows take
-  11-14 jobs a window; the 1,000,000-event replay's windows (about 62,000 events a table)
-  take Spark's writes, about 10 jobs a table, hence its 40. The fixed cost of a 5,000-event
+  (docs/performance.md steps 25-26 and 29). So every window of the replays here takes 10-14
+  jobs, the 1,000,000-event replay's too (about 62,000 events a table; before step 29 they
+  took Spark's writes, about 10 jobs a table, hence 40). The fixed cost of a 5,000-event
   window is then mostly driver time, not jobs: building each table's typed-action plans over
   py4j (a round trip per column function, about 0.4 s a table), the pyiceberg commits and
   catalog reads, the window's change-table write and Dagster's reporting. A vectorised

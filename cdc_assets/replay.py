@@ -11,6 +11,7 @@ cost one small file per quiet window, not a Spark run.
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -34,10 +35,22 @@ from cdc_assets.landing.tables import load_state
 from cdc_assets.snapshot.store import list_manifests, read_manifest
 
 Progress = Callable[[str], None]
-# Dagster's per-event DEBUG lines would drown the progress lines; warnings still show.
 # The tags of a run over a partition range (what a `BackfillPolicy.single_run()` backfill sets).
 RANGE_START_TAG, RANGE_END_TAG = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+# Dagster's per-event DEBUG lines would drown the progress lines; warnings still show.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# The module whose warning `_RangeCheckNotice` drops.
+DAGSTER_PLAN_LOGGER = "dagster._core.execution.plan.active"
+
+
+class _RangeCheckNotice(logging.Filter):
+    """Drops Dagster's warning that a blocking check "emitted no result" in a step: a range
+    run reports each window's check results as `AssetCheckEvaluation(partition=k)`, which
+    Dagster does not count, and the step itself stops after a failed blocking check
+    (defs/range_reporting.py). Every replay of more than one window would print it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "emitted no result in step" not in record.getMessage()
 
 
 def _stderr(msg: str) -> None:
@@ -59,6 +72,7 @@ class ReplaySummary:
     ignored_watermarks: int = 0  # moved backwards or implausible (docs/reliability.md)
     windows: int = 0
     windows_with_data: int = 0  # materialized by a Dagster run (Spark)
+    window_runs: int = 0  # those Dagster runs: one per range of consecutive windows with data
     # Spark jobs of each window, in order (a local session only; each job is a fixed cost): its run's, or its
     # share of its range's layer run plus its snapshot run's (`_WindowRunner`)
     spark_jobs_per_window: list[int] = field(default_factory=list)
@@ -85,6 +99,15 @@ def replay(
     instance: DagsterInstance,
     progress: Progress = _stderr,
 ) -> ReplaySummary:
+    notice, plan_logger = _RangeCheckNotice(), logging.getLogger(DAGSTER_PLAN_LOGGER)
+    plan_logger.addFilter(notice)
+    try:
+        return _replay(settings, source_name, instance, progress)
+    finally:
+        plan_logger.removeFilter(notice)
+
+
+def _replay(settings: Settings, source_name: str, instance: DagsterInstance, progress: Progress) -> ReplaySummary:
     source = settings.source(source_name)
     summary = ReplaySummary(source=source.name, protocol=source.protocol)
     # A finished dump: a file cut short stays so (no waiting for it), and is reported.
@@ -210,6 +233,7 @@ class _WindowRunner:
             "tags": {RANGE_START_TAG: keys[0], RANGE_END_TAG: keys[-1]}}
         result = self.job.execute_in_process(instance=self.instance, raise_on_error=False, run_config=QUIET,
                                              **partitions, **kwargs)
+        self.summary.window_runs += 1
         return result, time.perf_counter() - started, jobs_since(jobs_before)
 
     def _report(self, keys: list[str], result, elapsed: float, jobs: int | None, what: str = "") -> bool:

@@ -106,7 +106,8 @@ def test_issue_45_targets_are_read_against_the_peer_the_jobs_and_the_dump(dump):
     results = {name: m for name, m in (
         ("cdc_decode", measured("cdc_decode", msgs / 50_000)), ("read_floor_spark", measured("x", msgs / 250_000)),
         ("duckdb_sql", measured("duckdb_sql", 2.0)),
-        ("cdc_replay", measured("cdc_replay", 30.0, replay={"spark_jobs_per_window": [12, 40]}, storage=storage)))}
+        ("cdc_replay", measured("cdc_replay", 30.0, storage=storage, replay={
+            "spark_jobs_per_window": [12, 40], "windows_with_data": 2, "window_runs": 1})))}
     fixed = {"windows": 6, "events_per_window": 5_000, "first": 9.0, "warm_median": 2.5, "spark_jobs": [14, 13],
              "seconds": [9.0, 2.5], "final_rows": 1, "wall_s": 20.0}
     text = report.render([{"events": 2_000, "info": dump.info, "results": results}], None,
@@ -122,6 +123,7 @@ def test_issue_45_targets_are_read_against_the_peer_the_jobs_and_the_dump(dump):
     assert "1.80× (landed_messages 1.00×, change_table 0.60×, snapshots 0.20×)" in rows["5."]
     assert rows["5."].endswith("| **no** |")
     assert "## Fixed cost of a small window" in text
+    assert "2 windows with data in 1 Dagster run(s) over their range" in rows["3."] and rows["3."].endswith("| yes |")
 
 
 def test_storage_counts_each_layer_of_a_warehouse_against_the_dump(tmp_path):

@@ -60,7 +60,7 @@ def _replay_and_check(settings, instance):
     lines: list[str] = []
     summary = replay(settings, "src", instance, progress=lines.append)
 
-    assert (summary.ok, summary.windows, summary.windows_with_data) == (True, 3, 3), lines
+    assert (summary.ok, summary.windows, summary.windows_with_data, summary.window_runs) == (True, 3, 3, 1), lines
     assert (summary.events, summary.duplicates, summary.rows) == (7, 1, 6)
     # the range run's jobs shared over its windows
     assert len(summary.spark_jobs_per_window) == 3 and min(summary.spark_jobs_per_window) > 0

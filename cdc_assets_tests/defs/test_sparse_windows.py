@@ -33,8 +33,8 @@ def test_quiet_windows_cost_no_run(tmp_path):
     summary = replay(settings, "src", instance, progress=lines.append)
 
     windows = 200 * 24 + 1  # from T0's window to LATER's
-    assert (summary.ok, summary.windows, summary.windows_with_data, summary.quiet_windows) == (
-        True, windows, 2, windows - 2)
+    assert (summary.ok, summary.windows, summary.windows_with_data, summary.quiet_windows, summary.window_runs) == (
+        True, windows, 2, windows - 2, 2)
     assert f"[src] {windows} window(s) to materialize, 2 with data (in 2 run(s), one per range of consecutive " \
            f"windows with data); {windows - 2} quiet, " \
            "carried forward without Spark" in lines
