@@ -445,7 +445,7 @@ docs/performance.md lists every Spark action of a window, with the plan that rem
   at most 250,000 events (`ARROW_WRITE_ROWS`) is applied in Arrow: its typed actions are
   collected by one Spark action (2 jobs: the sort's shuffle and the result), and its snapshot
   and history are committed by pyiceberg, also in a new table's first window
-  (docs/performance.md steps 25-26 and 29). So every window of the replays here takes 10-14
+  (docs/performance.md steps 25-26 and 29). So every window of the replays here takes 7-14
   jobs, the 1,000,000-event replay's too (about 62,000 events a table; before step 29 they
   took Spark's writes, about 10 jobs a table, hence 40). The fixed cost of a 5,000-event
   window is then mostly driver time, not jobs: building each table's typed-action plans over
