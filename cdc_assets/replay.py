@@ -72,7 +72,9 @@ class ReplaySummary:
     ignored_watermarks: int = 0  # moved backwards or implausible (docs/reliability.md)
     windows: int = 0
     windows_with_data: int = 0  # materialized by a Dagster run (Spark)
-    window_runs: int = 0  # those Dagster runs: one per range of consecutive windows with data
+    # The Dagster runs that materialized them: one per range of consecutive windows with data (and one
+    # more for the snapshots of a range whose layers' step stopped at a failed blocking check)
+    window_runs: int = 0
     # Spark jobs of each window, in order (a local session only; each job is a fixed cost): its run's, or its
     # share of its range's layer run plus its snapshot run's (`_WindowRunner`)
     spark_jobs_per_window: list[int] = field(default_factory=list)
