@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from cdc_assets.replay import DAGSTER_PLAN_LOGGER, _RangeCheckNotice
 
@@ -25,4 +26,4 @@ def test_the_warning_names_the_module_it_is_dropped_from():
     from dagster._core.execution.plan import active
 
     assert active.logger.name == DAGSTER_PLAN_LOGGER
-    assert "emitted no result" in open(active.__file__).read()
+    assert "emitted no result" in Path(active.__file__).read_text()
