@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wide-table", default="100000x60", type=_wide_table,
                    help="EVENTSxCOLUMNS: the replay of one wide table against the peers ('' skips it)")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--budget-minutes", type=float, default=70,
+    p.add_argument("--budget-minutes", type=float, default=110,
                    help="drop repeat runs, then the wide table, the per-protocol decode, the table-size and "
                         "history tests and the larger sizes, to stay near it")
     p.add_argument("--cache", default=str(REPO / ".bench_cache"))

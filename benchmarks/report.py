@@ -394,7 +394,7 @@ NOTES = """## How to read this
 - Ties at the same commitTs for one key: DuckDB and plain Spark order them as cdc_assets does
   (a DELETE applies before an INSERT, so the INSERT wins: TiCDC's split update). The generated
   dumps have no such ties, so this choice does not affect the figures.
-- Figures are medians of the runs listed. `--budget-minutes` (default 70) drops repeat runs,
+- Figures are medians of the runs listed. `--budget-minutes` (default 110, which holds the 10,000,000-event steps on 2 cores) drops repeat runs,
   then the wide table, the per-protocol decode, the table-size test, the window-cost test and the
   larger-size steps (in that order), when a slow machine would overrun it;
   the machine section lists what was dropped. A machine loaded before the run (see the
