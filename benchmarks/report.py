@@ -10,6 +10,7 @@ from pathlib import Path
 from importlib.metadata import version
 
 from benchmarks.measure import Measured
+from cdc_assets.common.iceberg_arrow_writes import ARROW_WRITE_ROWS
 
 STEPS = {
     "read_floor_arrow": "read floor: pyarrow reads and decompresses every value",
@@ -80,6 +81,11 @@ def _jvm_archive() -> str:
 
     # Where the engines' `load_settings({})` looks.
     return "mapped by every session" if archive_in_place(configured_archive({})) else "none (sessions start without it)"
+
+
+def _replay_jobs(m: Measured | None) -> list[int]:
+    """Spark jobs per window of a measured `cdc_replay` (from its summary)."""
+    return list(((m.extra.get("replay") or {}).get("spark_jobs_per_window") or []) if m else [])
 
 
 def _fmt(x: float | None, digits: int = 2) -> str:
@@ -157,11 +163,17 @@ def targets(sections: list[dict], history: dict | None, per_protocol: list[dict]
         row(f"1. end to end: `cdc-assets replay` of {sections[0]['events']:,} events within "
             f"{TARGET_REPLAY_RATIO:g}× the DuckDB peer (JVM start and every window included)",
             f"{rep.job_s:.1f} s against {duck.job_s:.2f} s: {ratio:.1f}×{on_server}", ratio <= TARGET_REPLAY_RATIO)
-    jobs = [n for r in (rep, ) if r for n in (r.extra.get("replay") or {}).get("spark_jobs_per_window") or []]
-    jobs += (fixed_cost or {}).get("spark_jobs") or []
+    jobs = _replay_jobs(rep) + ((fixed_cost or {}).get("spark_jobs") or [])
+    # The larger sizes' replays count too: their windows are the ones that outgrow Arrow's writes.
+    larger = [(s["events"], _replay_jobs(s["results"].get("cdc_replay"))) for s in sections[1:]]
+    larger = [(events, n) for events, n in larger if n]
     if jobs:
-        row(f"2. ≤ {TARGET_JOBS_PER_WINDOW} Spark jobs per window (the replays' windows)",
-            f"{min(jobs)}–{max(jobs)} per window", max(jobs) <= TARGET_JOBS_PER_WINDOW)
+        measured = f"{min(jobs)}–{max(jobs)} per window" + "".join(
+            f"; {min(n)}–{max(n)} at {events:,} events (windows of about {events // len(n):,} events: a "
+            f"table's window of more than {ARROW_WRITE_ROWS:,} events takes Spark's MERGE and history writes)"
+            for events, n in larger)
+        row(f"2. ≤ {TARGET_JOBS_PER_WINDOW} Spark jobs per window (the replays' windows)", measured,
+            max(jobs + [m for _, n in larger for m in n]) <= TARGET_JOBS_PER_WINDOW)
     if fixed_cost and fixed_cost.get("warm_median") is not None:
         row(f"2. fixed cost ≤ {TARGET_FIXED_COST_S:g} s for a {fixed_cost['events_per_window']:,}-event window "
             "on a warm JVM (median of windows 2–" f"{fixed_cost['windows']})",
@@ -445,14 +457,18 @@ docs/performance.md lists every Spark action of a window, with the plan that rem
   at most 250,000 events (`ARROW_WRITE_ROWS`) is applied in Arrow: its typed actions are
   collected by one Spark action (2 jobs: the sort's shuffle and the result), and its snapshot
   and history are committed by pyiceberg, also in a new table's first window
-  (docs/performance.md steps 25-26 and 29). So every window of the replays here takes 7-14
-  jobs, the 1,000,000-event replay's too (about 62,000 events a table; before step 29 they
-  took Spark's writes, about 10 jobs a table, hence 40). The fixed cost of a 5,000-event
-  window is then mostly driver time, not jobs: building each table's typed-action plans over
-  py4j (a round trip per column function, about 0.4 s a table), the pyiceberg commits and
-  catalog reads, the window's change-table write and Dagster's reporting. A vectorised
-  apply of the typed actions (one plan for every table of the window) is what would cut it
-  further.
+  (docs/performance.md steps 25-26 and 29). So every window of the replays of 1,000,000
+  events and fewer takes 7-14 jobs (the 1,000,000-event replay: about 62,000 events a table;
+  before step 29 they took Spark's writes, about 10 jobs a table, hence 40). The
+  10,000,000-event replay's windows (about 625,000 events a table) are over that bound: each
+  table's MERGE and history are Spark's writes, about 24 jobs a table (adaptive execution
+  runs each exchange as a job), hence 95-96 a window. Taking them through Arrow would hold a
+  few hundred MB of typed actions a table in the driver; not tried. The fixed cost of a
+  5,000-event window is then mostly driver time, not jobs: building each table's typed-action
+  plans over py4j (a round trip per column function, about 0.4 s a table), the pyiceberg
+  commits and catalog reads, the window's change-table write and Dagster's reporting. A
+  vectorised apply of the typed actions (one plan for every table of the window) is what
+  would cut it further.
 - **End to end (target 1).** The replay of the 1,000,000-event dump is its landing (the dump
   read and kept as landed messages, with its watermark and batch figures: about a fifth of
   the time), one pass that decodes and aligns its four windows (about half: the Python
