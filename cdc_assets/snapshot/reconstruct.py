@@ -274,6 +274,16 @@ def _retyped(value: Column, source: T.DataType, target: T.DataType) -> Column:
     return value.cast(T.StringType()).try_cast(target)  # always a valid cast, unlike e.g. date -> binary
 
 
+def stores_as(schema: TableSchema, previous: TableSchema) -> bool:
+    """Whether rows of `previous` are already rows of `schema`: the same key, and the same
+    columns in the same Spark types, so nothing conforms them (`_conform`). The schemas may
+    still differ in what does not reach a stored value: a column's MySQL type text, or the
+    integer digits learned for a decimal without parameters (TiCDC's default Canal-JSON),
+    which only matter past Spark's 38 digits. Those windows merge their touched keys too,
+    rather than rewrite the table whole."""
+    return schema.primary_key == previous.primary_key and schema.spark_schema() == previous.spark_schema()
+
+
 def _conform(df: DataFrame, schema: TableSchema) -> tuple[DataFrame, Column | None]:
     """Previous snapshot -> current schema (new columns null, changed types try_cast).
 

@@ -46,7 +46,7 @@ from cdc_assets.snapshot.ddl.barriers import (
 from cdc_assets.snapshot.ddl.rewrite import changes_rows_or_names
 from cdc_assets.snapshot.reconstruct import (
     COMMIT_TS_COLUMN, TableResult, TableSchema, conform_frame, conformed, key_actions, merge_source,
-    reconstruct_table, typed_actions,
+    reconstruct_table, stores_as, typed_actions,
 )
 from cdc_assets.snapshot.small_window import SmallWindow
 from cdc_assets.snapshot.table_errors import TableFailed, caught, naming_table
@@ -263,10 +263,10 @@ class _Run:
 
     def _merges_touched_keys(self, state: TableState | None, schema: TableSchema) -> bool:
         """Whether only the keys this window's actions touch need writing: rows alone changed
-        the table (no DDL before in this window, same schema). The writer merges them into the
-        previous snapshot (iceberg_tables.IcebergTable.write_window)."""
+        the table (no DDL before in this window, the same stored schema). The writer merges them
+        into the previous snapshot (iceberg_tables.IcebergTable.write_window)."""
         return bool(self.touched_keys_only and state is not None and state.frame is not None and not state.changed
-                    and schema == state.schema and schema.primary_key)
+                    and stores_as(schema, state.schema) and schema.primary_key)
 
     def _starts_small(self, state: TableState | None, schema: TableSchema) -> bool:
         """Whether a table unknown before this window (no previous snapshot, no DDL in it) is

@@ -3,8 +3,13 @@ one commit_ts, unparseable DDL."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from decimal import Decimal
+
 from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
+from cdc_assets.snapshot.reconstruct import TableSchema, stores_as
 from cdc_assets.snapshot.timeline import apply_window
+from cdc_assets.snapshot.window_state import TableState
 
 TS = 1_000 << 18
 
@@ -302,3 +307,48 @@ def test_a_snapshots_rows_come_after_its_schema_whatever_their_clocks(spark):
         _ddl(2, TS + 900, "DROP TABLE t") | {"source_position": 157},  # streamed: not from the snapshot
     ])
     assert ("db", "t") not in out
+
+
+def test_a_decimal_that_grows_in_integer_digits_merges_only_its_touched_keys(spark):
+    """TiCDC's default Canal-JSON types a decimal as `decimal` (no parameters): its integer
+    digits are learned from each window's values, but the stored type stays decimal(38, scale).
+    A window whose values have more digits changes no stored value, so it merges the keys it
+    touches instead of rewriting the table whole; a larger scale does change the type."""
+    types = {"id": "int", "amount": "decimal"}
+    first = apply_window(spark, spark.createDataFrame(
+        [_insert(i, TS + i, {"id": str(i), "amount": "1.50"}, types) for i in range(3)], CHANGE_LOG_SCHEMA), {})
+    name = ("db", "t")
+    before = first.tables[name]
+    rows = spark.createDataFrame(before.frame.collect(), before.frame.schema)
+    first.release()
+    assert (before.schema.decimal_scales, before.schema.decimal_integer_digits) == ({"amount": 2}, {"amount": 1})
+
+    def second(amount: str):
+        grown = _event(10, TS + 10, op="UPDATE", pk_names=["id"], pk_values=["1"], column_types=types,
+                       before={"id": "1", "amount": "1.50"}, after={"id": "1", "amount": amount})
+        previous = {name: TableState(before.schema, rows, previous_rows=3)}  # a window's states are its own
+        return apply_window(spark, spark.createDataFrame([grown], CHANGE_LOG_SCHEMA), previous, touched_keys_only=True)
+
+    digits = second("12345.67")
+    state = digits.tables[name]
+    assert state.schema.decimal_integer_digits == {"amount": 5} and state.schema != before.schema
+    assert state.merge_source is not None  # the touched key only
+    assert [(r.id, r.amount) for r in state.frame.collect()] == [(1, Decimal("12345.67"))]
+    digits.release()
+    scale = second("2.125")
+    assert scale.tables[name].schema.decimal_scales == {"amount": 3}
+    assert scale.tables[name].merge_source is None  # decimal(38,2) -> (38,3): the table is rewritten whole
+    assert sorted((r.id, r.amount) for r in scale.tables[name].frame.collect()) == [
+        (0, Decimal("1.500")), (1, Decimal("2.125")), (2, Decimal("1.500"))]
+    scale.release()
+
+
+def test_stores_as_compares_what_reaches_a_stored_value():
+    base = TableSchema("db", "t", ["id", "amount", "note"], {"id": "int", "amount": "decimal", "note": "varchar(5)"},
+                       ["id"], {"amount": 2}, {"amount": 3})
+    assert stores_as(replace(base, decimal_integer_digits={"amount": 9}), base)
+    assert stores_as(replace(base, mysql_types={**base.mysql_types, "note": "text"}), base)
+    assert not stores_as(replace(base, decimal_scales={"amount": 3}), base)
+    assert not stores_as(replace(base, decimal_integer_digits={"amount": 37}), base)  # 39 digits: text
+    assert not stores_as(replace(base, primary_key=["id", "note"]), base)
+    assert not stores_as(replace(base, columns=["id", "note", "amount"]), base)
