@@ -15,7 +15,7 @@ from cdc_assets.common.iceberg_refs import load_table
 from cdc_assets.common.spark_session import jobs_since, spark_job_ids
 from cdc_assets.common.warehouse import load_pyiceberg_catalog
 from cdc_assets.common.window_commits import WINDOW_END_PROPERTY, WINDOW_PROPERTY
-from cdc_assets.snapshot import history as history_module, small_window
+from cdc_assets.snapshot import history as history_module, small_window, timeline as timeline_module
 from cdc_assets.snapshot.history import history_table
 from cdc_assets.contracts.schemas import CHANGE_LOG_SCHEMA
 from cdc_assets.defs.layers.snapshots import _snapshot_results
@@ -284,3 +284,40 @@ def test_refs_and_summaries_are_read_without_spark(spark, tmp_path):
     assert (table.ref_snapshot(spark, "main"), table.total_records(spark, entry.snapshot_id)) == (entry.snapshot_id, 5)
     assert table.ref_snapshot(spark, "window-1") is None
     assert jobs_since(before) == 0
+
+
+def test_a_decimal_that_grows_in_digits_is_merged_into_the_stored_table(spark, tmp_path, monkeypatch):
+    """A decimal without parameters (TiCDC's default Canal-JSON) whose second window shows more
+    integer digits: the same stored type, so the window merges its touched key into the
+    Iceberg table (snapshot/timeline.py `stores_as`); every row reads back, and the manifest
+    keeps the digits learned."""
+    def changes(rows, window_start_ms):
+        ts = (window_start_ms + 1_000) << 18
+        frame = spark.createDataFrame([(i, op, str(key), amount) for i, (op, key, amount) in enumerate(rows)],
+                                      "i long, op string, id string, amount string")
+        image = F.create_map(F.lit("id"), F.col("id"), F.lit("amount"), F.col("amount"))
+        values = {
+            "topic": F.lit("t"), "kafka_partition": F.lit(0), "kafka_offset": F.col("i"), "event_index": F.lit(0),
+            "event_kind": F.lit("row"), "op": F.col("op"), "database": F.lit("db"), "table": F.lit("d"),
+            "commit_ts": F.lit(ts) + F.col("i"), "pk_names": F.array(F.lit("id")), "pk_values": F.array(F.col("id")),
+            "before": F.when(F.col("op") != "INSERT", image), "after": F.when(F.col("op") != "DELETE", image),
+            "column_types": F.create_map(F.lit("id"), F.lit("bigint"), F.lit("amount"), F.lit("decimal")),
+        }
+        return frame.select(*[values.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name)
+                              for f in CHANGE_LOG_SCHEMA.fields])
+
+    store = (tmp_path / "wh", "src")
+    first = write_window_snapshot(spark, changes([("INSERT", i, "1.50") for i in range(3)], W1), *store, W1,
+                                  W1 + HOUR, None, keep_history=True, merge_touched_keys=True)
+    rebuilt = []  # tables the second window reconstructs whole (it should merge instead)
+    whole = timeline_module.reconstruct_table
+    monkeypatch.setattr(timeline_module, "reconstruct_table", lambda a, schema, *r, **k: (
+        rebuilt.append(schema.id), whole(a, schema, *r, **k))[1])
+    second = write_window_snapshot(spark, changes([("UPDATE", 1, "12345.67"), ("INSERT", 7, "99999.01")], W1 + HOUR),
+                                   *store, W1 + HOUR, W1 + 2 * HOUR, first, keep_history=True, merge_touched_keys=True)
+    entry = second.tables["db.d"]
+    assert rebuilt == []
+    assert (entry.schema["decimal_integer_digits"], entry.schema["decimal_scales"]) == ({"amount": 5}, {"amount": 2})
+    assert (entry.previous_rows, entry.inserted_keys, entry.rows) == (3, 1, 4)
+    rows = sorted((r["id"], str(r["amount"])) for r in read_entry_arrow(*store, entry).to_pylist())
+    assert rows == [(0, "1.50"), (1, "12345.67"), (2, "1.50"), (7, "99999.01")]
