@@ -50,7 +50,7 @@ from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.canal_json.events import decode_batches
 from cdc_assets.decode.common import kafka_time
 from cdc_assets.decode.common import large_messages
-from cdc_assets.decode.common.spark_helpers import value_text
+from cdc_assets.decode.common.spark_helpers import PARSED, with_parsed_value
 
 _TIDB = T.StructType(
     [
@@ -95,10 +95,10 @@ class CanalJsonDecoder(Decoder):
         return self._route(raw)
 
     def _route(self, raw: DataFrame) -> DataFrame:
-        m = F.from_json(value_text(), _ROUTING_SCHEMA)
+        m = F.col(PARSED)
         tidb = m["_tidb"]
         is_watermark = F.coalesce(~m["isDdl"], F.lit(True)) & (m["type"] == "TIDB_WATERMARK")
-        return raw.withColumns(
+        return with_parsed_value(raw, _ROUTING_SCHEMA).withColumns(
             {
                 "routing_ms": kafka_time.kafka_ms() if self.kafka_commit_time else F.coalesce(
                     F.shiftright(tidb["commitTs"], PHYSICAL_SHIFT),
@@ -109,7 +109,7 @@ class CanalJsonDecoder(Decoder):
                 # Kafka-timestamp commit times: a TiDB watermark is on another clock, so none is used
                 "watermark_ts": F.when(is_watermark & F.lit(not self.kafka_commit_time), tidb["watermarkTs"]),
             }
-        )
+        ).drop(PARSED)
 
     def batch_function(self):
         return functools.partial(decode_batches, time_zone=self.options["time-zone"], key_option=self.key_option,

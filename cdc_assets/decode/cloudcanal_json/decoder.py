@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame, functions as F, types as T
 from cdc_assets.common.tso import MAX_TSO_MS
 from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.cloudcanal_json.events import decode_batches
-from cdc_assets.decode.common.spark_helpers import value_text, with_marker_routing
+from cdc_assets.decode.common.spark_helpers import PARSED, with_marker_routing, with_parsed_value
 
 _ROUTING_SCHEMA = T.StructType(
     [T.StructField("entryType", T.StringType()), T.StructField("execTs", T.LongType())]
@@ -54,11 +54,12 @@ class CloudCanalJsonDecoder(Decoder):
     watermark_option = "transaction-end-as-watermark"
 
     def route(self, raw: DataFrame) -> DataFrame:
-        m = F.from_json(value_text(), _ROUTING_SCHEMA)
+        m = F.col(PARSED)
         use_markers = self.emits_watermarks()
         is_marker = F.upper(m["entryType"]) == _TRANSACTION_END
         shiftable = (m["execTs"] > 0) & (m["execTs"] < MAX_TSO_MS)  # as `ms_to_commit_ts` in decode
-        return with_marker_routing(raw, m["execTs"], F.lit(use_markers) & is_marker & shiftable)
+        return with_marker_routing(with_parsed_value(raw, _ROUTING_SCHEMA), m["execTs"],
+                                   F.lit(use_markers) & is_marker & shiftable).drop(PARSED)
 
     def batch_function(self):
         return functools.partial(decode_batches, time_zone=self.options["time-zone"], key_option=self.key_option,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, functions as F
+from pyspark.sql import Column, DataFrame, functions as F, types as T
 
 from cdc_assets.common.tso import PHYSICAL_SHIFT
 from cdc_assets.contracts.schemas import LINEAGE_FIELDS
@@ -30,6 +30,19 @@ def blank_to_null(c: Column) -> Column:
 def value_text() -> Column:
     """The Kafka value as text (invalid UTF-8 is caught separately by `is_valid_utf8`)."""
     return F.col("value").cast("string")
+
+
+#: The routing's parsed message (`with_parsed_value`): dropped again by the routes.
+PARSED = "_cdc_parsed"
+
+
+def with_parsed_value(raw: DataFrame, schema: T.StructType | str) -> DataFrame:
+    """`raw` with `PARSED`: the value parsed by `from_json` with `schema`, once per message.
+    Fields read straight off one `from_json` expression are parsed once each: Spark's JSON
+    optimisation (`OptimizeCsvJsonExprs`) gives every field its own pruned copy of the parse,
+    which had the landing parse every Canal-JSON message six times. A column of the parsed
+    struct is a value its readers share (docs/performance.md, step 32)."""
+    return raw.withColumn(PARSED, F.from_json(value_text(), schema))
 
 
 def with_marker_routing(raw: DataFrame, own_ms: Column, marker: Column) -> DataFrame:

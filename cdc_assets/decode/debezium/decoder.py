@@ -46,7 +46,7 @@ from pyspark.sql import Column, DataFrame, functions as F
 from cdc_assets.common.tso import MAX_TSO_MS, PHYSICAL_SHIFT
 from cdc_assets.decode.base import Decoder
 from cdc_assets.decode.common import kafka_time
-from cdc_assets.decode.common.spark_helpers import value_text
+from cdc_assets.decode.common.spark_helpers import PARSED, with_parsed_value
 from cdc_assets.decode.debezium.events import WATERMARK_OP, Options, decode_batches, placeholder_forms
 from cdc_assets.decode.debezium.field_schemas import BINARY_STRING_RULES
 
@@ -84,7 +84,7 @@ class DebeziumDecoder(Decoder):
         return F.coalesce(source["commit_ts"], derived)
 
     def route(self, raw: DataFrame) -> DataFrame:
-        m = F.from_json(value_text(), _ROUTE_SCHEMA)
+        m = F.col(PARSED)
         p = m["payload"]
         op = F.coalesce(p["op"], m["op"])
         source = F.struct(
@@ -93,7 +93,7 @@ class DebeziumDecoder(Decoder):
         )
         ts_ms = F.coalesce(p["ts_ms"], m["ts_ms"])
         commit_ts = self._commit_ts(source, ts_ms)
-        return raw.withColumns(
+        return with_parsed_value(raw, _ROUTE_SCHEMA).withColumns(
             {
                 "routing_ms": kafka_time.kafka_ms() if self.kafka_commit_time else F.coalesce(
                     F.shiftright(commit_ts, PHYSICAL_SHIFT),
@@ -103,7 +103,7 @@ class DebeziumDecoder(Decoder):
                 ),
                 "watermark_ts": F.when(op == WATERMARK_OP, source["commit_ts"]),
             }
-        )
+        ).drop(PARSED)
 
     def batch_function(self):
         options = Options(derive_commit_ts=self.derive_commit_ts, key_option=self.key_option,
