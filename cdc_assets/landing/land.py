@@ -22,7 +22,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.errors import PythonException
@@ -31,7 +31,7 @@ from pyspark.sql import SparkSession, functions as F
 from cdc_assets.decode import Decoder
 from cdc_assets.landing.batch_stats import collect_stats
 from cdc_assets.landing.layouts import get_layout
-from cdc_assets.landing.routing import landed_rows, routed_messages, unroutable_window
+from cdc_assets.landing.routing import landed_rows, routed_messages
 from cdc_assets.landing.state import LandingState, UnroutableFile
 from cdc_assets.landing.tables import (
     BATCH_COLUMN, LANDED_MESSAGES, LANDING_WATERMARKS, WINDOW_COLUMN, append_batch, batch_rows, commit_state,
@@ -155,13 +155,9 @@ def land(
     except PythonException as exc:  # e.g. an object the layout cannot read: its one line
         raise ValueError(f"cannot land the {layout} files under {dump_root}: {_worker_error(exc)}") from exc
     staged = batch_rows(spark, warehouse, source, batch_id)
-    joined, has_unroutable = unroutable_window(staged, window_ms, state)
-    staged = staged.withColumn(WINDOW_COLUMN, F.coalesce(F.col(WINDOW_COLUMN), F.lit(joined)))
     regressed = regressions_by_partition(
         read_watermark_index(spark, warehouse, source, state), staged.where(F.col("watermark_ts").isNotNull()))
-    stats = collect_stats(staged, dump_root)
-    if has_unroutable:
-        stats = replace(stats, unroutable_window=joined)
+    stats = collect_stats(staged, dump_root, window_ms, state)
     append_batch(spark, landing_table(spark, warehouse, source, LANDING_WATERMARKS),
                  staged.where(F.col("watermark_ts").isNotNull()).select(*WATERMARK_COLUMNS).coalesce(1),
                  batch_id, (BATCH_COLUMN,))

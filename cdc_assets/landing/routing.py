@@ -96,7 +96,7 @@ def landed_rows(routed: DataFrame, window_ms: int) -> DataFrame:
     """Window = floor(routing_ms / width). Routing times outside the plausible range
     (seconds instead of ms, garbage) were nulled: such a message is unroutable instead of
     opening a window in 1970 or 9999, and is stored with a null window (the batch's state
-    entry names the window it joins: `unroutable_window`). A message whose events fall in
+    entry names the window it joins: `batch_stats.unroutable_window`). A message whose events fall in
     other windows too is stored once more in each of them. Sorted by window within each task
     (Iceberg's writer needs a task's rows clustered by partition), by place in Kafka inside
     a window. No shuffle by window: it moved every byte of the dump once more (about a third
@@ -108,14 +108,3 @@ def landed_rows(routed: DataFrame, window_ms: int) -> DataFrame:
         .select(*[f.name for f in LANDED_SCHEMA.fields], *_ROUTING_COLUMNS, UNROUTABLE_REASON, WINDOW_COLUMN)
         .sortWithinPartitions(WINDOW_COLUMN, "topic", "kafka_partition", "kafka_offset")
     )
-
-
-def unroutable_window(staged: DataFrame, window_ms: int, state: LandingState) -> tuple[int, bool]:
-    """A message with no usable time at all (garbage) joins the earliest window of its batch
-    (the first to be materialized), so it is quarantined there with its lineage instead of
-    being dropped; in a batch of nothing but such messages, the newest known window. Also
-    whether the batch has such a message."""
-    earliest, homeless = staged.agg(F.min("routing_ms"), F.count_if(F.col(WINDOW_COLUMN).isNull())).first()
-    if earliest is None:
-        return max(state.windows, default=0), bool(homeless)
-    return earliest // window_ms * window_ms, bool(homeless)

@@ -27,7 +27,7 @@ MESSAGE_COLUMNS = tuple(f.name for f in LANDED_SCHEMA.fields if f.name != "landi
 
 def _window_batches(state: LandingState, window_start_ms: int) -> tuple[list[str], list[str]]:
     """The committed batches with messages in the window, and those whose messages without a
-    usable time (stored with a null window) joined it (`routing.unroutable_window`)."""
+    usable time (stored with a null window) joined it (`batch_stats.unroutable_window`)."""
     landed = [b.batch_id for b in state.batches if window_start_ms in b.windows]
     unroutable = [b.batch_id for b in state.batches if b.unroutable_window == window_start_ms]
     return landed, unroutable

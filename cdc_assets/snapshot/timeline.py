@@ -51,7 +51,7 @@ from cdc_assets.snapshot.reconstruct import (
 from cdc_assets.snapshot.small_window import SmallWindow
 from cdc_assets.snapshot.table_errors import TableFailed, caught, naming_table
 from cdc_assets.snapshot.window_range import PrefetchedWindow
-from cdc_assets.snapshot.window_schema import schemas_and_rows, window_table_schemas
+from cdc_assets.snapshot.window_schema import combined, schemas_and_rows, schemas_by
 from cdc_assets.snapshot.window_state import Closure, Flush, Name, TableState, WindowResult
 
 
@@ -98,6 +98,7 @@ class _Run:
         self.persisted: list[DataFrame] = []
         self.progress: dict[Name, int] = {}  # per table: rows of segments below this are applied
         self.prefetched: PrefetchedWindow | None = None
+        self._segment_schemas: dict[int, dict[Name, TableSchema]] = {}  # a window with DDL: by segment
         self._gone: dict[Name, TableState] = {}  # dropped or renamed away in this window
 
     def apply(self) -> None:
@@ -113,13 +114,16 @@ class _Run:
         self.barriers = barriers_from(ddl)
         self.rows = with_segments(rows, self.barriers)
         if self.barriers:
-            schemas = None  # each segment's own, when it is applied
+            schemas = None  # each flush's own: `combined` from its segments'
             self.rows = self.rows.persist()  # the segments, computed once
             self.persisted.append(self.rows)
-            self._pending = {
-                (r.database, r.table): sorted(r.segments)
-                for r in self.rows.groupBy("database", "table").agg(F.collect_set(SEGMENT).alias("segments")).collect()
-            }
+            # Every segment's table schemas by one job (which fills the cache): a flush then
+            # combines its segments' without a job of its own.
+            self._segment_schemas = schemas_by(self.rows, SEGMENT)
+            self._pending = {}
+            for segment, found in sorted(self._segment_schemas.items()):
+                for name in found:
+                    self._pending.setdefault(name, []).append(segment)
             if self.prefetched is None:  # read whole by the job above: the segments' cache holds it
                 self.persisted.remove(rows)
                 rows.unpersist()
@@ -168,7 +172,7 @@ class _Run:
         if not any(start <= s <= upto for s in self._pending.get(name, [])):
             return
         rows = self.rows.where(_is(name) & F.col(SEGMENT).between(start, upto))
-        self._apply_rows([name], rows, checkpoint=True)
+        self._apply_rows([name], rows, checkpoint=True, schemas={name: self._schema_of(name, start, upto)})
 
     def _flush_remaining(self, schemas: dict[Name, TableSchema] | None = None) -> None:
         """`schemas`: the window's table schemas when already known (a window without DDL)."""
@@ -179,15 +183,19 @@ class _Run:
             rows = self.rows
             for name in partial:
                 rows = rows.where(~_is(name))
-            self._apply_rows(untouched, rows, checkpoint=False, schemas=schemas if not partial else None)
+            if schemas is None or partial:
+                schemas = {name: self._schema_of(name, 0, last) for name in untouched}
+            self._apply_rows(untouched, rows, checkpoint=False, schemas=schemas)
         for name in partial:
             self._flush(name, last)
 
+    def _schema_of(self, name: Name, start: int, upto: int) -> TableSchema:
+        """The table's schema over its rows of segments [start, upto] (`window_schema.combined`)."""
+        return combined([self._segment_schemas[s][name] for s in self._pending[name] if start <= s <= upto])
+
     def _apply_rows(self, names: list[Name], rows: DataFrame, checkpoint: bool,
-                    schemas: dict[Name, TableSchema] | None = None) -> None:
+                    schemas: dict[Name, TableSchema]) -> None:
         actions = key_actions(rows)
-        if schemas is None:
-            schemas = window_table_schemas(rows)
         plans = [(name, self.states.get(name), schemas[name]) for name in names
                  if name in schemas and name not in self.failed]
         plans = [(name, state, state.schema.merged_with(s) if state else s) for name, state, s in plans]

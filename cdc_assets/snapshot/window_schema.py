@@ -123,6 +123,37 @@ def schemas_and_rows_by(rows: DataFrame, other: DataFrame, column: str) -> dict:
     return out
 
 
+def schemas_by(rows: DataFrame, column: str) -> dict:
+    """`window_table_schemas` of each part of a window (the parts: the values of `column`, say
+    its DDL segments) by one Spark action, two with decimals without parameters: value -> that
+    part's schemas. A part without row events has no entry."""
+    by = (column,)
+    rows = rows.where(F.col("event_kind") == ROW)
+    return {value: schemas for (value,), schemas in _schemas(_columns(_shapes(rows, by), by).collect(), rows, by).items()}
+
+
+def combined(parts: list[TableSchema]) -> TableSchema:
+    """The schema `window_table_schemas` infers from the rows of several parts of a window, from
+    each part's schema (no Spark job). `parts`: one table's, in commit order (every row of a
+    part commits before those of the next, as a window's DDL segments do). Columns by first
+    appearance, each column's newest type, the newest key, the largest decimal digits of the
+    columns whose newest type has no parameters, the events of all parts."""
+    out = TableSchema(parts[0].database, parts[0].table, [], {}, [], {}, {}, {}, 0)
+    for part in parts:
+        out.columns += [c for c in part.columns if c not in out.columns]
+        out.mysql_types.update(part.mysql_types)
+        out.primary_key = list(part.primary_key)
+        for mine, theirs in ((out.decimal_scales, part.decimal_scales),
+                             (out.decimal_integer_digits, part.decimal_integer_digits)):
+            mine.update({c: max(n, mine.get(c, 0)) for c, n in theirs.items()})
+        out.first_commit_ts.update({c: min(ts, out.first_commit_ts.get(c, ts)) for c, ts in part.first_commit_ts.items()})
+        out.events += part.events or 0
+    inferred = {c for c, t in out.mysql_types.items() if is_decimal_without_params(parse_mysql_type(t))}
+    out.decimal_scales = {c: n for c, n in out.decimal_scales.items() if c in inferred}
+    out.decimal_integer_digits = {c: n for c, n in out.decimal_integer_digits.items() if c in inferred}
+    return out
+
+
 def _schemas(per_column: list, rows: DataFrame, by: tuple[str, ...]) -> dict[tuple, dict[Name, TableSchema]]:
     """The collected columns as each group's (the `by` values) table schemas; the digits of
     decimals without parameters by one more action, only when some column has them."""

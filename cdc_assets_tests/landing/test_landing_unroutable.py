@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql import functions as F
 
 from cdc_assets.cli import main as cli_main
 from cdc_assets.common.tso import ms_to_tso
@@ -206,3 +207,33 @@ def test_the_no_window_line_says_how_far_the_watermark_got():
         "first window with data (2026-01-01T01:00:00+00:00); 1 message(s) not routable as canal-json "
         "(implausible_time: 1): first in file a.jsonl, partition cdc/0, offset 1: first bytes of key null, "
         "of value b'{}'")
+
+
+def test_a_batch_is_counted_by_one_read_back_and_timeless_messages_join_its_earliest_window(spark, tmp_path):
+    """Issue 45: the batch's counts (per partition, window and file, and the window its messages
+    without any time join) come from one grouping of its landed rows, not one job each."""
+    from cdc_assets.common.spark_session import jobs_since, spark_job_ids
+    from cdc_assets.landing.batch_stats import collect_stats
+    from cdc_assets.landing.tables import batch_rows
+
+    dump, warehouse = tmp_path / "dump", tmp_path / "warehouse"
+    dump.mkdir()
+    lines = [row("INSERT", ms_to_tso(T0 + HOUR + 10), values(1, "a")), b"not json at all",
+             row("INSERT", ms_to_tso(T0 + 2 * HOUR + 5), values(2, "b")), watermark(ms_to_tso(T0 + 3 * HOUR))]
+    (dump / "topic.txt").write_bytes(b"\n".join(lines) + b"\n")
+    result = land(spark, dump_root=dump, layout="lines", decoder=get_decoder("canal-json"),
+                  warehouse=warehouse, source="src", window_ms=HOUR)
+
+    (batch,) = result.state.batches
+    # no time of its own and no Kafka timestamp: the batch's earliest window, where it is quarantined
+    assert batch.unroutable_window == T0 + HOUR
+    assert result.state.windows == {T0 + HOUR: 2, T0 + 2 * HOUR: 1, T0 + 3 * HOUR: 1}
+    assert result.unroutable_files == {"topic.txt": UnroutableFile(4, {"no_time_in_message": 1})}
+    assert result.state.first_unroutable["kafka_offset"] == 1
+
+    staged = batch_rows(spark, warehouse, "src", result.batch_id).where(F.col("unroutable_reason").isNull())
+    before = spark_job_ids()
+    stats = collect_stats(staged, dump, HOUR, LandingState())
+    assert jobs_since(before) <= 2  # one action (its exchange is a job of its own under adaptive execution)
+    assert (stats.messages, stats.windows, stats.unroutable_window) == (3, {T0 + HOUR: 1, T0 + 2 * HOUR: 1,
+                                                                           T0 + 3 * HOUR: 1}, None)

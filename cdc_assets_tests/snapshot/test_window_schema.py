@@ -117,3 +117,48 @@ def test_several_windows_by_one_action_give_each_window_its_own_schemas_and_ddl(
     assert (found[2][0][("db", "t")].decimal_scales, found[1][0][("db", "t")].decimal_scales) == ({"p": 1}, {"p": 2})
     assert found[3] == ({}, [found[3][1][0]]) and found[3][1][0].ddl_sql == "ALTER TABLE t ADD COLUMN c INT"
     changes.unpersist()
+
+
+def _fields(s) -> tuple:
+    return (s.columns, s.mysql_types, s.primary_key, s.decimal_scales, s.decimal_integer_digits,
+            s.first_commit_ts, s.events)
+
+
+def test_parts_of_a_window_combine_into_the_schema_of_their_rows(spark):
+    """A window with DDL (snapshot/timeline.py): its segments' schemas come from one job
+    (`schemas_by`), and a flush of consecutive segments `combined`s them; it must equal the
+    schema of the segments' rows themselves (`window_table_schemas`), for every range."""
+    from cdc_assets.snapshot.window_schema import combined, schemas_by
+
+    plain = {"id": "int", "amount": "decimal"}
+    declared = {"id": "int", "amount": "decimal(12,2)"}
+    grown = {"id": "int", "amount": "decimal", "note": "text"}
+    msgs = [
+        # part 0: a decimal without parameters; table u only here
+        _msg("t", "INSERT", T0 + 1, {"id": "1", "amount": "12.5"}, plain, ["id"]),
+        _msg("u", "INSERT", T0 + 2, {"k": "a"}, {"k": "char(1)"}, ["k"]),
+        # part 1: the decimal declared (its digits no longer learned), then a new key
+        _msg("t", "INSERT", T0 + 100, {"id": "2", "amount": "123456.25"}, declared, ["id"]),
+        _msg("t", "UPDATE", T0 + 101, {"id": "2", "amount": "1.00"}, declared, ["amount"]),
+        # part 2: t absent
+        _msg("u", "UPDATE", T0 + 200, {"k": "b"}, {"k": "char(1)"}, ["k"]),
+        # part 3: without parameters again, more digits and a column the images add
+        _msg("t", "INSERT", T0 + 300, {"id": "3", "amount": "-9876.125", "note": "n"}, grown, ["id"]),
+        _msg("t", "INSERT", T0 + 301, {"id": "4", "amount": "5", "note": None}, grown, ["id"]),
+    ]
+    decoded = get_decoder("canal-json").decode(raw_frame(spark, msgs)).where(F.col("_reject_reason").isNull())
+    parts = decoded.withColumn("part", F.floor((F.col("commit_ts") - F.lit(T0)) / 100).cast("int"))
+    by_part = schemas_by(parts, "part")
+    assert {p: sorted(found) for p, found in by_part.items()} == {
+        0: [("db", "t"), ("db", "u")], 1: [("db", "t")], 2: [("db", "u")], 3: [("db", "t")]}
+    for name in (("db", "t"), ("db", "u")):
+        for start in range(4):
+            for upto in range(start, 4):
+                mine = [by_part[p][name] for p in range(start, upto + 1) if name in by_part[p]]
+                if not mine:
+                    continue
+                rows = parts.where(F.col("part").between(start, upto))
+                assert _fields(combined(mine)) == _fields(window_table_schemas(rows)[name]), (name, start, upto)
+    whole = combined([by_part[p][("db", "t")] for p in (0, 1, 3)])
+    assert whole.columns == ["id", "amount", "note"] and whole.primary_key == ["id"]
+    assert (whole.decimal_scales, whole.decimal_integer_digits) == ({"amount": 3}, {"amount": 4})
