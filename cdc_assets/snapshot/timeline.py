@@ -183,7 +183,7 @@ class _Run:
             rows = self.rows
             for name in partial:
                 rows = rows.where(~_is(name))
-            if schemas is None or partial:
+            if schemas is None:  # a window with DDL (the only kind with partial tables)
                 schemas = {name: self._schema_of(name, 0, last) for name in untouched}
             self._apply_rows(untouched, rows, checkpoint=False, schemas=schemas)
         for name in partial:

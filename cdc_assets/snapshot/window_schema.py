@@ -111,10 +111,10 @@ def schemas_and_rows(changes: DataFrame, other: DataFrame | None = None) -> tupl
     return _schemas(per_column, rows, ()).get((), {}), other_rows
 
 
-def schemas_and_rows_by(rows: DataFrame, other: DataFrame, column: str) -> dict:
+def schemas_and_rows_by(rows: DataFrame, other: DataFrame | None, column: str) -> dict:
     """`schemas_and_rows` of several windows by one Spark action: `rows` (row events) and
-    `other` both carry `column`, the window; value -> (that window's schemas, its rows of
-    `other`). A window with neither has no entry."""
+    `other` (if any) both carry `column`, the window; value -> (that window's schemas, its rows
+    of `other`). A window with neither has no entry."""
     by = (column,)
     per_column, other_rows = _collect_with(_columns(_shapes(rows, by), by), other)
     out = {w: (schemas, []) for (w,), schemas in _schemas(per_column, rows, by).items()}
@@ -127,9 +127,8 @@ def schemas_by(rows: DataFrame, column: str) -> dict:
     """`window_table_schemas` of each part of a window (the parts: the values of `column`, say
     its DDL segments) by one Spark action, two with decimals without parameters: value -> that
     part's schemas. A part without row events has no entry."""
-    by = (column,)
-    rows = rows.where(F.col("event_kind") == ROW)
-    return {value: schemas for (value,), schemas in _schemas(_columns(_shapes(rows, by), by).collect(), rows, by).items()}
+    found = schemas_and_rows_by(rows.where(F.col("event_kind") == ROW), None, column)
+    return {value: schemas for value, (schemas, _) in found.items()}
 
 
 def combined(parts: list[TableSchema]) -> TableSchema:
